@@ -1,0 +1,182 @@
+"""The `kai` command: run components, manage the local control plane, simulate and snapshot."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from operators import components
+
+
+def _dev_up(args: argparse.Namespace) -> int:
+    from operators.devcluster import cluster
+
+    opts = cluster.Options(name=args.name, nodes=args.nodes, gpus=args.gpus, gpu_memory_mib=args.gpu_memory,
+                           gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
+                           port_base=args.port_base, components=not args.no_components,
+                           kuberay=not args.no_kuberay, timeout=args.timeout)
+    started = time.monotonic()
+    try:
+        state = cluster.up(opts)
+    except (cluster.StartError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"cluster {state.name!r} is up in {time.monotonic() - started:.1f}s "
+          f"({args.nodes} node(s) x {args.gpus} GPU(s)); logs: {state.dir}/logs", file=sys.stderr)
+    print(cluster.env_lines(state))
+    if args.detach:
+        return 0
+    print("running; press Ctrl-C to stop and clean up", file=sys.stderr)
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    while not stop:
+        time.sleep(0.5)
+    cluster.down(state.name)
+    return 0
+
+
+def _dev_down(args: argparse.Namespace) -> int:
+    from operators.devcluster import cluster
+
+    if not cluster.down(args.name):
+        print(f"no cluster named {args.name!r} is running", file=sys.stderr)
+    return 0
+
+
+def _dev_env(args: argparse.Namespace) -> int:
+    from operators.devcluster import cluster
+
+    state = cluster.load_state(args.name)
+    if state is None or not cluster.is_running(state):
+        print(f"no cluster named {args.name!r} is running; start it with `kai dev up --detach`", file=sys.stderr)
+        return 1
+    print(cluster.env_lines(state))
+    return 0
+
+
+def _dev_build(_: argparse.Namespace) -> int:
+    from operators.devcluster import build
+
+    return build.main()
+
+
+def _run(args: argparse.Namespace) -> int:
+    names = list(components.COMPONENTS) if args.component == "all" else [args.component]
+    if args.component != "all" and not components.is_available(args.component):
+        print(f"error: component {args.component!r} is not implemented yet", file=sys.stderr)
+        return 2
+    if len(names) == 1:
+        module = components.load(names[0])
+        return int(module.main(args.extra))  # type: ignore[attr-defined]
+    ready = [n for n in names if components.is_available(n)]
+    missing = [n for n in names if n not in ready]
+    if not ready:
+        print("error: no component is implemented yet", file=sys.stderr)
+        return 2
+    if missing:
+        print(f"not implemented yet, not started: {', '.join(missing)}", file=sys.stderr)
+    # One process per component, as in production; this process only supervises.
+    procs = {n: subprocess.Popen([sys.executable, "-m", "operators.cli", "run", n, *args.extra]) for n in ready}
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    code = 0
+    while not stop:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                print(f"component {name} exited with {proc.returncode}; stopping the others", file=sys.stderr)
+                code = proc.returncode or 1
+                stop = True
+        time.sleep(0.3)
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return code
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    try:
+        from operators.scheduler import simulate
+    except ImportError:
+        print("error: the scheduler is not implemented yet", file=sys.stderr)
+        return 2
+    return int(simulate.main(args.extra))
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    try:
+        from operators.scheduler import snapshotcmd  # type: ignore[attr-defined]
+    except ImportError:
+        print("error: `kai snapshot` is not implemented yet", file=sys.stderr)
+        return 2
+    return int(snapshotcmd.main(args.extra))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kai", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="the local control plane").add_subparsers(dest="dev", required=True)
+    up = dev.add_parser("up", help="build (once) and start a local Kubernetes with fake GPU nodes")
+    up.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
+    up.add_argument("--nodes", type=int, default=4)
+    up.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    up.add_argument("--gpu-memory", type=int, default=81920, help="MiB per GPU")
+    up.add_argument("--gpu-product", default="NVIDIA-A100-SXM4-80GB")
+    up.add_argument("--cpu", default="64")
+    up.add_argument("--memory", default="512Gi")
+    up.add_argument("--port-base", type=int, default=16000)
+    up.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each piece")
+    up.add_argument("--no-components", action="store_true", help="do not start the KAI components")
+    up.add_argument("--no-kuberay", action="store_true", help="do not start the KubeRay operator")
+    up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
+    up.set_defaults(func=_dev_up)
+    down = dev.add_parser("down", help="stop everything `up` started and remove its state")
+    down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
+    down.set_defaults(func=_dev_down)
+    env = dev.add_parser("env", help="print the shell exports for a running cluster")
+    env.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
+    env.set_defaults(func=_dev_env)
+    dev.add_parser("build", help="build the control plane binaries into the cache").set_defaults(func=_dev_build)
+
+    run = sub.add_parser("run", help="run one component, or all of them")
+    run.add_argument("component", choices=[*components.COMPONENTS, "all"])
+    run.add_argument("extra", nargs=argparse.REMAINDER, help="arguments for the component")
+    run.set_defaults(func=_run)
+
+    sim = sub.add_parser("simulate", help="run the scheduler's decisions on a snapshot file", add_help=False)
+    sim.add_argument("extra", nargs=argparse.REMAINDER)
+    sim.set_defaults(func=_simulate)
+    snap = sub.add_parser("snapshot", help="write the cluster state the scheduler uses", add_help=False)
+    snap.add_argument("extra", nargs=argparse.REMAINDER)
+    snap.set_defaults(func=_snapshot)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

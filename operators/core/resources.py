@@ -1,0 +1,206 @@
+"""Kubernetes quantities, resource lists and the GPU request of a pod.
+
+Quantities are parsed exactly (Decimal) so that status sums never drift; the scheduler's hot path converts
+them once per pod into plain floats (see `operators.scheduler.snapshot`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from operators.core import keys
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+            "P": Decimal("1e15"), "E": Decimal("1e18")}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+ResourceList = dict[str, Decimal]
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: str | int | float | Decimal) -> Decimal:
+    """Parse a Kubernetes quantity ("1", "500m", "2Gi", "1e3", 0.5) into an exact Decimal."""
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, bool):
+        raise QuantityError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise QuantityError(f"not a quantity: {value!r}")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        base = Decimal(number)
+    except InvalidOperation as exc:
+        raise QuantityError(f"not a quantity: {value!r}") from exc
+    if suffix in _BINARY:
+        return base * _BINARY[suffix]
+    return base * _DECIMAL[suffix]
+
+
+def format_quantity(name: str, value: Decimal) -> str:
+    """Render a quantity the way kubectl users expect: cpu in cores or millicores, memory in binary units."""
+    value = value.normalize() if value != 0 else Decimal(0)
+    if name == "cpu":
+        if value == value.to_integral_value():
+            return str(int(value))
+        milli = value * 1000
+        if milli == milli.to_integral_value():
+            return f"{int(milli)}m"
+        return _plain(value)
+    if name in ("memory", "ephemeral-storage") or name.endswith("hugepages"):
+        if value == value.to_integral_value():
+            as_int = int(value)
+            for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+                unit = _BINARY[suffix]
+                if as_int != 0 and as_int % unit == 0:
+                    return f"{as_int // unit}{suffix}"
+            return str(as_int)
+        return _plain(value)
+    return _plain(value)
+
+
+def _plain(value: Decimal) -> str:
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def parse_resource_list(raw: Mapping[str, Any] | None) -> ResourceList:
+    return {name: parse_quantity(q) for name, q in (raw or {}).items()}
+
+
+def format_resource_list(resources: Mapping[str, Decimal]) -> dict[str, str]:
+    return {name: format_quantity(name, resources[name]) for name in sorted(resources)}
+
+
+def add(a: Mapping[str, Decimal], b: Mapping[str, Decimal]) -> ResourceList:
+    out = dict(a)
+    for name, q in b.items():
+        out[name] = out.get(name, Decimal(0)) + q
+    return out
+
+
+def total(lists: Iterable[Mapping[str, Decimal]]) -> ResourceList:
+    out: ResourceList = {}
+    for item in lists:
+        for name, q in item.items():
+            out[name] = out.get(name, Decimal(0)) + q
+    return out
+
+
+def pod_container_requests(pod_spec: Mapping[str, Any]) -> ResourceList:
+    """Effective requests of a pod: sum of containers, max'ed with each init container, plus overhead.
+
+    A container with a limit but no request gets the limit as request, as the API server defaults it.
+    """
+    def container_requests(container: Mapping[str, Any]) -> ResourceList:
+        res = container.get("resources") or {}
+        requests = parse_resource_list(res.get("requests"))
+        for name, q in parse_resource_list(res.get("limits")).items():
+            requests.setdefault(name, q)
+        return requests
+
+    summed = total(container_requests(c) for c in pod_spec.get("containers") or [])
+    for init in pod_spec.get("initContainers") or []:
+        for name, q in container_requests(init).items():
+            if q > summed.get(name, Decimal(0)):
+                summed[name] = q
+    return add(summed, parse_resource_list(pod_spec.get("overhead")))
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """What a pod asks of GPUs.
+
+    `whole` devices come from `nvidia.com/gpu`; a shared request is `num_devices` devices each with `portion`
+    (gpu-fraction) or `memory_mib` (gpu-memory). At most one of the two kinds is set on a valid pod.
+    """
+
+    whole: int = 0
+    portion: float | None = None
+    memory_mib: int | None = None
+    num_devices: int = 1
+
+    @property
+    def is_shared(self) -> bool:
+        return self.portion is not None or self.memory_mib is not None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.whole == 0 and not self.is_shared
+
+
+class GpuRequestError(ValueError):
+    """An invalid GPU-sharing annotation; the message is user-facing."""
+
+
+def gpu_request(annotations: Mapping[str, str] | None, requests: Mapping[str, Decimal]) -> GpuRequest:
+    """The GPU request of a pod from its annotations and effective requests.
+
+    Accepts what the scheduler accepts (0 < gpu-fraction <= 1); the admission webhook is stricter.
+    """
+    annotations = annotations or {}
+    whole_q = requests.get(keys.GPU_RESOURCE, Decimal(0))
+    whole = int(whole_q)
+    num_devices = 1
+    raw_devices = annotations.get(keys.GPU_FRACTION_NUM_DEVICES)
+    if raw_devices is not None:
+        try:
+            num_devices = int(raw_devices)
+        except ValueError as exc:
+            raise GpuRequestError(
+                "fraction count annotation value must be a positive integer greater than 0") from exc
+        if num_devices <= 0:
+            raise GpuRequestError("fraction count annotation value must be a positive integer greater than 0")
+    raw_fraction = annotations.get(keys.GPU_FRACTION)
+    if raw_fraction is not None:
+        try:
+            portion = float(raw_fraction)
+        except ValueError as exc:
+            raise GpuRequestError(
+                "gpu-fraction annotation value must be a positive number smaller than 1.0") from exc
+        if not 0 < portion <= 1:
+            raise GpuRequestError("gpu-fraction annotation value must be a positive number smaller than 1.0")
+        return GpuRequest(whole=0, portion=portion, num_devices=num_devices)
+    raw_memory = annotations.get(keys.GPU_MEMORY)
+    if raw_memory is not None:
+        try:
+            memory = int(raw_memory)
+        except ValueError as exc:
+            raise GpuRequestError("gpu-memory annotation value must be a positive integer greater than 0") from exc
+        if memory <= 0:
+            raise GpuRequestError("gpu-memory annotation value must be a positive integer greater than 0")
+        return GpuRequest(whole=0, memory_mib=memory, num_devices=num_devices)
+    return GpuRequest(whole=whole)
+
+
+def node_gpu_memory_mib(labels: Mapping[str, str] | None) -> int | None:
+    """Per-GPU memory of a node from `nvidia.com/gpu.memory`.
+
+    KAI treats values of 1 TiB-in-MiB or more as bytes, and floors to a multiple of 100 MiB.
+    """
+    raw = (labels or {}).get(keys.NODE_GPU_MEMORY)
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        return None
+    if value >= 1024 * 1024:
+        value //= 1024 * 1024
+    value -= value % 100
+    return value if value > 0 else None

@@ -1,0 +1,377 @@
+"""`kai dev up` / `kai dev down`: start and stop the local control plane.
+
+Every process is ours (a new session, its pid recorded, its output in `<state>/logs/<name>.log`), so `down`
+can stop exactly what `up` started and remove the state directory. A piece that fails to come up is named in
+the error together with the path of its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from operators.devcluster import build, nodes, pki
+
+MANIFESTS = Path(__file__).parent / "manifests"
+STAGES = Path(__file__).parent / "kwok-stages.yaml"
+CRDS = build.REPO / "crds"
+
+
+class StartError(RuntimeError):
+    pass
+
+
+@dataclass
+class Options:
+    name: str = "default"
+    nodes: int = 4
+    gpus: int = 8
+    gpu_memory_mib: int = 81920
+    gpu_product: str = "NVIDIA-A100-SXM4-80GB"
+    cpu: str = "64"
+    memory: str = "512Gi"
+    port_base: int = 16000
+    components: bool = True  # start `kai run all` when the components exist
+    kuberay: bool = True
+    timeout: float = 180.0
+
+
+@dataclass
+class State:
+    """What `up` recorded for `down` and for clients (tests, the CLI)."""
+
+    name: str
+    dir: str
+    kubeconfig: str
+    server: str
+    ports: dict[str, int]
+    pids: dict[str, int] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    bin_dir: str = ""
+
+    @property
+    def kubectl(self) -> str:
+        return str(Path(self.bin_dir) / "kubectl")
+
+    def save(self) -> None:
+        (Path(self.dir) / "state.json").write_text(json.dumps(asdict(self), indent=2))
+
+
+def state_dir(name: str) -> Path:
+    return build.CACHE / "clusters" / name
+
+
+def load_state(name: str) -> State | None:
+    path = state_dir(name) / "state.json"
+    if not path.exists():
+        return None
+    return State(**json.loads(path.read_text()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def is_running(state: State) -> bool:
+    pid = state.pids.get("kube-apiserver")
+    return bool(pid and _alive(pid))
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class Launcher:
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.logdir = Path(state.dir) / "logs"
+        self.logdir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = self.logdir / f"{name}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env={**os.environ, **(env or {})},
+                                    cwd=self.state.dir)
+        self.state.pids[name] = proc.pid
+        self.state.logs[name] = str(log)
+        self.state.save()
+
+    def check_alive(self, name: str) -> None:
+        pid = self.state.pids[name]
+        if not _alive(pid):
+            raise StartError(f"{name} exited during start-up; see its log: {self.state.logs[name]}\n"
+                             + _tail(Path(self.state.logs[name])))
+
+    def wait_http(self, name: str, url: str, timeout: float, *, tls: ssl.SSLContext | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            self.check_alive(name)
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=tls) as resp:
+                    body = resp.read().decode(errors="replace")
+                    if resp.status == 200:
+                        return
+                    last = body
+            except Exception as exc:
+                last = str(exc)
+            time.sleep(0.3)
+        raise StartError(f"{name} did not become ready at {url} within {timeout:.0f}s ({last}); "
+                         f"see its log: {self.state.logs[name]}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join("    " + ln for ln in path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _ports(base: int) -> dict[str, int]:
+    return {"etcd": base + 379, "etcd-peer": base + 380, "apiserver": base + 443,
+            "controller-manager": base + 257, "scheduler": base + 259, "kwok": base + 247,
+            "ray-operator-metrics": base + 80, "ray-operator-probe": base + 81}
+
+
+def up(opts: Options) -> State:
+    existing = load_state(opts.name)
+    if existing and is_running(existing):
+        raise StartError(f"cluster {opts.name!r} is already running (KUBECONFIG={existing.kubeconfig}); "
+                         f"`kai dev down --name {opts.name}` first")
+    if existing:
+        down(opts.name, quiet=True)
+    bins = build.ensure_binaries()
+    ports = _ports(opts.port_base)
+    busy = [f"{k}={p}" for k, p in ports.items() if not _port_free(p)]
+    if busy:
+        raise StartError(f"ports in use: {', '.join(busy)}; choose another --port-base")
+    root = state_dir(opts.name)
+    root.mkdir(parents=True, exist_ok=True)
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    state = State(name=opts.name, dir=str(root), kubeconfig=str(root / "kubeconfig"), server=server,
+                  ports=ports, bin_dir=str(bins.kube_dir))
+    state.save()
+    try:
+        _start(state, bins, opts)
+    except BaseException:
+        print(f"start-up failed; logs are in {root / 'logs'}; stopping what was started", file=sys.stderr)
+        _stop_processes(state)
+        raise
+    return state
+
+
+def _start(state: State, bins: build.Binaries, opts: Options) -> None:
+    root = Path(state.dir)
+    ports = state.ports
+    pki_dir = root / "pki"
+    ca = pki.CertificateAuthority(pki_dir)
+    sa = pki.service_account_keys(pki_dir)
+    serving = ca.issue("apiserver", "kube-apiserver", server=True,
+                       dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                            "kubernetes.default.svc.cluster.local"], ips=["127.0.0.1", "10.96.0.1"])
+    admin = ca.issue("admin", "kubernetes-admin", org="system:masters", client=True)
+    kcm = ca.issue("controller-manager", "system:kube-controller-manager", client=True)
+    sched = ca.issue("scheduler", "system:kube-scheduler", client=True)
+    pki.write_kubeconfig(Path(state.kubeconfig), server=state.server, ca=ca.cert_path, client=admin,
+                         user="kubernetes-admin")
+    kcm_config = pki.write_kubeconfig(root / "controller-manager.kubeconfig", server=state.server,
+                                      ca=ca.cert_path, client=kcm, user="system:kube-controller-manager")
+    sched_config = pki.write_kubeconfig(root / "scheduler.kubeconfig", server=state.server, ca=ca.cert_path,
+                                        client=sched, user="system:kube-scheduler")
+    launcher = Launcher(state)
+    tls = ssl.create_default_context(cafile=str(ca.cert_path))
+    tls.load_cert_chain(str(admin.cert), str(admin.key))
+    timeout = opts.timeout
+
+    etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+    peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+    launcher.start("etcd", [str(bins.tool("etcd")), "--name", "kai-dev", "--data-dir", str(root / "etcd"),
+                            "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+                            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+                            "--initial-cluster", f"kai-dev={peer_url}", "--unsafe-no-fsync",
+                            "--quota-backend-bytes", str(8 * 2**30), "--log-level", "warn"])
+    launcher.wait_http("etcd", f"{etcd_url}/health", timeout)
+
+    launcher.start("kube-apiserver", [
+        str(bins.tool("kube-apiserver")),
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports['apiserver']}",
+        f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
+        f"--client-ca-file={ca.cert_path}",
+        "--authorization-mode=Node,RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={sa.cert}", f"--service-account-signing-key-file={sa.key}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--allow-privileged=true",
+        "--max-requests-inflight=1600", "--max-mutating-requests-inflight=800",
+        "--profiling=false", "--event-ttl=2h",
+    ])
+    launcher.wait_http("kube-apiserver", f"{state.server}/readyz", timeout, tls=tls)
+
+    launcher.start("kube-controller-manager", [
+        str(bins.tool("kube-controller-manager")),
+        f"--kubeconfig={kcm_config}", f"--authentication-kubeconfig={kcm_config}",
+        f"--authorization-kubeconfig={kcm_config}",
+        "--bind-address=127.0.0.1", f"--secure-port={ports['controller-manager']}",
+        f"--service-account-private-key-file={sa.key}", f"--root-ca-file={ca.cert_path}",
+        f"--cluster-signing-cert-file={ca.cert_path}", f"--cluster-signing-key-file={pki_dir / 'ca.key'}",
+        "--use-service-account-credentials=true",
+        # Fake nodes never heartbeat: without node-lifecycle nobody taints them unreachable and evicts pods.
+        "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route",
+        "--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400",
+    ])
+    launcher.start("kube-scheduler", [
+        str(bins.tool("kube-scheduler")),
+        f"--kubeconfig={sched_config}", f"--authentication-kubeconfig={sched_config}",
+        f"--authorization-kubeconfig={sched_config}",
+        "--bind-address=127.0.0.1", f"--secure-port={ports['scheduler']}", "--leader-elect=false",
+    ])
+    launcher.start("kwok", [
+        str(bins.kwok), f"--kubeconfig={state.kubeconfig}", f"--config={STAGES}",
+        "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={nodes.KWOK_ANNOTATION}=fake",
+        f"--server-address=127.0.0.1:{ports['kwok']}", "--node-lease-duration-seconds=0",
+        "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1",
+    ])
+    kubectl = [str(bins.kubectl), f"--kubeconfig={state.kubeconfig}"]
+    _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f", str(CRDS)], "our CRDs", launcher)
+    if opts.kuberay:
+        _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f", str(bins.kuberay_crds)],
+                 "KubeRay CRDs", launcher)
+    _kubectl(kubectl + ["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"], "CRDs",
+             launcher)
+    _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f",
+                        str(MANIFESTS / "defaults.yaml")], "priority classes and default queues", launcher)
+    if opts.kuberay:
+        launcher.start("ray-operator", [
+            str(bins.ray_operator), "--batch-scheduler=kai-scheduler", "--enable-leader-election=false",
+            f"--metrics-addr=127.0.0.1:{ports['ray-operator-metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{ports['ray-operator-probe']}",
+            "--log-stdout-encoder=console",
+        ], env={"KUBECONFIG": state.kubeconfig})
+    shape = nodes.NodeShape(gpus=opts.gpus, gpu_memory_mib=opts.gpu_memory_mib, gpu_product=opts.gpu_product,
+                            cpu=opts.cpu, memory=opts.memory)
+    names = [f"kwok-node-{i}" for i in range(opts.nodes)]
+    missing = asyncio.run(_create_nodes(state, names, shape, timeout))
+    if missing:
+        launcher.check_alive("kwok")
+        raise StartError(f"{len(missing)} node(s) did not become Ready (e.g. {missing[0]}); "
+                         f"see the kwok log: {state.logs['kwok']}")
+    for name in ("kube-controller-manager", "kube-scheduler"):
+        launcher.wait_http(name, f"https://127.0.0.1:{ports[name.removeprefix('kube-')]}/healthz", timeout,
+                           tls=_insecure())
+    if opts.kuberay:
+        launcher.wait_http("ray-operator", f"http://127.0.0.1:{ports['ray-operator-probe']}/readyz", timeout)
+    if opts.components:
+        _start_components(state, launcher)
+
+
+def _insecure() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+async def _create_nodes(state: State, names: list[str], shape: nodes.NodeShape, timeout: float) -> list[str]:
+    from operators.core.kube import api_client
+
+    api = await api_client(state.kubeconfig)
+    async with api:
+        await nodes.create_nodes(api, names, shape)
+        return await nodes.wait_nodes_ready(api, names, timeout)
+
+
+def _kubectl(argv: list[str], what: str, launcher: Launcher) -> None:
+    for attempt in range(10):
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        time.sleep(0.5 * (attempt + 1))
+    raise StartError(f"installing {what} failed: {' '.join(argv)}\n{proc.stderr.strip()}")
+
+
+def _start_components(state: State, launcher: Launcher) -> None:
+    from operators import components
+
+    if not components.available():
+        print("no KAI components are implemented yet; the cluster runs without them", file=sys.stderr)
+        return
+    launcher.start("kai", [sys.executable, "-m", "operators.cli", "run", "all", "--dev"],
+                   env={"KUBECONFIG": state.kubeconfig, "KAI_DEV_CLUSTER": state.name})
+
+
+def _stop_processes(state: State, grace: float = 10.0) -> None:
+    pids = {name: pid for name, pid in state.pids.items() if _alive(pid)}
+    # Stop in reverse start order: clients before the API server, the API server before etcd.
+    for name in reversed(list(pids)):
+        try:
+            os.killpg(pids[name], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(p) for p in pids.values()):
+        time.sleep(0.1)
+    for pid in pids.values():
+        if _alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid in pids.values():
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def down(name: str, *, quiet: bool = False) -> bool:
+    """Stop every process of the cluster and remove its state. True if there was something to stop."""
+    state = load_state(name)
+    root = state_dir(name)
+    if state is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return False
+    _stop_processes(state)
+    shutil.rmtree(root, ignore_errors=True)
+    if not quiet:
+        print(f"cluster {name!r} stopped and its state removed")
+    return True
+
+
+def env_lines(state: State) -> str:
+    return f"export KUBECONFIG={state.kubeconfig}\nexport PATH={state.bin_dir}:$PATH"
+
+
+def describe(state: State) -> dict[str, Any]:
+    return {"name": state.name, "kubeconfig": state.kubeconfig, "server": state.server,
+            "kubectl": state.kubectl, "logs": str(Path(state.dir) / "logs")}
