@@ -19,6 +19,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -55,8 +56,11 @@ func main() {
 	command := newCommand()
 	command.SetArgs(args[1:])
 	if name == "kubectl" {
-		// kubectl prints its own errors.
-		os.Exit(cli.RunNoErrOutput(command))
+		// kubectl formats its own errors (exit codes as upstream kubectl).
+		if err := cli.RunNoErrOutput(command); err != nil {
+			cmdutil.CheckErr(err)
+		}
+		return
 	}
 	os.Exit(cli.Run(command))
 }

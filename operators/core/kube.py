@@ -65,3 +65,44 @@ def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj["kind"], "name": meta["name"],
             "uid": meta["uid"]}
+
+
+class RawError(ApiException):
+    """A non-2xx answer of the raw helpers, shaped like kubernetes_asyncio's own errors."""
+
+    def __init__(self, status: int, reason: str, body: str) -> None:
+        super().__init__(status=status, reason=reason)
+        self.body = body
+
+
+async def raw(api: client.ApiClient, method: str, path: str, *, query: dict[str, Any] | None = None,
+              body: Any = None, content_type: str = "application/json",
+              timeout: float | tuple[float, float] | None = 30) -> Any:
+    """One request on any API path, JSON in and out (for custom objects, raw lists and subresources)."""
+    resp = await raw_stream(api, method, path, query=query, body=body, content_type=content_type,
+                            timeout=timeout)
+    async with resp:
+        data = await resp.read()
+    if resp.status == 204 or not data:
+        return None
+    import json
+
+    return json.loads(data)
+
+
+async def raw_stream(api: client.ApiClient, method: str, path: str, *, query: dict[str, Any] | None = None,
+                     body: Any = None, content_type: str = "application/json",
+                     timeout: float | tuple[float, float] | None = 30) -> Any:
+    """Like `raw` but returns the open aiohttp response (for watches); raises on non-2xx answers."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    params = [(k, v) for k, v in (query or {}).items() if v is not None]
+    resp = await api.call_api(path, method, query_params=params, header_params=headers, body=body,
+                              auth_settings=["BearerToken"], _preload_content=False,
+                              _return_http_data_only=True, _request_timeout=timeout)
+    if not 200 <= resp.status <= 299:
+        text = (await resp.read()).decode(errors="replace")
+        resp.release()
+        raise RawError(resp.status, resp.reason or "", text)
+    return resp

@@ -70,7 +70,6 @@ def _run(cmd: list[str], *, cwd: Path | None, log: Path, env: dict[str, str]) ->
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("GOFLAGS", "-buildvcs=false")
-    env.setdefault("CGO_ENABLED", "0")
     return env
 
 
@@ -98,7 +97,7 @@ def _build_kube(go: str, gover: str, env: dict[str, str]) -> Path:
     tmp.mkdir(parents=True)
     print(f"building Kubernetes {versions.KUBERNETES} (etcd, apiserver, controller-manager, scheduler, kubectl); "
           "the first build takes a while", file=sys.stderr, flush=True)
-    _run([go, "build", "-trimpath", "-ldflags", _kube_ldflags(), "-o", str(tmp / "kube"), "."],
+    _run([go, "build", "-ldflags", _kube_ldflags(), "-o", str(tmp / "kube"), "."],
          cwd=KUBE_SOURCES, log=CACHE / "build-kube.log", env=env)
     for tool in KUBE_TOOLS:
         (tmp / tool).symlink_to("kube")
@@ -115,7 +114,7 @@ def _install(go: str, gover: str, env: dict[str, str], package: str, name: str, 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     print(f"building {name} {version}", file=sys.stderr, flush=True)
-    _run([go, "install", "-trimpath", "-ldflags", "-s -w", package], cwd=None,
+    _run([go, "install", "-ldflags", "-s -w", package], cwd=None,
          log=CACHE / f"build-{name}.log", env={**env, "GOBIN": str(tmp)})
     tmp.rename(out)
     return binary

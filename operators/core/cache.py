@@ -1,0 +1,206 @@
+"""A small list+watch informer: the in-memory view every component keeps of pods, nodes and CRDs.
+
+Why not `@kopf.index`: its initial population grows super-linearly with the number of objects. This one lists in
+pages, watches from the list's resourceVersion with bookmarks, relists on 410 Gone, and keeps only the slim
+record a caller's `parse` function makes of each object (full pod dicts are large and slow down the GC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from kubernetes_asyncio import client
+
+from operators.core.kube import RawError, raw, raw_stream
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+Listener = Callable[[str, "R | None", "R | None"], None]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives on the API: `/api/v1/pods`, `/apis/scheduling.run.ai/v2/queues`, ..."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        return f"{base}/namespaces/{namespace}/{self.plural}" if namespace else f"{base}/{self.plural}"
+
+
+PODS = Resource("", "v1", "pods")
+NODES = Resource("", "v1", "nodes")
+CONFIGMAPS = Resource("", "v1", "configmaps")
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses")
+QUEUES = Resource("scheduling.run.ai", "v2", "queues")
+PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups")
+BINDREQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests")
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else meta["name"]
+
+
+class Informer(Generic[R]):
+    """Keeps `key -> parse(obj)` for every object of one resource matching the selectors.
+
+    `parse` may return None to drop an object. Listeners are called synchronously for every change with
+    (event type, old record, new record); they must be quick (e.g. set an asyncio.Event or enqueue a key).
+    """
+
+    def __init__(self, api: client.ApiClient, resource: Resource, parse: Callable[[dict[str, Any]], R | None], *,
+                 namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None, page_size: int = 500,
+                 indexes: dict[str, Callable[[R], Iterable[Hashable]]] | None = None) -> None:
+        self.api = api
+        self.resource = resource
+        self.parse = parse
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.store: dict[str, R] = {}
+        self.resource_version: str | None = None
+        self._index_fns = indexes or {}
+        self._indexes: dict[str, dict[Hashable, set[str]]] = {name: {} for name in self._index_fns}
+        self._listeners: list[Listener[R]] = []
+        self.synced = asyncio.Event()
+
+    # --- reading -----------------------------------------------------------------------------------
+    def get(self, key: str) -> R | None:
+        return self.store.get(key)
+
+    def values(self) -> Iterator[R]:
+        return iter(list(self.store.values()))
+
+    def by_index(self, index: str, value: Hashable) -> list[R]:
+        return [self.store[k] for k in self._indexes[index].get(value, ()) if k in self.store]
+
+    def add_listener(self, listener: Listener[R]) -> None:
+        self._listeners.append(listener)
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self.synced.wait(), timeout)
+
+    # --- maintaining ----------------------------------------------------------------------------------
+    def _put(self, key: str, record: R | None, event: str) -> None:
+        old = self.store.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        if record is None:
+            self.store.pop(key, None)
+        else:
+            self.store[key] = record
+            self._index(key, record)
+        if old is None and record is None:
+            return
+        for listener in self._listeners:
+            try:
+                listener(event, old, record)
+            except Exception:
+                log.exception("informer listener failed for %s %s", self.resource.plural, key)
+
+    def _index(self, key: str, record: R) -> None:
+        for name, fn in self._index_fns.items():
+            for value in fn(record):
+                self._indexes[name].setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str, record: R) -> None:
+        for name, fn in self._index_fns.items():
+            for value in fn(record):
+                keys = self._indexes[name].get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._indexes[name][value]
+
+    def _query(self) -> dict[str, Any]:
+        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+
+    async def _list(self) -> None:
+        fresh: dict[str, R | None] = {}
+        cont: str | None = None
+        while True:
+            page = await raw(self.api, "GET", self.resource.path(self.namespace),
+                             query={**self._query(), "limit": self.page_size, "continue": cont}, timeout=120)
+            for obj in page.get("items") or []:
+                fresh[object_key(obj)] = self.parse(obj)
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                self.resource_version = page["metadata"]["resourceVersion"]
+                break
+        for key in [k for k in self.store if k not in fresh]:
+            self._put(key, None, "DELETED")
+        for key, record in fresh.items():
+            self._put(key, record, "ADDED" if key not in self.store else "MODIFIED")
+
+    async def _watch(self) -> None:
+        query = {**self._query(), "watch": "true", "allowWatchBookmarks": "true",
+                 "resourceVersion": self.resource_version, "timeoutSeconds": 300}
+        resp = await raw_stream(self.api, "GET", self.resource.path(self.namespace), query=query,
+                                timeout=(10, 330))
+        async with resp:
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    return
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone()
+                    raise RuntimeError(f"watch error on {self.resource.plural}: {obj.get('message')}")
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if kind == "BOOKMARK":
+                    self.resource_version = rv
+                    continue
+                key = object_key(obj)
+                if kind == "DELETED":
+                    self._put(key, None, kind)
+                else:
+                    self._put(key, self.parse(obj), kind)
+                self.resource_version = rv
+
+    async def run(self) -> None:
+        """List, then watch forever; relist after 410 Gone; back off on errors."""
+        delay = 0.5
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    self.synced.set()
+                    need_list = False
+                await self._watch()
+                delay = 0.5
+            except asyncio.CancelledError:
+                raise
+            except _Gone:
+                need_list = True
+            except RawError as exc:
+                if exc.status == 410:
+                    need_list = True
+                else:
+                    log.warning("watch of %s failed (%s); retrying in %.1fs", self.resource.plural, exc.status,
+                                delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 30)
+            except Exception as exc:
+                log.warning("watch of %s failed (%s); retrying in %.1fs", self.resource.plural, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old: relist."""

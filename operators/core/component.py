@@ -1,0 +1,97 @@
+"""What every component process shares: flags, logging, the API client, probes/metrics, Kopf wiring.
+
+Each component is its own process with its own Kopf registry and settings (`kopf.operator(standalone=True)`):
+Kopf serves the CRD side and the probes; pods and nodes come from `core.cache.Informer`, never from Kopf
+handlers, so Kopf writes no bookkeeping onto user objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import kopf
+
+from operators.core import keys, metrics
+
+log = logging.getLogger(__name__)
+
+
+def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8081) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"kai run {component}")
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    p.add_argument("--scheduler-name", default=keys.SCHEDULER_NAME)
+    p.add_argument("--namespace", default=os.environ.get("NAMESPACE", keys.KAI_NAMESPACE),
+                   help="the namespace the suite runs in (leases live here)")
+    p.add_argument("--metrics-bind-address", "--listen-address", dest="metrics_address",
+                   default=f":{metrics_port}")
+    p.add_argument("--health-probe-bind-address", dest="probe_address", default=f":{probe_port}")
+    p.add_argument("--leader-elect", action="store_true", help="hold a Lease; only the leader works")
+    p.add_argument("--log-level", default=os.environ.get("KAI_LOG_LEVEL", "INFO"))
+    p.add_argument("--dev", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def setup_logging(level: str, component: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s {component} %(name)s: %(message)s")
+    for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def kopf_settings(component: str) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    prefix = f"{component}.kai.scheduler"
+    settings.persistence.finalizer = f"{prefix}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=prefix, key="last-handled-configuration")
+    settings.posting.level = logging.WARNING
+    settings.watching.connect_timeout = 10
+    settings.networking.request_timeout = 60
+    settings.scanning.disabled = True
+    return settings
+
+
+def kopf_registry() -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    async def login(**kwargs: Any) -> Any:
+        return await kopf.login_via_async_client(**kwargs)
+
+    return registry
+
+
+async def serve_probes(args: argparse.Namespace, ready: Callable[[], bool]) -> list[Any]:
+    runners = [await metrics.serve(args.metrics_address, ready=ready)]
+    if args.probe_address and args.probe_address != args.metrics_address:
+        runners.append(await metrics.serve(args.probe_address, ready=ready))
+    return runners
+
+
+def run(main: Callable[[], Awaitable[None]]) -> int:
+    """Run a component's coroutine until SIGTERM/SIGINT; exit code 0 on a clean stop."""
+
+    async def wrapper() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await main()
+        except asyncio.CancelledError:
+            log.info("stopping")
+
+    try:
+        asyncio.run(wrapper())
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,121 @@
+"""The API models, the CRDs generated from them, and round trips of real user YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from operators.core.api import BindRequest, PodGroup, Queue
+from operators.core.api import crdgen
+from tests.conftest import SHARED
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("name", sorted(crdgen.all_crds()))
+def test_crds_in_repo_match_models(name: str) -> None:
+    on_disk = (REPO / "crds" / name).read_text()
+    assert on_disk == crdgen.render(crdgen.all_crds()[name]), (
+        f"crds/{name} is stale: run `python -m operators.core.api.crdgen crds`")
+
+
+def test_queue_crd_has_kai_printer_columns_and_gpu_columns() -> None:
+    crd = crdgen.all_crds()["scheduling.run.ai_queues.yaml"]
+    version = crd["spec"]["versions"][0]
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert names[:4] == ["Priority", "Parent", "Children", "DisplayName"]
+    assert {"GPU-Quota", "GPU-Limit", "GPU-Allocated"} <= set(names)
+    assert crd["spec"]["scope"] == "Cluster"
+    assert version["subresources"] == {"status": {}}
+
+
+def test_podgroup_crd_short_name_and_subgroup_constraints() -> None:
+    crd = crdgen.all_crds()["scheduling.run.ai_podgroups.yaml"]
+    assert crd["spec"]["names"]["shortNames"] == ["pg"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    sub = spec["subGroups"]["items"]
+    assert sub["properties"]["minMember"]["minimum"] == 1
+    assert sub["properties"]["name"]["minLength"] == 1
+    assert set(sub["required"]) == {"name", "minMember"}
+    assert spec["preemptibility"]["enum"] == ["preemptible", "non-preemptible"]
+
+
+def test_schema_is_structural() -> None:
+    """Every node has a type (or is int-or-string / preserve-unknown), as the API server requires."""
+
+    def walk(node: dict, path: str) -> None:
+        assert ("type" in node or node.get("x-kubernetes-int-or-string")
+                or node.get("x-kubernetes-preserve-unknown-fields")), path
+        assert "$ref" not in node and "title" not in node, path
+        for name, child in (node.get("properties") or {}).items():
+            walk(child, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}{{}}")
+
+    for name, crd in crdgen.all_crds().items():
+        walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], name)
+
+
+def _examples(kind: str) -> list[dict]:
+    docs = []
+    for path in sorted(SHARED.joinpath("examples").rglob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == kind]
+    return docs
+
+
+def _numbers_as_float(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _numbers_as_float(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_as_float(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+@pytest.mark.parametrize("doc", _examples("Queue"), ids=lambda d: d["metadata"]["name"])
+def test_example_queues_round_trip(doc: dict) -> None:
+    assert _numbers_as_float(Queue.model_validate(doc).to_wire()) == _numbers_as_float(doc)
+
+
+def test_podgroup_round_trip_of_a_full_object() -> None:
+    obj = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-x", "namespace": "ns", "uid": "u", "labels": {"a": "b"},
+                     "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "x",
+                                          "uid": "u2"}]},
+        "spec": {"minMember": 3, "queue": "team-a", "priorityClassName": "train", "markUnschedulable": True,
+                 "topologyConstraint": {},
+                 "subGroups": [{"name": "headgroup", "minMember": 1}, {"name": "worker", "minMember": 2}]},
+        "status": {
+            "resourcesStatus": {"requested": {"cpu": "3", "memory": "4Gi"}, "allocated": {"nvidia.com/gpu": "1.5"}},
+            "schedulingConditions": [{"type": "UnschedulableOnNodePool", "nodePool": "default",
+                                      "reasons": [{"reason": "OverLimit", "message": "m",
+                                                   "details": {"queueDetails": {"name": "q"}}}],
+                                      "transitionID": "1", "status": "True",
+                                      "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        },
+    }
+    assert PodGroup.model_validate(obj).to_wire() == obj
+
+
+def test_bindrequest_round_trip_keeps_acronym_fields() -> None:
+    obj = {
+        "apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"podName": "p", "selectedNode": "n1", "receivedResourceType": "Fraction",
+                 "receivedGPU": {"count": 1, "portion": "0.50"}, "selectedGPUGroups": ["g1"]},
+        "status": {"phase": "Succeeded"},
+    }
+    assert BindRequest.model_validate(obj).to_wire() == obj
+
+
+def test_unknown_fields_survive_a_round_trip() -> None:
+    obj = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"},
+           "spec": {"resources": {"gpu": {"quota": 1.0}}, "futureField": {"x": 1}}}
+    assert Queue.model_validate(obj).to_wire()["spec"]["futureField"] == {"x": 1}
