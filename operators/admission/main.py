@@ -1,0 +1,57 @@
+"""The admission component: HTTPS endpoints mutating and validating kai-scheduler pods.
+
+Stateless and active-active (no leader election). Webhook configurations are static (the chart, or `kai dev up`)
+so they can carry the `schedulerName` matchCondition, namespace exclusions and a short timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from operators.admission.review import mutate_review, validate_review
+from operators.core import component
+from operators.core.webhook import WebhookServer, cert_paths
+
+MUTATE_PATH = "/mutate--v1-pod"
+VALIDATE_PATH = "/validate--v1-pod"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = component.base_parser("admission")
+    p.add_argument("--webhook-addr", default=":9443", help="host:port (or a bare port) of the HTTPS server")
+    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs",
+                   help="directory with tls.crt and tls.key (reloaded when they change)")
+    p.add_argument("--gpu-sharing-enabled", default="false", help="accept gpu-fraction / gpu-memory pods")
+    p.add_argument("--gpu-pod-runtime-class-name", default="",
+                   help="runtimeClassName set on GPU pods; empty disables (KAI's default is nvidia)")
+    return p
+
+
+def routes(args: argparse.Namespace) -> dict[str, object]:
+    sharing = str(args.gpu_sharing_enabled).lower() in ("1", "true", "yes")
+    runtime_class = args.gpu_pod_runtime_class_name or None
+    return {
+        MUTATE_PATH: lambda review: mutate_review(review, runtime_class_name=runtime_class,
+                                                  scheduler_name=args.scheduler_name),
+        VALIDATE_PATH: lambda review: validate_review(review, gpu_sharing_enabled=sharing,
+                                                      scheduler_name=args.scheduler_name),
+    }
+
+
+async def serve(args: argparse.Namespace) -> None:
+    address = args.webhook_addr if ":" in args.webhook_addr else f":{args.webhook_addr}"
+    certfile, keyfile = cert_paths(args.cert_dir)
+    server = WebhookServer(routes(args), address=address, certfile=certfile, keyfile=keyfile)  # type: ignore[arg-type]
+    await server.start()
+    await component.serve_probes(args, ready=lambda: server.ready)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    component.setup_logging(args.log_level, "admission")
+    return component.run(lambda: serve(args))

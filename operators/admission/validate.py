@@ -1,0 +1,174 @@
+"""Pod validation of the admission webhook (contract 3.3): pure functions of the pod.
+
+The denial strings are wire contract: users see them verbatim after
+`admission webhook "admission.kai-scheduler.svc" denied the request: `. The checks run in KAI's order and the
+first failing one wins, so a pod with several problems gets the same message as from KAI.
+
+The numeric checks follow Go's `strconv.ParseUint(s, 10, 64)` / `strconv.ParseFloat(s, 64)` rather than
+Python's `int()` / `float()`: Python accepts " 5", "+5", "1_0" and "0.1_5", which KAI rejects.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from operators.core import keys
+
+SHARING_DISABLED: Final = (
+    "attempting to create a pod %s/%s with gpu sharing request, while GPU sharing is disabled"
+)
+MPS_WITHOUT_FRACTION: Final = "MPS is only supported with GPU fraction request"
+FRACTION_AND_WHOLE_GPU: Final = "cannot have both GPU fraction request and whole GPU resource request/limit"
+MEMORY_AND_GPU: Final = "cannot request both GPU and GPU memory"
+NUM_DEVICES_WITHOUT_PORTION: Final = (
+    "cannot request multiple fractional devices without specifying fraction portion or gpu-memory"
+)
+INVALID_GPU_MEMORY: Final = "gpu-memory annotation value must be a positive integer greater than 0"
+INVALID_GPU_FRACTION: Final = "gpu-fraction annotation value must be a positive number smaller than 1.0"
+INVALID_NUM_DEVICES: Final = "fraction count annotation value must be a positive integer greater than 0"
+CONTAINER_REF_ERROR: Final = "failed to get fraction container ref: %s"
+CONTAINER_NOT_FOUND: Final = "container with name %s not found for fraction request"
+
+_UINT64_MAX: Final = 2**64 - 1
+_GO_UINT: Final = re.compile(r"[0-9]+")
+_GO_DECIMAL_FLOAT: Final = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_GO_HEX_FLOAT: Final = re.compile(
+    r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)")
+_GO_SPECIAL_FLOAT: Final = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    """The container that receives the GPU-sharing env: its list and index in that list."""
+
+    kind: Literal["initContainers", "containers"]
+    index: int
+    container: Mapping[str, Any]
+
+    @property
+    def is_init(self) -> bool:
+        return self.kind == "initContainers"
+
+
+class ContainerRefError(ValueError):
+    """`gpu-fraction-container-name` names no container of the pod."""
+
+
+def fraction_container_ref(pod: Mapping[str, Any]) -> ContainerRef:
+    """Resolve the target container: the named one (init containers searched first) or containers[0].
+
+    Raises ContainerRefError with KAI's message when the name matches nothing, and when the pod has no
+    container at all (KAI would index out of range there; the API server rejects such pods anyway).
+    """
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    name = annotations.get(keys.GPU_FRACTION_CONTAINER_NAME)
+    if name is None:
+        containers = spec.get("containers") or []
+        if not containers:
+            raise ContainerRefError("pod has no containers")
+        return ContainerRef("containers", 0, containers[0])
+    for kind in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            if container.get("name") == name:
+                return ContainerRef(kind, index, container)
+    raise ContainerRefError(CONTAINER_NOT_FOUND % name)
+
+
+def go_parse_uint(text: str) -> int | None:
+    """`strconv.ParseUint(text, 10, 64)`: None where Go returns an error."""
+    if not _GO_UINT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= _UINT64_MAX else None
+
+
+def go_parse_float(text: str) -> float | None:
+    """`strconv.ParseFloat(text, 64)`: None where Go returns an error (syntax or overflow to infinity)."""
+    if _GO_DECIMAL_FLOAT.fullmatch(text):
+        value = float(text)
+    elif _GO_SPECIAL_FLOAT.fullmatch(text):
+        return float(text)
+    elif match := _GO_HEX_FLOAT.fullmatch(text):
+        try:
+            value = float.fromhex(match.group(1) + "0x" + match.group(2))
+        except OverflowError:
+            return None
+    else:
+        return None
+    # Go reports ErrRange when a finite literal overflows; Python silently gives inf.
+    return None if math.isinf(value) else value
+
+
+def requests_gpu_sharing(pod: Mapping[str, Any]) -> bool:
+    """KAI's `RequestsGPUFraction`: the presence (any value) of `gpu-fraction` or `gpu-memory`."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return keys.GPU_FRACTION in annotations or keys.GPU_MEMORY in annotations
+
+
+def _has_whole_gpu_limit(spec: Mapping[str, Any]) -> bool:
+    # KAI looks only at limits (an nvidia.com/gpu request without a limit is refused by the API server for
+    # extended resources), in regular then init containers, and counts the key whatever its value.
+    for kind in ("containers", "initContainers"):
+        for container in spec.get(kind) or []:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            if keys.GPU_RESOURCE in limits:
+                return True
+    return False
+
+
+def validate_gpu_request(pod: Mapping[str, Any]) -> str | None:
+    """KAI's GPU request rules (contract 3.3 step 2), without the scheduler-name and feature-flag gates."""
+    annotations: Mapping[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
+    spec = pod.get("spec") or {}
+    fraction = annotations.get(keys.GPU_FRACTION)
+    memory = annotations.get(keys.GPU_MEMORY)
+    num_devices = annotations.get(keys.GPU_FRACTION_NUM_DEVICES)
+    has_fraction, has_memory = fraction is not None, memory is not None
+    is_shared = has_fraction or has_memory
+    whole_limit = _has_whole_gpu_limit(spec)
+
+    if not is_shared and annotations.get(keys.MPS) == "true":
+        return MPS_WITHOUT_FRACTION
+    if has_fraction and whole_limit:
+        return FRACTION_AND_WHOLE_GPU
+    if has_memory and (has_fraction or whole_limit):
+        return MEMORY_AND_GPU
+    if num_devices is not None and not is_shared:
+        return NUM_DEVICES_WITHOUT_PORTION
+    if memory is not None and (go_parse_uint(memory) or 0) == 0:
+        return INVALID_GPU_MEMORY
+    if fraction is not None:
+        value = go_parse_float(fraction)
+        # KAI lets NaN through (every comparison with it is false); we refuse it on purpose, since no
+        # scheduler arithmetic can place a NaN portion.
+        if value is None or math.isnan(value) or not 0 < value < 1:
+            return INVALID_GPU_FRACTION
+    if num_devices is not None and (go_parse_uint(num_devices) or 0) == 0:
+        return INVALID_NUM_DEVICES
+    if is_shared and spec.get("containers"):
+        try:
+            fraction_container_ref(pod)
+        except ContainerRefError as exc:
+            return CONTAINER_REF_ERROR % exc
+    return None
+
+
+def validate_pod(
+    pod: Mapping[str, Any], *, gpu_sharing_enabled: bool, scheduler_name: str = keys.SCHEDULER_NAME,
+) -> str | None:
+    """The denial message for a pod on CREATE or UPDATE, or None when it is admitted.
+
+    Pods of other schedulers always pass: the webhook's matchCondition filters them already, and the handler
+    checks again in case the configuration lacks it.
+    """
+    if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
+        return None
+    if not gpu_sharing_enabled and requests_gpu_sharing(pod):
+        metadata = pod.get("metadata") or {}
+        return SHARING_DISABLED % (metadata.get("namespace") or "", metadata.get("name") or "")
+    return validate_gpu_request(pod)
