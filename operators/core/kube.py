@@ -25,7 +25,7 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """A client for the cluster: in-cluster config when running in a pod, else the kubeconfig."""
     cfg = client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
         await config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"),
                                       client_configuration=cfg)
@@ -54,7 +54,7 @@ async def retry(call: Callable[[], Awaitable[T]], *, attempts: int = 5, base_del
         except ApiException as exc:
             if exc.status not in (429, 500, 502, 503, 504) or attempt == attempts - 1:
                 raise
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             if attempt == attempts - 1:
                 raise
         await asyncio.sleep(base_delay * 2**attempt)
@@ -72,7 +72,7 @@ class RawError(ApiException):
 
     def __init__(self, status: int, reason: str, body: str) -> None:
         super().__init__(status=status, reason=reason)
-        self.body = body
+        self.body = body  # type: ignore[assignment]
 
 
 async def raw(api: client.ApiClient, method: str, path: str, *, query: dict[str, Any] | None = None,
@@ -100,7 +100,8 @@ async def raw_stream(api: client.ApiClient, method: str, path: str, *, query: di
     params = [(k, v) for k, v in (query or {}).items() if v is not None]
     resp = await api.call_api(path, method, query_params=params, header_params=headers, body=body,
                               auth_settings=["BearerToken"], _preload_content=False,
-                              _return_http_data_only=True, _request_timeout=timeout)
+                              _return_http_data_only=True,
+                              _request_timeout=timeout)  # type: ignore[arg-type]
     if not 200 <= resp.status <= 299:
         text = (await resp.read()).decode(errors="replace")
         resp.release()

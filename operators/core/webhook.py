@@ -109,3 +109,14 @@ def cert_paths(cert_dir: str | None) -> tuple[str | None, str | None]:
         return None, None
     base = Path(cert_dir)
     return str(base / "tls.crt"), str(base / "tls.key")
+
+
+def verdict(review: dict[str, Any], message: str | None, *, warnings: list[str] | None = None) -> dict[str, Any]:
+    """An AdmissionReview answer: allowed when `message` is None, else denied with it (HTTP 400 semantics)."""
+    request = review.get("request") or {}
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": message is None}
+    if message is not None:
+        response["status"] = {"code": 400, "reason": "BadRequest", "message": message}
+    if warnings:
+        response["warnings"] = warnings
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}

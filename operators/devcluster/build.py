@@ -20,6 +20,7 @@ from operators.devcluster import versions
 CACHE = Path(os.environ.get("KAI_DEV_CACHE", Path.home() / ".cache" / "kai-dev"))
 REPO = Path(__file__).resolve().parents[2]
 KUBE_SOURCES = REPO / "e2e" / "kube"
+TOOLS = REPO / "e2e" / "tools"
 KUBE_TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
@@ -105,17 +106,24 @@ def _build_kube(go: str, gover: str, env: dict[str, str]) -> Path:
     return out
 
 
-def _install(go: str, gover: str, env: dict[str, str], package: str, name: str, version: str) -> Path:
-    out = CACHE / "bin" / f"{name}-{version}-{_key(package, gover)}"
-    binary = out / Path(package.split("@")[0]).name
+def _build_tool(go: str, gover: str, env: dict[str, str], name: str, version: str, package: str) -> Path:
+    """Build a pinned upstream command from its module under e2e/tools/<name> (go.mod with a `tool` line).
+
+    A module of ours rather than `go install pkg@version`: the proxy refuses the version listing some modules
+    need for `go install`'s deprecation check (KubeRay), and go.sum pins every dependency.
+    """
+    module = TOOLS / name
+    digest = _key(version, gover, (module / "go.mod").read_text(), (module / "go.sum").read_text())
+    out = CACHE / "bin" / f"{name}-{version}-{digest}"
+    binary = out / name
     if binary.exists():
         return binary
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     print(f"building {name} {version}", file=sys.stderr, flush=True)
-    _run([go, "install", "-ldflags", "-s -w", package], cwd=None,
-         log=CACHE / f"build-{name}.log", env={**env, "GOBIN": str(tmp)})
+    _run([go, "build", "-ldflags", "-s -w", "-o", str(tmp / name), package], cwd=module,
+         log=CACHE / f"build-{name}.log", env=env)
     tmp.rename(out)
     return binary
 
@@ -144,9 +152,9 @@ def ensure_binaries() -> Binaries:
     gover = _go_version(go)
     env = _env()
     kube_dir = _build_kube(go, gover, env)
-    kwok = _install(go, gover, env, versions.KWOK_PACKAGE, "kwok", versions.KWOK)
-    ray_operator = _install(go, gover, env, versions.KUBERAY_PACKAGE, "ray-operator", versions.KUBERAY)
-    helm = _install(go, gover, env, versions.HELM_PACKAGE, "helm", versions.HELM)
+    kwok = _build_tool(go, gover, env, "kwok", versions.KWOK, versions.KWOK_COMMAND)
+    ray_operator = _build_tool(go, gover, env, "ray-operator", versions.KUBERAY, versions.KUBERAY_MODULE)
+    helm = _build_tool(go, gover, env, "helm", versions.HELM, versions.HELM_COMMAND)
     crds = _kuberay_crds(go, env)
     return Binaries(kube_dir=kube_dir, kwok=kwok, ray_operator=ray_operator, helm=helm, kuberay_crds=crds)
 

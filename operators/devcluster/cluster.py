@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from operators.devcluster import build, nodes, pki
+from operators.devcluster import build, nodes, pki, webhooks
 
 MANIFESTS = Path(__file__).parent / "manifests"
 STAGES = Path(__file__).parent / "kwok-stages.yaml"
@@ -292,7 +292,7 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     if opts.kuberay:
         launcher.wait_http("ray-operator", f"http://127.0.0.1:{ports['ray-operator-probe']}/readyz", timeout)
     if opts.components:
-        _start_components(state, launcher)
+        _start_components(state, launcher, ca, timeout)
 
 
 def _insecure() -> ssl.SSLContext:
@@ -320,14 +320,59 @@ def _kubectl(argv: list[str], what: str, launcher: Launcher) -> None:
     raise StartError(f"installing {what} failed: {' '.join(argv)}\n{proc.stderr.strip()}")
 
 
-def _start_components(state: State, launcher: Launcher) -> None:
+def component_ports(base: int) -> dict[str, dict[str, int]]:
+    """Per component: metrics, probe and (for webhook servers) webhook ports on 127.0.0.1."""
     from operators import components
 
-    if not components.available():
+    return {name: {"metrics": base + 800 + 10 * i, "probe": base + 801 + 10 * i, "webhook": base + 802 + 10 * i}
+            for i, name in enumerate(components.COMPONENTS)}
+
+
+def component_args(state: State, name: str, ports: dict[str, int]) -> list[str]:
+    webhook_dir = str(Path(state.dir) / "pki" / "webhook")
+    args = [f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{ports['probe']}"]
+    if name in ("admission", "queue-controller", "podgroup-controller"):
+        args += [f"--webhook-addr=127.0.0.1:{ports['webhook']}", f"--cert-dir={webhook_dir}"]
+    if name == "admission":
+        args += ["--gpu-sharing-enabled=true"]
+    return args
+
+
+def _start_components(state: State, launcher: Launcher, ca: pki.CertificateAuthority, timeout: float) -> None:
+    from operators import components
+
+    names = components.available()
+    if not names:
         print("no KAI components are implemented yet; the cluster runs without them", file=sys.stderr)
         return
-    launcher.start("kai", [sys.executable, "-m", "operators.cli", "run", "all", "--dev"],
-                   env={"KUBECONFIG": state.kubeconfig, "KAI_DEV_CLUSTER": state.name})
+    webhook = ca.issue("webhook", "kai-webhooks", server=True, ips=["127.0.0.1"],
+                       dns=["localhost", "admission.kai-scheduler.svc", "queue-controller.kai-scheduler.svc",
+                            "podgroup-controller.kai-scheduler.svc"])
+    webhook_dir = Path(state.dir) / "pki" / "webhook"
+    webhook_dir.mkdir(exist_ok=True)
+    shutil.copyfile(webhook.cert, webhook_dir / "tls.crt")
+    shutil.copyfile(webhook.key, webhook_dir / "tls.key")
+    ports = component_ports(state.ports["apiserver"] - 443)
+    for name in names:
+        launcher.start(name, [sys.executable, "-m", "operators.cli", "run", name,
+                              *component_args(state, name, ports[name])],
+                       env={"KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"})
+    for name in names:
+        launcher.wait_http(name, f"http://127.0.0.1:{ports[name]['probe']}/readyz", timeout)
+    configs = webhooks.configurations(
+        ca_pem=ca.pem,
+        admission_port=ports["admission"]["webhook"] if "admission" in names else None,
+        queue_port=ports["queue-controller"]["webhook"] if "queue-controller" in names else None,
+        podgroup_port=ports["podgroup-controller"]["webhook"] if "podgroup-controller" in names else None)
+    if configs:
+        import yaml
+
+        kubectl = [str(Path(state.bin_dir) / "kubectl"), f"--kubeconfig={state.kubeconfig}"]
+        manifest = Path(state.dir) / "webhooks.yaml"
+        manifest.write_text(yaml.safe_dump_all(configs))
+        _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f", str(manifest)], "webhooks",
+                 launcher)
 
 
 def _stop_processes(state: State, grace: float = 10.0) -> None:

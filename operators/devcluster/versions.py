@@ -7,7 +7,8 @@ KWOK = "v0.8.0"
 KUBERAY = "v1.5.1"  # ray-operator; v1.5.0 is missing from the checksum database
 HELM = "v3.19.4"
 
-KWOK_PACKAGE = f"sigs.k8s.io/kwok/cmd/kwok@{KWOK}"
+# Each is built from its module under e2e/tools/<name>, whose go.mod pins the version above (keep them equal).
+KWOK_COMMAND = "sigs.k8s.io/kwok/cmd/kwok"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 KUBERAY_PACKAGE = f"{KUBERAY_MODULE}@{KUBERAY}"
-HELM_PACKAGE = f"helm.sh/helm/v3/cmd/helm@{HELM}"
+HELM_COMMAND = "helm.sh/helm/v3/cmd/helm"

@@ -8,8 +8,8 @@ from pydantic import Field
 
 from operators.core.api.base import Int32, ObjectMeta, Opaque, WireModel
 
-API_VERSION = "scheduling.run.ai/v1alpha2"
-KIND = "BindRequest"
+API_VERSION: Literal["scheduling.run.ai/v1alpha2"] = "scheduling.run.ai/v1alpha2"
+KIND: Literal["BindRequest"] = "BindRequest"
 
 
 class ReceivedGPU(WireModel):

@@ -8,8 +8,8 @@ from pydantic import Field
 
 from operators.core.api.base import Int32, ObjectMeta, ResourceList, WireModel
 
-API_VERSION = "scheduling.run.ai/v2alpha2"
-KIND = "PodGroup"
+API_VERSION: Literal["scheduling.run.ai/v2alpha2"] = "scheduling.run.ai/v2alpha2"
+KIND: Literal["PodGroup"] = "PodGroup"
 
 
 class TopologyConstraint(WireModel):

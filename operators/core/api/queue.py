@@ -8,8 +8,8 @@ from pydantic import Field
 
 from operators.core.api.base import ObjectMeta, ResourceList, WireModel
 
-API_VERSION = "scheduling.run.ai/v2"
-KIND = "Queue"
+API_VERSION: Literal["scheduling.run.ai/v2"] = "scheduling.run.ai/v2"
+KIND: Literal["Queue"] = "Queue"
 
 
 class QueueResource(WireModel):

@@ -1,0 +1,88 @@
+"""A deduplicating work queue with per-key exponential backoff, like client-go's rate-limited queue.
+
+A key is processed by at most one worker at a time; a key added while it is processed is processed again
+afterwards (level-triggered: the reconciler always reads the latest state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+
+log = logging.getLogger(__name__)
+
+
+class WorkQueue:
+    def __init__(self, reconcile: Callable[[Hashable], Awaitable[None]], *, workers: int = 10,
+                 base_delay: float = 1.0, max_delay: float = 60.0, name: str = "queue") -> None:
+        self.reconcile = reconcile
+        self.workers = workers
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.name = name
+        self._queue: asyncio.Queue[Hashable] = asyncio.Queue()
+        self._queued: set[Hashable] = set()
+        self._active: set[Hashable] = set()
+        self._dirty: set[Hashable] = set()
+        self._failures: dict[Hashable, int] = {}
+        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+
+    def add(self, key: Hashable) -> None:
+        if key in self._active:
+            self._dirty.add(key)
+            return
+        if key in self._queued:
+            return
+        self._queued.add(key)
+        self._queue.put_nowait(key)
+
+    def add_after(self, key: Hashable, delay: float) -> None:
+        if key in self._timers:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self.add(key)
+
+        self._timers[key] = loop.call_later(delay, fire)
+
+    def forget(self, key: Hashable) -> None:
+        self._failures.pop(key, None)
+
+    def __len__(self) -> int:
+        return self._queue.qsize()
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._active.add(key)
+            try:
+                await self.reconcile(key)
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                count = self._failures.get(key, 0) + 1
+                self._failures[key] = count
+                delay = min(self.base_delay * 2 ** (count - 1), self.max_delay)
+                log.warning("%s: reconciling %s failed (%s); retry in %.0fs", self.name, key, exc, delay)
+                log.debug("%s: failure detail", self.name, exc_info=True)
+                self.add_after(key, delay)
+            finally:
+                self._active.discard(key)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self.add(key)
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-{i}") for i in range(self.workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for timer in self._timers.values():
+                timer.cancel()

@@ -1,0 +1,70 @@
+"""Webhook configurations for the local control plane: the chart's, with URL client configs to 127.0.0.1.
+
+Only kai-scheduler pods are sent to the pod webhooks (matchCondition on schedulerName), outside kube-system and
+the suite's namespace, so a stopped admission process never blocks anyone else's pods.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from operators.core import keys
+
+
+def _client(port: int, path: str, ca_pem: bytes) -> dict[str, Any]:
+    return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca_pem).decode()}
+
+
+def _pod_webhook(name: str, port: int, path: str, ca_pem: bytes, operations: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": _client(port, path, ca_pem),
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": ["pods"],
+                   "scope": "Namespaced"}],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+        "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                                    "values": ["kube-system", keys.KAI_NAMESPACE]}]},
+        "matchConditions": [{"name": "scheduler-name-match",
+                             "expression": f"object.spec.schedulerName == '{keys.SCHEDULER_NAME}'"}],
+    }
+
+
+def configurations(*, ca_pem: bytes, admission_port: int | None, queue_port: int | None,
+                   podgroup_port: int | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if admission_port:
+        mutating = _pod_webhook("admission.kai-scheduler.svc", admission_port, "/mutate--v1-pod", ca_pem,
+                                ["CREATE"])
+        mutating["reinvocationPolicy"] = "IfNeeded"
+        out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "mutating-kai-admission", "labels": {"app": "admission"}},
+                    "webhooks": [mutating]})
+        out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": "validating-kai-admission", "labels": {"app": "admission"}},
+                    "webhooks": [_pod_webhook("admission.kai-scheduler.svc", admission_port, "/validate--v1-pod",
+                                              ca_pem, ["CREATE", "UPDATE"])]})
+    for port, name, webhook, path, plural, version in (
+        (queue_port, "kai-queue-validation-v2", "queue-validation.kai.scheduler",
+         "/validate-scheduling-run-ai-v2-queue", "queues", "v2"),
+        (podgroup_port, "kai-podgroup-validation-v2alpha2", "podgroup-validation.kai.scheduler",
+         "/validate-scheduling-run-ai-v2alpha2-podgroup", "podgroups", "v2alpha2"),
+    ):
+        if not port:
+            continue
+        out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": name},
+                    "webhooks": [{
+                        "name": webhook,
+                        "clientConfig": _client(port, path, ca_pem),
+                        "rules": [{"apiGroups": [keys.GROUP], "apiVersions": [version],
+                                   "operations": ["CREATE", "UPDATE"], "resources": [plural], "scope": "*"}],
+                        "failurePolicy": "Fail",
+                        "sideEffects": "None",
+                        "admissionReviewVersions": ["v1"],
+                        "timeoutSeconds": 5,
+                    }]})
+    return out

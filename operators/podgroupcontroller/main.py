@@ -1,0 +1,160 @@
+"""The podgroup-controller: keeps `status.resourcesStatus` of every PodGroup exact, and validates PodGroups.
+
+Kopf runs the process and reports PodGroup events; pods (kai-scheduler's only, filtered by the API server),
+nodes (GPU memory labels) and PriorityClasses come from informers. A pod change enqueues its PodGroup; the
+reconcile recomputes the sums from the group's pods and writes them with server-side apply only on change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+import kopf
+
+from operators.core import component, keys, slim
+from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
+from operators.core.kube import APPLY_PATCH, api_client, is_not_found, raw
+from operators.core.webhook import WebhookServer, cert_paths, verdict
+from operators.core.workqueue import WorkQueue
+from operators.podgroupcontroller.status import resources_status, status_patch
+from operators.podgroupcontroller.validation import validate_podgroup
+
+log = logging.getLogger("podgroup-controller")
+FIELD_MANAGER = "kai-podgroup-controller"
+VALIDATE_PATH = "/validate-scheduling-run-ai-v2alpha2-podgroup"
+RESYNC_SECONDS = 120.0
+
+
+def _group_key(pod: dict[str, Any]) -> tuple[str, str] | None:
+    meta = pod["metadata"]
+    name = (meta.get("annotations") or {}).get(keys.POD_GROUP_NAME)
+    return (meta.get("namespace") or "", name) if name else None
+
+
+def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": obj.get("apiVersion"), "kind": "PodGroup",
+            "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace", "uid")},
+            "spec": {k: v for k, v in (obj.get("spec") or {}).items()
+                     if k in ("priorityClassName", "preemptibility", "queue")},
+            "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {}}}
+
+
+class PodGroupController:
+    def __init__(self, api: Any, args: argparse.Namespace) -> None:
+        self.api = api
+        self.pods: Informer[dict[str, Any]] = Informer(
+            api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
+            indexes={"group": lambda p: [k] if (k := _group_key(p)) else []})
+        self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
+        self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
+        self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
+        self.work = WorkQueue(self.reconcile, workers=8, name="podgroups")
+        self.pods.add_listener(self._on_pod)
+        self.podgroups.add_listener(self._on_podgroup)
+
+    def _on_pod(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for pod in (old, new):
+            if pod is not None and (key := _group_key(pod)):
+                self.work.add(key)
+
+    def _on_podgroup(self, event: str, _: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is not None and event == "ADDED":
+            self.work.add((new["metadata"]["namespace"], new["metadata"]["name"]))
+
+    async def reconcile(self, key: Hashable) -> None:
+        namespace, name = key  # type: ignore[misc]
+        podgroup = self.podgroups.get(f"{namespace}/{name}")
+        if podgroup is None:
+            return
+        pods = self.pods.by_index("group", (namespace, name))
+        nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
+        classes = {pc["metadata"]["name"]: pc for pc in self.priority_classes.values()}
+        computed = resources_status(podgroup, pods, nodes, classes)
+        if status_patch(podgroup, computed) is None:
+            return
+        body = {"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": namespace},
+                "status": {"resourcesStatus": {k: v for k, v in computed.items() if v}}}
+        try:
+            await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}/status",
+                      query={"fieldManager": FIELD_MANAGER, "force": "true"}, body=body,
+                      content_type=APPLY_PATCH)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+
+    async def resync(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            for pg in self.podgroups.values():
+                self.work.add((pg["metadata"]["namespace"], pg["metadata"]["name"]))
+
+    def validate(self, review: dict[str, Any]) -> dict[str, Any]:
+        podgroup = (review.get("request") or {}).get("object") or {}
+        return verdict(review, validate_podgroup(podgroup))
+
+    @property
+    def ready(self) -> bool:
+        return all(i.synced.is_set() for i in (self.pods, self.podgroups, self.nodes, self.priority_classes))
+
+
+def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+    registry = component.kopf_registry()
+    state: dict[str, Any] = {}
+
+    @kopf.on.startup(registry=registry)
+    async def startup(**_: Any) -> None:
+        api = await api_client(args.kubeconfig)
+        controller = PodGroupController(api, args)
+        state["controller"] = controller
+        state["tasks"] = [asyncio.create_task(t) for t in (
+            controller.pods.run(), controller.podgroups.run(), controller.nodes.run(),
+            controller.priority_classes.run(), controller.work.run(), controller.resync())]
+        if args.enable_podgroup_webhook:
+            certfile, keyfile = cert_paths(args.cert_dir)
+            server = WebhookServer({VALIDATE_PATH: controller.validate}, address=args.webhook_addr,
+                                   certfile=certfile, keyfile=keyfile)
+            await server.start()
+            state["server"] = server
+        await component.serve_probes(args, ready=lambda: controller.ready)
+
+    @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
+    async def podgroup_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        controller: PodGroupController | None = state.get("controller")
+        meta = body.get("metadata", {})
+        if controller is not None and type != "DELETED" and meta.get("name"):
+            controller.work.add((meta.get("namespace"), meta["name"]))
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        for task in state.get("tasks", []):
+            task.cancel()
+        if "server" in state:
+            await state["server"].stop()
+
+    return registry
+
+
+def parser() -> argparse.ArgumentParser:
+    p = component.base_parser("podgroup-controller")
+    p.add_argument("--webhook-addr", default=":9443")
+    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs")
+    p.add_argument("--enable-podgroup-webhook", default=True,
+                   type=lambda v: str(v).lower() in ("1", "true", "yes"))
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    component.setup_logging(args.log_level, "podgroup-controller")
+    registry = build_registry(args)
+
+    async def run() -> None:
+        await kopf.operator(registry=registry, settings=component.kopf_settings("podgroup-controller"),
+                            standalone=True, clusterwide=True)
+
+    return component.run(run)

@@ -1,0 +1,149 @@
+"""PodGroup `status.resourcesStatus` from the group's pods (contract 2.2 and 6). Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from operators.core import keys, resources
+from operators.core.resources import ResourceList
+
+Obj = Mapping[str, Any]
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def pods_of(podgroup: Obj, pods: Iterable[Obj]) -> list[Obj]:
+    """The pods pointing at the PodGroup through their `pod-group-name` annotation, in its namespace."""
+    name, namespace = _meta(podgroup).get("name"), _meta(podgroup).get("namespace")
+    return [pod for pod in pods
+            if _meta(pod).get("namespace") == namespace
+            and (_meta(pod).get("annotations") or {}).get(keys.POD_GROUP_NAME) == name]
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def is_active(pod: Obj) -> bool:
+    return _phase(pod) in ("Pending", "Running")
+
+
+def is_allocated(pod: Obj) -> bool:
+    """Running, or bound but not started yet (Pending with PodScheduled=True)."""
+    phase = _phase(pod)
+    if phase == "Running":
+        return True
+    if phase != "Pending":
+        return False
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == keys.CONDITION_POD_SCHEDULED:
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def _container_requests(pod: Obj) -> ResourceList:
+    # Init containers are not counted (they do not hold resources while the pod runs).
+    spec = pod.get("spec") or {}
+    return resources.pod_container_requests({"containers": spec.get("containers") or []})
+
+
+def _gpu_request(pod: Obj, requests: ResourceList) -> resources.GpuRequest:
+    try:
+        return resources.gpu_request(_meta(pod).get("annotations"), requests)
+    except resources.GpuRequestError:
+        return resources.GpuRequest()  # admission rejects these; count the plain requests only
+
+
+def requested(pod: Obj) -> ResourceList:
+    out = _container_requests(pod)
+    gpu = _gpu_request(pod, out)
+    if gpu.portion is not None:
+        out = resources.add(out, {keys.GPU_RESOURCE: Decimal(repr(gpu.portion)) * gpu.num_devices})
+    if gpu.memory_mib is not None:
+        out = resources.add(out, {keys.GPU_MEMORY_RESOURCE: Decimal(gpu.memory_mib * gpu.num_devices)})
+    return out
+
+
+def allocated(pod: Obj, nodes_by_name: Mapping[str, Obj]) -> ResourceList:
+    out = _container_requests(pod)
+    if (_meta(pod).get("annotations") or {}).get(keys.RECEIVED_RESOURCE_TYPE) != keys.RESOURCE_TYPE_FRACTION:
+        return out
+    gpu = _gpu_request(pod, out)
+    portion: Decimal | None = None
+    if gpu.portion is not None:
+        portion = Decimal(repr(gpu.portion))
+    elif gpu.memory_mib is not None:
+        node = nodes_by_name.get(str((pod.get("spec") or {}).get("nodeName") or ""))
+        node_memory = resources.node_gpu_memory_mib(_meta(node).get("labels")) if node else None
+        if node_memory:
+            # A memory share is rarely a short decimal: keep statuses readable at a micro-GPU resolution.
+            portion = (Decimal(gpu.memory_mib) / Decimal(node_memory)).quantize(Decimal("0.000001"))
+    if portion is None:
+        return out
+    return resources.add(out, {keys.GPU_RESOURCE: portion * gpu.num_devices})
+
+
+def priority_value(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> int:
+    """The PodGroup's PriorityClass value, else the cluster's globalDefault, else 50 (contract 5)."""
+    name = (podgroup.get("spec") or {}).get("priorityClassName")
+    if name and name in priority_classes:
+        return int(priority_classes[name].get("value") or 0)
+    for priority_class in priority_classes.values():
+        if priority_class.get("globalDefault"):
+            return int(priority_class.get("value") or 0)
+    return keys.DEFAULT_PODGROUP_PRIORITY
+
+
+def is_preemptible(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> bool:
+    explicit = (podgroup.get("spec") or {}).get("preemptibility")
+    if explicit in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+        return bool(explicit == keys.PREEMPTIBLE)
+    return priority_value(podgroup, priority_classes) < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+
+
+def resources_status(podgroup: Obj, pods: Iterable[Obj], nodes_by_name: Mapping[str, Obj],
+                     priority_classes: Mapping[str, Obj]) -> dict[str, dict[str, str]]:
+    """`status.resourcesStatus` of a PodGroup from its pods (callers may pass all pods: they are filtered).
+
+    `priority_classes` maps PriorityClass name to object. allocatedNonPreemptible is empty for a preemptible
+    group, so a group that turns preemptible stops counting against in-quota-only accounting.
+    """
+    members = pods_of(podgroup, pods)
+    total_requested = resources.total(requested(pod) for pod in members if is_active(pod))
+    total_allocated = resources.total(allocated(pod, nodes_by_name) for pod in members if is_allocated(pod))
+    non_preemptible = {} if is_preemptible(podgroup, priority_classes) else total_allocated
+    return {
+        "allocated": resources.format_resource_list(total_allocated),
+        "allocatedNonPreemptible": resources.format_resource_list(non_preemptible),
+        "requested": resources.format_resource_list(total_requested),
+    }
+
+
+def status_patch(podgroup: Obj, computed: Mapping[str, Mapping[str, str]]) -> dict[str, Any] | None:
+    """A JSON merge patch of `status.resourcesStatus`, or None when the stored one is already equal.
+
+    Quantities compare by value, so "1000m" against "1" causes no write. Resources no longer reported are
+    set to null (a merge patch keeps keys it does not name). With server-side apply, send `computed` as is.
+    """
+    stored = (podgroup.get("status") or {}).get("resourcesStatus") or {}
+    fields = ("allocated", "allocatedNonPreemptible", "requested")
+    if all(_parse(stored.get(field)) == _parse(computed.get(field)) for field in fields):
+        return None
+    patch: dict[str, dict[str, str | None]] = {}
+    for field in fields:
+        patch[field] = dict(computed.get(field) or {})
+        for name in stored.get(field) or {}:
+            patch[field].setdefault(name, None)
+    return {"status": {"resourcesStatus": patch}}
+
+
+def _parse(raw: Mapping[str, Any] | None) -> ResourceList:
+    try:
+        parsed = resources.parse_resource_list(raw)
+    except resources.QuantityError:
+        return {"<invalid>": Decimal(-1)}
+    return {name: q for name, q in parsed.items() if q != 0}

@@ -1,0 +1,252 @@
+"""The pod-grouper: derives a PodGroup for every kai-scheduler pod from its top owner.
+
+Pods come from an informer filtered by the API server (`spec.schedulerName`); the owner chain is read with
+GETs through a short-lived cache; the grouping itself is the pure `grouping` package. Problems become Warning
+events `PodGrouperWarning` on the pod and the pod is retried with exponential backoff (1 s -> 60 s).
+Kopf runs the process (login, startup, probes) and reports PodGroup deletions, so a deleted PodGroup is
+recreated for its live pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+from collections.abc import Hashable
+from typing import Any
+
+import kopf
+
+from operators.core import component, keys, slim
+from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer
+from operators.core.discovery import Discovery
+from operators.core.events import EventRecorder, ObjectRef
+from operators.core.kube import MERGE_PATCH, api_client, is_conflict, is_not_found, raw, status_of
+from operators.core.workqueue import WorkQueue
+from operators.podgrouper.grouping.grouper import (
+    failed_to_find_message,
+    group_pod,
+    merge_with_existing,
+    owner_not_found_message,
+    pod_patch,
+    should_skip,
+)
+from operators.podgrouper.grouping.model import GrouperConfig, GroupingError, Lookups, NeedObjects
+from operators.podgrouper.grouping.model import ObjectRef as NeededRef
+
+log = logging.getLogger("pod-grouper")
+OWNER_TTL = 10.0
+RESYNC_SECONDS = 300.0
+
+
+class GroupingProblem(Exception):
+    """A user-facing grouping failure (already reported as an event); retried with backoff."""
+
+
+class PodGrouper:
+    def __init__(self, api: Any, args: argparse.Namespace) -> None:
+        self.api = api
+        self.args = args
+        self.config = GrouperConfig(queue_label_key=args.queue_label_key)
+        self.pods: Informer[dict[str, Any]] = Informer(
+            api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
+            indexes={"group": lambda p: [(p["metadata"].get("namespace"), g)]
+                     if (g := (p["metadata"].get("annotations") or {}).get(keys.POD_GROUP_NAME)) else []})
+        self.priority_classes: Informer[str] = Informer(api, PRIORITY_CLASSES, lambda o: o["metadata"]["name"])
+        self.discovery = Discovery(api)
+        self.events = EventRecorder(api, "pod-grouper", min_interval=10)
+        self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pods")
+        self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
+        self.pods.add_listener(self._on_pod)
+
+    def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None or new["metadata"].get("deletionTimestamp"):
+            return
+        if old is None or self._grouping_inputs(old) != self._grouping_inputs(new):
+            self.work.add(f"{new['metadata']['namespace']}/{new['metadata']['name']}")
+
+    @staticmethod
+    def _grouping_inputs(pod: dict[str, Any]) -> tuple[Any, ...]:
+        meta = pod["metadata"]
+        annotations = meta.get("annotations") or {}
+        return (str(meta.get("ownerReferences")), str(meta.get("labels")),
+                annotations.get(keys.POD_GROUP_NAME))
+
+    # --- reading owners ---------------------------------------------------------------------------
+    async def _get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        key = (api_version, kind, namespace, name)
+        cached = self._owners.get(key)
+        if cached and time.monotonic() - cached[0] < OWNER_TTL:
+            return cached[1]
+        resource = await self.discovery.resolve(api_version, kind)
+        if resource is None:
+            raise LookupError(f"the API server does not serve {kind} in {api_version}")
+        try:
+            obj = await raw(self.api, "GET", resource.path(namespace, name))
+        except Exception as exc:
+            if is_not_found(exc):
+                obj = None
+            else:
+                raise
+        if obj is not None:
+            obj.setdefault("apiVersion", api_version)
+            obj.setdefault("kind", kind)
+        self._owners[key] = (time.monotonic(), obj)
+        if len(self._owners) > 5000:
+            self._owners.clear()
+        return obj
+
+    async def _list(self, ref: NeededRef) -> list[dict[str, Any]]:
+        resource = await self.discovery.resolve(ref.api_version, ref.kind)
+        if resource is None:
+            return []
+        selector = ",".join(f"{k}={v}" for k, v in ref.labels) or None
+        page = await raw(self.api, "GET", resource.path(ref.namespace), query={"labelSelector": selector})
+        return [{**o, "apiVersion": ref.api_version, "kind": ref.kind} for o in page.get("items") or []]
+
+    async def owner_chain(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
+        """Direct owner first, top owner last; stops at an owner RBAC forbids reading (contract 4.2 step 3)."""
+        chain: list[dict[str, Any]] = []
+        namespace = pod["metadata"]["namespace"]
+        refs = pod["metadata"].get("ownerReferences") or []
+        seen: set[str] = set()
+        while len(refs) == 1:
+            ref = refs[0]
+            if ref.get("uid") in seen:
+                break
+            seen.add(ref.get("uid", ""))
+            try:
+                owner = await self._get(ref["apiVersion"], ref["kind"], namespace, ref["name"])
+            except Exception as exc:
+                if status_of(exc) == 403:
+                    break
+                raise GroupingProblem(failed_to_find_message(ref["kind"], namespace, ref["name"],
+                                                             ref.get("uid", ""), str(exc))) from exc
+            if owner is None or owner["metadata"].get("uid") != ref.get("uid"):
+                raise GroupingProblem(owner_not_found_message(ref.get("uid", "")))
+            chain.append(owner)
+            refs = owner["metadata"].get("ownerReferences") or []
+        return chain
+
+    # --- reconcile -------------------------------------------------------------------------------
+    async def reconcile(self, key: Hashable) -> None:
+        pod = self.pods.get(str(key))
+        if pod is None or pod["metadata"].get("deletionTimestamp") or should_skip(pod, self.args.scheduler_name):
+            return
+        try:
+            await self._group(pod)
+        except GroupingProblem as problem:
+            await self.events.emit(ObjectRef.of(pod), "Warning", keys.EVENT_POD_GROUPER_WARNING, str(problem))
+            raise
+
+    async def _group(self, pod: dict[str, Any]) -> None:
+        chain = await self.owner_chain(pod)
+        lookups = Lookups(priority_classes=frozenset(self.priority_classes.values()))
+        for _ in range(5):
+            result = group_pod(pod, chain, lookups, self.config)
+            if not isinstance(result, NeedObjects):
+                break
+            answers: dict[NeededRef, Any] = {}
+            for ref in result.refs:
+                if ref.is_list:
+                    answers[ref] = await self._list(ref)
+                else:
+                    assert ref.name is not None
+                    answers[ref] = await self._get(ref.api_version, ref.kind, ref.namespace, ref.name)
+            lookups = lookups.with_related(answers)
+        else:
+            raise GroupingProblem("the grouping rules kept asking for more objects; this is a bug")
+        if isinstance(result, GroupingError):
+            raise GroupingProblem(result.message)
+        assert not isinstance(result, NeedObjects)
+        path = PODGROUPS.path(result.namespace)
+        try:
+            existing = await raw(self.api, "GET", f"{path}/{result.name}")
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            existing = None
+        desired, changed = merge_with_existing(result.podgroup, existing, self.config)
+        if changed:
+            try:
+                if existing is None:
+                    await raw(self.api, "POST", path, body=desired)
+                    log.info("created PodGroup %s/%s (%s)", result.namespace, result.name, result.rule)
+                else:
+                    await raw(self.api, "PUT", f"{path}/{result.name}", body=desired)
+            except Exception as exc:
+                if is_conflict(exc):
+                    raise RuntimeError(f"PodGroup {result.name} changed meanwhile; retrying") from exc
+                if status_of(exc) in (400, 403, 422):
+                    raise GroupingProblem(f"cannot write PodGroup {result.name}: "
+                                          f"{getattr(exc, 'body', exc)}") from exc
+                raise
+        patch = pod_patch(pod, result)
+        if patch is not None:
+            meta = pod["metadata"]
+            try:
+                await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=patch,
+                          content_type=MERGE_PATCH)
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+
+    async def resync(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            for pod in self.pods.values():
+                self.work.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+
+    @property
+    def ready(self) -> bool:
+        return self.pods.synced.is_set() and self.priority_classes.synced.is_set()
+
+
+def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+    registry = component.kopf_registry()
+    state: dict[str, Any] = {}
+
+    @kopf.on.startup(registry=registry)
+    async def startup(**_: Any) -> None:
+        api = await api_client(args.kubeconfig)
+        grouper = PodGrouper(api, args)
+        state["grouper"] = grouper
+        state["tasks"] = [asyncio.create_task(t) for t in (
+            grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync())]
+        await component.serve_probes(args, ready=lambda: grouper.ready)
+
+    @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
+    async def podgroup_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        grouper: PodGrouper | None = state.get("grouper")
+        if grouper is None or type != "DELETED":
+            return
+        meta = body.get("metadata", {})
+        for pod in grouper.pods.by_index("group", (meta.get("namespace"), meta.get("name"))):
+            grouper.work.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        for task in state.get("tasks", []):
+            task.cancel()
+
+    return registry
+
+
+def parser() -> argparse.ArgumentParser:
+    p = component.base_parser("pod-grouper")
+    p.add_argument("--queue-label-key", default=keys.QUEUE_LABEL)
+    p.add_argument("--max-concurrent-reconciles", type=int, default=10)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    component.setup_logging(args.log_level, "pod-grouper")
+    registry = build_registry(args)
+
+    async def run() -> None:
+        await kopf.operator(registry=registry, settings=component.kopf_settings("pod-grouper"),
+                            standalone=True, clusterwide=True)
+
+    return component.run(run)

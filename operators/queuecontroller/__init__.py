@@ -1,0 +1,1 @@
+"""queue-controller: Queue.status from PodGroups and child queues, Queue validation, kai_queue_* metrics."""

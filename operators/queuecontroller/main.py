@@ -1,0 +1,202 @@
+"""The queue-controller: keeps every Queue's status true and validates Queues.
+
+Kopf runs the process (login, startup, probes) and reports Queue events; PodGroups and Queues are also kept in
+informers because a status is a sum over the whole hierarchy. A change anywhere enqueues the affected queue
+and its ancestors; each reconcile recomputes the queue's totals from the PodGroups of its subtree, so a status is
+right after one pass (KAI climbs one level per reconcile), and is written only when it changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+import kopf
+from prometheus_client import REGISTRY
+
+from operators.core import component
+from operators.core.cache import PODGROUPS, QUEUES, Informer
+from operators.core.kube import APPLY_PATCH, api_client, is_not_found, raw
+from operators.core.webhook import WebhookServer, cert_paths, verdict
+from operators.core.workqueue import WorkQueue
+from operators.queuecontroller import metrics as queue_metrics
+from operators.queuecontroller.status import all_queue_statuses, status_patch
+from operators.queuecontroller.validation import validate_queue
+
+log = logging.getLogger("queue-controller")
+FIELD_MANAGER = "kai-queue-controller"
+VALIDATE_PATH = "/validate-scheduling-run-ai-v2-queue"
+RESYNC_SECONDS = 60.0
+
+
+def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
+            "spec": {"queue": (obj.get("spec") or {}).get("queue")},
+            "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {}}}
+
+
+class QueueController:
+    def __init__(self, api: Any, args: argparse.Namespace) -> None:
+        self.api = api
+        self.args = args
+        self.queues: Informer[dict[str, Any]] = Informer(api, QUEUES, lambda o: o)
+        self.podgroups: Informer[dict[str, Any]] = Informer(
+            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
+        self.work = WorkQueue(self.reconcile, workers=4, name="queues")
+        self.metrics = queue_metrics.QueueMetrics(
+            queue_metrics.MetricsConfig(namespace=args.metrics_namespace), registry=REGISTRY)
+        self.podgroups.add_listener(self._on_podgroup)
+        self.queues.add_listener(self._on_queue)
+
+    # --- triggers ---------------------------------------------------------------------------------
+    def ancestors(self, name: str | None) -> list[str]:
+        out: list[str] = []
+        seen: set[str] = set()
+        while name and name not in seen:
+            seen.add(name)
+            out.append(name)
+            queue = self.queues.get(name)
+            name = ((queue or {}).get("spec") or {}).get("parentQueue")
+        return out
+
+    def enqueue_with_ancestors(self, name: str | None) -> None:
+        for queue in self.ancestors(name):
+            self.work.add(queue)
+
+    def _on_podgroup(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for pg in (old, new):
+            if pg is not None:
+                self.enqueue_with_ancestors(pg["spec"]["queue"])
+
+    def _on_queue(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        for queue in (old, new):
+            if queue is None:
+                continue
+            self.work.add(queue["metadata"]["name"])
+            self.enqueue_with_ancestors((queue.get("spec") or {}).get("parentQueue"))
+        if event == "DELETED" and old is not None:
+            self.metrics.remove(old["metadata"]["name"])
+
+    # --- reconcile -------------------------------------------------------------------------------
+    async def reconcile(self, key: Hashable) -> None:
+        name = str(key)
+        queue = self.queues.get(name)
+        if queue is None:
+            self.metrics.remove(name)
+            return
+        subtree = self._subtree(name)
+        queues = [q for q in self.queues.values() if q["metadata"]["name"] in subtree]
+        podgroups = [pg for q in subtree for pg in self.podgroups.by_index("queue", q)]
+        computed = all_queue_statuses(queues, podgroups)[name]
+        # childQueues is about all queues, not only the subtree
+        patch = status_patch(queue, computed)
+        if patch is not None:
+            body = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
+                    "status": {k: v for k, v in computed.items() if v}}
+            try:
+                updated = await raw(self.api, "PATCH", f"{QUEUES.path()}/{name}/status",
+                                    query={"fieldManager": FIELD_MANAGER, "force": "true"}, body=body,
+                                    content_type=APPLY_PATCH)
+            except Exception as exc:
+                if is_not_found(exc):
+                    return
+                raise
+            queue = updated or queue
+        self.metrics.update(queue)
+
+    def _subtree(self, name: str) -> set[str]:
+        children: dict[str, list[str]] = {}
+        for q in self.queues.values():
+            parent = (q.get("spec") or {}).get("parentQueue")
+            if parent:
+                children.setdefault(parent, []).append(q["metadata"]["name"])
+        out, stack = {name}, [name]
+        while stack:
+            for child in children.get(stack.pop(), []):
+                if child not in out:
+                    out.add(child)
+                    stack.append(child)
+        return out
+
+    async def resync(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            for queue in self.queues.values():
+                self.work.add(queue["metadata"]["name"])
+
+    # --- admission -------------------------------------------------------------------------------
+    def validate(self, review: dict[str, Any]) -> dict[str, Any]:
+        request = review.get("request") or {}
+        queue = request.get("object") or {}
+        others = [q for q in self.queues.values() if q["metadata"]["name"] != queue.get("metadata", {}).get("name")]
+        errors = validate_queue(queue, [*others, queue], creating=request.get("operation") == "CREATE")
+        return verdict(review, errors[0] if errors else None, warnings=errors[:1] or None)
+
+    @property
+    def ready(self) -> bool:
+        return self.queues.synced.is_set() and self.podgroups.synced.is_set()
+
+
+def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+    registry = component.kopf_registry()
+    state: dict[str, Any] = {}
+
+    @kopf.on.startup(registry=registry)
+    async def startup(**_: Any) -> None:
+        api = await api_client(args.kubeconfig)
+        controller = QueueController(api, args)
+        state["controller"] = controller
+        state["tasks"] = [asyncio.create_task(t) for t in (
+            controller.queues.run(), controller.podgroups.run(), controller.work.run(), controller.resync())]
+        certfile, keyfile = cert_paths(args.cert_dir)
+        if args.enable_webhook:
+            server = WebhookServer({VALIDATE_PATH: controller.validate}, address=args.webhook_addr,
+                                   certfile=certfile, keyfile=keyfile)
+            await server.start()
+            state["server"] = server
+        await component.serve_probes(args, ready=lambda: controller.ready)
+
+    @kopf.on.event("scheduling.run.ai", "v2", "queues", registry=registry)
+    async def queue_event(body: kopf.Body, **_: Any) -> None:
+        controller: QueueController | None = state.get("controller")
+        if controller is not None and body.get("metadata", {}).get("name"):
+            controller.work.add(body["metadata"]["name"])
+
+    @kopf.on.probe(id="queues", registry=registry)
+    async def probe(**_: Any) -> int:
+        controller: QueueController | None = state.get("controller")
+        return len(controller.queues.store) if controller else 0
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        for task in state.get("tasks", []):
+            task.cancel()
+        if "server" in state:
+            await state["server"].stop()
+
+    return registry
+
+
+def parser() -> argparse.ArgumentParser:
+    p = component.base_parser("queue-controller")
+    p.add_argument("--webhook-addr", default=":9443")
+    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs")
+    p.add_argument("--enable-webhook", default=True, type=lambda v: str(v).lower() in ("1", "true", "yes"))
+    p.add_argument("--metrics-namespace", default="kai")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    component.setup_logging(args.log_level, "queue-controller")
+    registry = build_registry(args)
+
+    async def run() -> None:
+        await kopf.operator(registry=registry, settings=component.kopf_settings("queue-controller"),
+                            standalone=True, clusterwide=True)
+
+    return component.run(run)

@@ -1,0 +1,115 @@
+"""kai_queue_* gauges of the queue-controller (contract 13).
+
+`queue_metric_values` and `queue_metric_labels` are pure; `QueueMetrics` holds the prometheus gauges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from operators.core import resources
+
+UNLIMITED = -1.0
+# Gauge name (without the namespace prefix) -> help text.
+GAUGES: dict[str, str] = {
+    "queue_info": "Queues known to the queue-controller (always 1)",
+    "queue_deserved_gpus": "GPU quota of the queue (-1 = unlimited)",
+    "queue_quota_cpu_cores": "CPU quota of the queue in cores (-1 = unlimited)",
+    "queue_quota_memory_bytes": "Memory quota of the queue in bytes (-1 = unlimited)",
+    "queue_allocated_gpus": "GPUs allocated to the queue's workloads",
+    "queue_allocated_cpu_cores": "CPU cores allocated to the queue's workloads",
+    "queue_allocated_memory_bytes": "Memory allocated to the queue's workloads, in bytes",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """`--metrics-namespace`, `--queue-label-to-metric-label` (queue label key -> metric label name) and
+    `--queue-label-to-default-metric-value` (queue label key -> value when the queue lacks the label)."""
+
+    namespace: str = "kai"
+    label_to_metric_label: Mapping[str, str] = field(default_factory=dict)
+    label_default_values: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        extra = (self.label_to_metric_label[key] for key in sorted(self.label_to_metric_label))
+        return ("queue_name", *extra)
+
+
+def _quota(queue: Mapping[str, Any], resource: str) -> float:
+    value = (((queue.get("spec") or {}).get("resources") or {}).get(resource) or {}).get("quota")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _scaled(value: float, factor: float) -> float:
+    return value if value == UNLIMITED else value * factor
+
+
+def _allocated(queue: Mapping[str, Any]) -> dict[str, Decimal]:
+    raw = (queue.get("status") or {}).get("allocated")
+    try:
+        return resources.parse_resource_list(raw if isinstance(raw, Mapping) else None)
+    except resources.QuantityError:
+        return {}
+
+
+def queue_metric_values(queue: Mapping[str, Any]) -> dict[str, float]:
+    """Gauge name (unprefixed) -> value for one queue, from its spec and status."""
+    allocated = _allocated(queue)
+    gpu_names = sorted(name for name in allocated if name.endswith("/gpu"))
+    gpus = round(float(allocated[gpu_names[0]]), 4) if gpu_names else 0.0
+    return {
+        "queue_info": 1.0,
+        "queue_deserved_gpus": _quota(queue, "gpu"),
+        "queue_quota_cpu_cores": _scaled(_quota(queue, "cpu"), 1 / 1000),  # spec cpu is in millicores
+        "queue_quota_memory_bytes": _scaled(_quota(queue, "memory"), 1e6),  # spec memory is in megabytes
+        "queue_allocated_gpus": gpus,
+        "queue_allocated_cpu_cores": float(allocated.get("cpu", Decimal(0))),
+        "queue_allocated_memory_bytes": float(allocated.get("memory", Decimal(0))),
+    }
+
+
+def queue_metric_labels(queue: Mapping[str, Any], config: MetricsConfig) -> dict[str, str]:
+    metadata = queue.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    out = {"queue_name": str(metadata.get("name") or "")}
+    for key in sorted(config.label_to_metric_label):
+        default = config.label_default_values.get(key, "")
+        out[config.label_to_metric_label[key]] = str(labels.get(key, default))
+    return out
+
+
+class QueueMetrics:
+    """The queue gauges in a registry; `update` on each reconcile, `remove` when the queue is gone."""
+
+    def __init__(self, config: MetricsConfig | None = None,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.config = config or MetricsConfig()
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._gauges = {name: Gauge(name, doc, self.config.label_names, namespace=self.config.namespace,
+                                    registry=self.registry) for name, doc in GAUGES.items()}
+        self._series: dict[str, tuple[str, ...]] = {}
+
+    def update(self, queue: Mapping[str, Any]) -> None:
+        labels = queue_metric_labels(queue, self.config)
+        values = tuple(labels[name] for name in self.config.label_names)
+        if self._series.get(labels["queue_name"], values) != values:
+            self.remove(labels["queue_name"])  # a relabelled queue must not leave its old series behind
+        self._series[labels["queue_name"]] = values
+        for name, value in queue_metric_values(queue).items():
+            self._gauges[name].labels(*values).set(value)
+
+    def remove(self, queue_name: str) -> None:
+        values = self._series.pop(queue_name, None)
+        if values is None:
+            return
+        for gauge in self._gauges.values():
+            with contextlib.suppress(KeyError):  # never set for this series
+                gauge.remove(*values)

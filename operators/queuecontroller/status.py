@@ -1,0 +1,119 @@
+"""Queue status (contract 2.1, 7): child queues and resources summed over PodGroups and child queues.
+
+Pure: callers pass the queues and PodGroups they have cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from operators.core import resources
+from operators.core.resources import ResourceList
+
+Obj = Mapping[str, Any]
+FIELDS = ("allocated", "allocatedNonPreemptible", "requested")
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _parent(queue: Obj) -> str:
+    return str((queue.get("spec") or {}).get("parentQueue") or "")
+
+
+def _parse(raw: Any) -> ResourceList:
+    # A malformed list written by someone else must not stop the whole hierarchy from being accounted.
+    try:
+        return resources.parse_resource_list(raw if isinstance(raw, Mapping) else None)
+    except resources.QuantityError:
+        return {}
+
+
+def child_queues(queue_name: str, queues: Iterable[Obj]) -> list[str]:
+    return sorted(_name(q) for q in queues if _parent(q) == queue_name and _name(q) != queue_name)
+
+
+def _podgroup_sums(podgroups: Iterable[Obj]) -> dict[str, dict[str, ResourceList]]:
+    """Per queue name, the sum of its PodGroups' resourcesStatus fields."""
+    sums: dict[str, dict[str, ResourceList]] = {}
+    for podgroup in podgroups:
+        queue = str((podgroup.get("spec") or {}).get("queue") or "")
+        stored = (podgroup.get("status") or {}).get("resourcesStatus") or {}
+        per_queue = sums.setdefault(queue, {field: {} for field in FIELDS})
+        for field in FIELDS:
+            per_queue[field] = resources.add(per_queue[field], _parse(stored.get(field)))
+    return sums
+
+
+def _render(children: list[str], totals: Mapping[str, ResourceList]) -> dict[str, Any]:
+    status: dict[str, Any] = {field: resources.format_resource_list(totals[field]) for field in FIELDS}
+    if children:
+        status["childQueues"] = children
+    return status
+
+
+def queue_status(queue_name: str, queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[str, Any]:
+    """One reconcile, as KAI does it: this queue's PodGroups plus its children's *stored* statuses.
+
+    A change therefore climbs one level per reconcile (the controller requeues the parent of each queue it
+    updates). `all_queue_statuses` computes the whole tree at once instead.
+    """
+    queues = list(queues)
+    children = child_queues(queue_name, queues)
+    totals = _podgroup_sums(pg for pg in podgroups
+                            if (pg.get("spec") or {}).get("queue") == queue_name).get(
+        queue_name, {field: {} for field in FIELDS})
+    for queue in queues:
+        if _name(queue) in children:
+            stored = queue.get("status") or {}
+            for field in FIELDS:
+                totals[field] = resources.add(totals[field], _parse(stored.get(field)))
+    return _render(children, totals)
+
+
+def all_queue_statuses(queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[str, dict[str, Any]]:
+    """Every queue's status straight from the PodGroups: each queue sums itself and all its descendants.
+
+    Robust to parent cycles (each descendant is counted once per ancestor, never looping) and to
+    PodGroups whose queue does not exist (they count nowhere).
+    """
+    queues = list(queues)
+    names = {_name(q) for q in queues}
+    children = {name: child_queues(name, queues) for name in names}
+    own = _podgroup_sums(podgroups)
+    empty: dict[str, ResourceList] = {field: {} for field in FIELDS}
+    statuses: dict[str, dict[str, Any]] = {}
+    for name in sorted(names):
+        seen = {name}
+        stack = [name]
+        totals = {field: dict(empty[field]) for field in FIELDS}
+        while stack:
+            current = stack.pop()
+            for field in FIELDS:
+                totals[field] = resources.add(totals[field], own.get(current, empty)[field])
+            for child in children.get(current, []):
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+        statuses[name] = _render(children[name], totals)
+    return statuses
+
+
+def status_patch(queue: Obj, computed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status patch to write, or None when the stored status already says the same (by value)."""
+    stored = queue.get("status") or {}
+    same = all(_nonzero(_parse(stored.get(f))) == _nonzero(_parse(computed.get(f))) for f in FIELDS)
+    if same and sorted(stored.get("childQueues") or []) == sorted(computed.get("childQueues") or []):
+        return None
+    patch = {field: dict(computed.get(field) or {}) for field in FIELDS}
+    # A merge patch only removes keys it names as null: clear what the computation no longer reports.
+    for field in FIELDS:
+        for name in (stored.get(field) or {}):
+            patch[field].setdefault(name, None)
+    return {"status": {**patch, "childQueues": list(computed.get("childQueues") or []) or None}}
+
+
+def _nonzero(values: ResourceList) -> ResourceList:
+    return {name: q for name, q in values.items() if q != 0}

@@ -1,0 +1,125 @@
+"""Queue validation for the admission webhook (contract 2.1).
+
+KAI checks only that `spec.resources` is present. The other checks catch mistakes that otherwise surface
+much later as puzzling scheduling results; every message names the field at fault.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
+
+RESOURCES_REQUIRED = "resources must be specified"
+RESOURCE_NAMES = ("cpu", "gpu", "memory")
+UNLIMITED = -1
+
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration string ("20s", "5m", "1h30m", "1.5h", "0"); ValueError if not one."""
+    if text == "0":
+        return 0.0
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position == 0 or position != len(text):
+        raise ValueError(f"invalid duration {text!r}")
+    return total
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_resources(resources: Mapping[str, Any]) -> list[str]:
+    errors: list[str] = []
+    for name in RESOURCE_NAMES:
+        settings = resources.get(name)
+        if settings is None:
+            continue
+        if not isinstance(settings, Mapping):
+            errors.append(f"spec.resources.{name}: must be an object with quota, limit and overQuotaWeight")
+            continue
+        for field in ("quota", "limit", "overQuotaWeight"):
+            value = settings.get(field)
+            if value is None:
+                continue
+            if not _is_number(value):
+                errors.append(f"spec.resources.{name}.{field}: must be a number, got {value!r}")
+            elif value < 0 and value != UNLIMITED:
+                errors.append(f"spec.resources.{name}.{field}: {value} is negative; "
+                              f"only {UNLIMITED} (unlimited) is allowed")
+        quota, limit = settings.get("quota"), settings.get("limit")
+        if not (_is_number(quota) and _is_number(limit)) or limit == UNLIMITED:
+            continue
+        if quota == UNLIMITED or quota > limit:
+            shown = "unlimited (-1)" if quota == UNLIMITED else quota
+            errors.append(f"spec.resources.{name}: quota {shown} is greater than limit {limit}")
+    return errors
+
+
+def _name(queue: Mapping[str, Any]) -> str:
+    return str((queue.get("metadata") or {}).get("name") or "")
+
+
+def _parent(queue: Mapping[str, Any]) -> str:
+    return str((queue.get("spec") or {}).get("parentQueue") or "")
+
+
+def _check_hierarchy(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]],
+                     creating: bool) -> list[str]:
+    name, parent = _name(queue), _parent(queue)
+    if not parent:
+        return []
+    parents = {_name(q): _parent(q) for q in queues}
+    parents[name] = parent  # validate the incoming version, not the stored one
+    if parent == name:
+        return [f"spec.parentQueue: queue {name!r} cannot be its own parent"]
+    if parent not in parents:
+        return [f"spec.parentQueue: parent queue {parent!r} does not exist"] if creating else []
+    path, current = [name], parent
+    while current:
+        path.append(current)
+        if current == name:
+            return [f"spec.parentQueue: setting parent {parent!r} creates a cycle: {' -> '.join(path)}"]
+        if current in path[:-1]:
+            break  # a cycle above us that this change does not create
+        current = parents.get(current, "")
+    return []
+
+
+def validate_queue(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]] | None = None,
+                   creating: bool = True) -> list[str]:
+    """Every problem with a Queue, most important first; empty when valid.
+
+    `queues`: all stored queues, for the hierarchy checks (skipped when None). The webhook denies with the
+    first message (KAI also returns it as an admission warning).
+    """
+    spec = queue.get("spec") or {}
+    if spec.get("resources") is None:
+        return [RESOURCES_REQUIRED]
+    errors: list[str] = []
+    if isinstance(spec["resources"], Mapping):
+        errors += _check_resources(spec["resources"])
+    else:
+        errors.append("spec.resources: must be an object with cpu, gpu and memory")
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        errors.append(f"spec.priority: must be an integer, got {priority!r}")
+    for field in ("preemptMinRuntime", "reclaimMinRuntime"):
+        value = spec.get(field)
+        if value is None:
+            continue
+        try:
+            parse_duration(str(value))
+        except ValueError:
+            errors.append(f'spec.{field}: {value!r} is not a duration (e.g. "20s", "5m", "1h30m")')
+    if queues is not None:
+        errors += _check_hierarchy(queue, queues, creating)
+    return errors

@@ -1,0 +1,58 @@
+"""kai_queue_* gauges (contract 13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from operators.queuecontroller.metrics import (
+    MetricsConfig,
+    QueueMetrics,
+    queue_metric_labels,
+    queue_metric_values,
+)
+
+
+def queue(name: str = "team-a", labels: dict[str, str] | None = None, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {}},
+            "spec": {"resources": {"cpu": {"quota": 2500, "limit": -1}, "gpu": {"quota": -1},
+                                   "memory": {"quota": 1024}}},
+            "status": status}
+
+
+def test_values() -> None:
+    allocated = {"cpu": "1500m", "memory": "2Gi", "nvidia.com/gpu": "1.33333"}
+    values = queue_metric_values(queue(allocated=allocated))
+    assert values == {
+        "queue_info": 1.0,
+        "queue_deserved_gpus": -1.0,
+        "queue_quota_cpu_cores": 2.5,
+        "queue_quota_memory_bytes": 1024e6,
+        "queue_allocated_gpus": 1.3333,
+        "queue_allocated_cpu_cores": 1.5,
+        "queue_allocated_memory_bytes": float(2 * 2**30),
+    }
+    empty = queue_metric_values({"metadata": {"name": "x"}})
+    assert empty["queue_allocated_gpus"] == 0.0 and empty["queue_quota_cpu_cores"] == 0.0
+
+
+def test_extra_labels_with_defaults() -> None:
+    config = MetricsConfig(label_to_metric_label={"org/team": "team", "org/cost": "cost_center"},
+                           label_default_values={"org/cost": "none"})
+    assert queue_metric_labels(queue(labels={"org/team": "ml"}), config) == {
+        "queue_name": "team-a", "cost_center": "none", "team": "ml"}
+
+
+def test_registry_update_and_remove() -> None:
+    registry = CollectorRegistry()
+    metrics = QueueMetrics(MetricsConfig(label_to_metric_label={"org/team": "team"}), registry)
+    metrics.update(queue(labels={"org/team": "ml"}, allocated={"nvidia.com/gpu": "2"}))
+    series = {"queue_name": "team-a", "team": "ml"}
+    assert registry.get_sample_value("kai_queue_allocated_gpus", series) == 2.0
+    assert registry.get_sample_value("kai_queue_info", series) == 1.0
+    metrics.update(queue(labels={"org/team": "vision"}))
+    assert registry.get_sample_value("kai_queue_info", series) is None
+    metrics.remove("team-a")
+    assert registry.get_sample_value("kai_queue_info", {"queue_name": "team-a", "team": "vision"}) is None
+    metrics.remove("never-seen")

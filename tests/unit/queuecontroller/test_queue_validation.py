@@ -1,0 +1,74 @@
+"""Queue validation (contract 2.1 plus field-named checks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operators.queuecontroller.validation import RESOURCES_REQUIRED, parse_duration, validate_queue
+
+
+def q(name: str = "q", parent: str = "", **spec: Any) -> dict[str, Any]:
+    resources = spec.pop("resources", {"cpu": {"quota": 0, "limit": -1, "overQuotaWeight": 1}})
+    return {"metadata": {"name": name}, "spec": {"parentQueue": parent, "resources": resources, **spec}}
+
+
+def test_resources_must_be_specified() -> None:
+    assert validate_queue({"metadata": {"name": "q"}, "spec": {}}) == [RESOURCES_REQUIRED]
+    assert RESOURCES_REQUIRED == "resources must be specified"
+
+
+def test_valid_queue() -> None:
+    assert validate_queue(q(priority=100, preemptMinRuntime="20s", reclaimMinRuntime="1h30m")) == []
+
+
+@pytest.mark.parametrize(("resources", "message"), [
+    ({"gpu": {"quota": 3, "limit": 2}}, "spec.resources.gpu: quota 3 is greater than limit 2"),
+    ({"gpu": {"quota": -1, "limit": 2}}, "spec.resources.gpu: quota unlimited (-1) is greater than limit 2"),
+    ({"cpu": {"quota": -5}}, "spec.resources.cpu.quota: -5 is negative; only -1 (unlimited) is allowed"),
+    ({"memory": {"overQuotaWeight": -0.5}},
+     "spec.resources.memory.overQuotaWeight: -0.5 is negative; only -1 (unlimited) is allowed"),
+    ({"memory": {"limit": "10Gi"}}, "spec.resources.memory.limit: must be a number, got '10Gi'"),
+])
+def test_resource_errors(resources: dict[str, Any], message: str) -> None:
+    assert validate_queue(q(resources=resources)) == [message]
+
+
+def test_quota_within_unlimited_limit_is_fine() -> None:
+    resources = {"gpu": {"quota": 8, "limit": -1}, "cpu": {"quota": 2, "limit": 2}}
+    assert validate_queue(q(resources=resources)) == []
+
+
+def test_priority_and_durations() -> None:
+    assert validate_queue(q(priority=1.5)) == ["spec.priority: must be an integer, got 1.5"]
+    assert validate_queue(q(preemptMinRuntime="5 minutes")) == [
+        "spec.preemptMinRuntime: '5 minutes' is not a duration (e.g. \"20s\", \"5m\", \"1h30m\")"]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("20s", 20), ("5m", 300), ("1h30m", 5400), ("1.5h", 5400),
+                                               ("0", 0), ("250ms", 0.25)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "-1s", "1h 30m", "h", "1d", "s5"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_parent_must_exist_on_create() -> None:
+    stored = [q("root")]
+    assert validate_queue(q("a", "root"), stored) == []
+    assert validate_queue(q("a", "nope"), stored) == ["spec.parentQueue: parent queue 'nope' does not exist"]
+    assert validate_queue(q("a", "nope"), stored, creating=False) == []
+
+
+def test_hierarchy_cycles() -> None:
+    stored = [q("a"), q("b", "a"), q("c", "b")]
+    assert validate_queue(q("a", "c"), stored, creating=False) == [
+        "spec.parentQueue: setting parent 'c' creates a cycle: a -> c -> b -> a"]
+    assert validate_queue(q("a", "a"), stored) == ["spec.parentQueue: queue 'a' cannot be its own parent"]
+    # An existing cycle elsewhere does not block an unrelated change.
+    assert validate_queue(q("d", "x"), [q("x", "y"), q("y", "x")]) == []
