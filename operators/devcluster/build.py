@@ -146,8 +146,16 @@ def _kuberay_crds(go: str, env: dict[str, str]) -> Path:
 
 
 def ensure_binaries() -> Binaries:
-    """Return the cached binaries, building whatever is missing."""
+    """Return the cached binaries, building whatever is missing (one builder at a time: a file lock)."""
+    import fcntl
+
     CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_binaries()
+
+
+def _ensure_binaries() -> Binaries:
     go = _go()
     gover = _go_version(go)
     env = _env()

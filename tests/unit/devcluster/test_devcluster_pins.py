@@ -1,0 +1,43 @@
+"""The pinned versions in versions.py and the Go modules that build them agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from operators.devcluster import build, nodes, versions
+
+
+def _require(module_dir: Path, module: str) -> str:
+    text = (module_dir / "go.mod").read_text()
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", text, re.M)
+    assert match, f"{module} not required in {module_dir}/go.mod"
+    return match.group(1)
+
+
+def test_kubernetes_pin() -> None:
+    assert _require(build.KUBE_SOURCES, "k8s.io/kubernetes") == versions.KUBERNETES
+
+
+def test_tool_pins() -> None:
+    assert _require(build.TOOLS / "kwok", "sigs.k8s.io/kwok") == versions.KWOK
+    assert _require(build.TOOLS / "ray-operator", versions.KUBERAY_MODULE) == versions.KUBERAY
+    assert _require(build.TOOLS / "helm", "helm.sh/helm/v3") == versions.HELM
+
+
+def test_staging_replacements_follow_the_kubernetes_version() -> None:
+    staging = versions.KUBERNETES.replace("v1.", "v0.")
+    replaced = re.findall(r"^\s*k8s\.io/\S+ => k8s\.io/\S+ (v\S+)", (build.KUBE_SOURCES / "go.mod").read_text(), re.M)
+    assert replaced and set(replaced) == {staging}
+
+
+def test_fake_gpu_node_shape() -> None:
+    node = nodes.node_manifest("n1", nodes.NodeShape(gpus=4, gpu_memory_mib=40960, gpu_product="A100"))
+    labels = node["metadata"]["labels"]
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert labels["nvidia.com/gpu.count"] == "4" and labels["nvidia.com/gpu.memory"] == "40960"
+    assert labels["nvidia.com/gpu.product"] == "A100" and labels["run.ai/fake.gpu"] == "true"
+    assert node["metadata"]["annotations"][nodes.KWOK_ANNOTATION] == "fake"
+    cpu_only = nodes.node_manifest("n2", nodes.NodeShape(gpus=0))
+    assert "nvidia.com/gpu" not in cpu_only["status"]["allocatable"]
+    assert "nvidia.com/gpu.count" not in cpu_only["metadata"]["labels"]
