@@ -125,7 +125,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _snapshot(args: argparse.Namespace) -> int:
     try:
-        from operators.scheduler import snapshotcmd  # type: ignore[attr-defined]
+        from operators.scheduler import snapshotcmd
     except ImportError:
         print("error: `kai snapshot` is not implemented yet", file=sys.stderr)
         return 2
@@ -174,6 +174,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # `simulate` and `snapshot` own their flags (argparse's REMAINDER drops a leading option).
+    if argv and argv[0] in ("simulate", "snapshot"):
+        ns = argparse.Namespace(extra=argv[1:])
+        return _simulate(ns) if argv[0] == "simulate" else _snapshot(ns)
     args = parser().parse_args(argv)
     return int(args.func(args))
 

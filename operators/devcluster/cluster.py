@@ -233,6 +233,8 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         f"--service-account-key-file={sa.cert}", f"--service-account-signing-key-file={sa.key}",
         "--service-cluster-ip-range=10.96.0.0/16",
         "--allow-privileged=true",
+        # Nodes are fake and never heartbeat (no node-lifecycle controller): do not taint new ones not-ready.
+        "--disable-admission-plugins=TaintNodesByCondition",
         "--max-requests-inflight=1600", "--max-mutating-requests-inflight=800",
         "--profiling=false", "--event-ttl=2h",
     ])
@@ -247,7 +249,8 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         f"--cluster-signing-cert-file={ca.cert_path}", f"--cluster-signing-key-file={pki_dir / 'ca.key'}",
         "--use-service-account-credentials=true",
         # Fake nodes never heartbeat: without node-lifecycle nobody taints them unreachable and evicts pods.
-        "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route",
+        "--controllers=*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-lifecycle-controller,"
+        "-service-lb-controller,-node-route-controller",
         "--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400",
     ])
     launcher.start("kube-scheduler", [

@@ -1,0 +1,237 @@
+"""Scheduler cycle benchmark: synthetic clusters of 500 / 1,000 / 5,000 GPU nodes (8 GPUs each) with 10 pods per
+node, timed through the same path as `kai simulate` (parse objects -> snapshot -> one cycle -> decisions).
+
+Each size runs in its own process so peak RSS is per size. Prints a table and writes a plot.
+Run: python bench/scheduler_bench.py [--sizes 500,1000,5000] [--plot bench/scheduler_bench.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+NODE_GPUS = 8
+NODE_CPU = 128
+NODE_MEM_GI = 1024
+DEPARTMENTS = 4
+TEAMS_PER_DEPARTMENT = 4  # 4 + 16 = 20 queues in two levels
+
+
+def _node(i: int) -> dict[str, Any]:
+    product = "H100" if i % 2 else "A100"
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"node-{i:05d}", "labels": {
+                "kubernetes.io/hostname": f"node-{i:05d}", "nvidia.com/gpu.product": product,
+                "nvidia.com/gpu.memory": "81920", "nvidia.com/gpu.count": str(NODE_GPUS)}},
+            "spec": {},
+            "status": {"allocatable": {"cpu": str(NODE_CPU), "memory": f"{NODE_MEM_GI}Gi",
+                                       "nvidia.com/gpu": str(NODE_GPUS), "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _queue(name: str, parent: str, gpu_quota: float) -> dict[str, Any]:
+    res = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu_quota, "limit": -1, "overQuotaWeight": 1},
+                                          "cpu": res, "memory": res}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+class Filler:
+    """Places running pods on nodes without over-committing them (first fit with a moving cursor)."""
+
+    def __init__(self, n: int) -> None:
+        self.gpus = [NODE_GPUS] * n
+        self.cpu = [NODE_CPU] * n
+        self.half: list[tuple[int, str]] = []  # GPUs with one 0.5 tenant: (node, group)
+        self.cursor = 0
+        self.groups = 0
+
+    def whole(self, gpus: int, cpu: int) -> int | None:
+        for _ in range(len(self.gpus)):
+            i = self.cursor
+            if self.gpus[i] >= gpus and self.cpu[i] >= cpu:
+                self.gpus[i] -= gpus
+                self.cpu[i] -= cpu
+                return i
+            self.cursor = (self.cursor + 1) % len(self.gpus)
+        return None
+
+    def fraction(self, cpu: int) -> tuple[int, str] | None:
+        if self.half:
+            return self.half.pop()
+        i = self.whole(1, cpu)
+        if i is None:
+            return None
+        self.groups += 1
+        group = f"grp-{self.groups:06d}"
+        self.half.append((i, group))
+        return i, group
+
+
+def generate(n_nodes: int, seed: int = 7) -> list[dict[str, Any]]:
+    rnd = random.Random(seed)
+    objs: list[dict[str, Any]] = [_node(i) for i in range(n_nodes)]
+    teams = []
+    for d in range(DEPARTMENTS):
+        objs.append(_queue(f"dept-{d}", "", n_nodes * NODE_GPUS / DEPARTMENTS / 2))
+        for t in range(TEAMS_PER_DEPARTMENT):
+            teams.append(f"team-{d}-{t}")
+            objs.append(_queue(teams[-1], f"dept-{d}", n_nodes * NODE_GPUS / len(teams) / 8 if t % 2 else 0))
+    objs += [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+             for n, v in (("train", 50), ("build", 100), ("inference", 125))]
+    filler = Filler(n_nodes)
+    target = 10 * n_nodes
+    running_target = target * 2 // 3
+    made = 0
+    job = 0
+    while made < target:
+        job += 1
+        kind = rnd.choices(["single", "gang", "fraction", "cpu"], weights=[40, 8, 10, 15])[0]
+        size = rnd.randint(2, 16) if kind == "gang" else 1
+        gpus = {"single": 1, "gang": rnd.choice([1, 1, 2, 4]), "fraction": 0, "cpu": 0}[kind]
+        cpu = 4 * gpus if gpus else 2
+        running = made < running_target
+        ns = f"ns-{job % 50}"
+        name = f"job-{job:06d}"
+        queue = teams[rnd.randrange(len(teams))]
+        selector = {"nvidia.com/gpu.product": "H100"} if gpus and rnd.random() < 0.1 else None
+        objs.append({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                     "metadata": {"name": name, "namespace": ns, "uid": name,
+                                  "creationTimestamp": f"2025-01-01T{job // 3600 % 24:02d}:{job // 60 % 60:02d}:"
+                                                       f"{job % 60:02d}Z"},
+                     "spec": {"minMember": size, "queue": queue, "priorityClassName": "train"}})
+        placed: list[tuple[int, str | None]] = []
+        if running:
+            for _ in range(size):
+                if kind == "fraction":
+                    spot = filler.fraction(cpu)
+                    if spot is None:
+                        break
+                    placed.append(spot)
+                else:
+                    i = filler.whole(gpus, cpu)
+                    if i is None:
+                        break
+                    placed.append((i, None))
+            if len(placed) < size:
+                running = False  # cluster full: the rest is pending (the placed slots stay reserved: harmless)
+        for k in range(size):
+            labels: dict[str, str] = {"app": name}
+            annotations = {"pod-group-name": name}
+            resources: dict[str, Any] = {"requests": {"cpu": str(cpu), "memory": f"{4 * max(gpus, 1)}Gi"}}
+            if gpus:
+                resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+            if kind == "fraction":
+                annotations["gpu-fraction"] = "0.5"
+            spec: dict[str, Any] = {"schedulerName": "kai-scheduler",
+                                    "containers": [{"name": "main", "resources": resources}]}
+            if selector:
+                spec["nodeSelector"] = selector
+            status = "Pending"
+            if running:
+                node_idx, group = placed[k]
+                spec["nodeName"] = f"node-{node_idx:05d}"
+                status = "Running"
+                if group:
+                    labels["runai-gpu-group"] = group
+            objs.append({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": f"{name}-{k}", "namespace": ns, "uid": f"{name}-{k}",
+                                      "labels": labels, "annotations": annotations},
+                         "spec": spec, "status": {"phase": status}})
+            made += 1
+    return objs
+
+
+def run_one(n_nodes: int) -> dict[str, Any]:
+    from operators.scheduler.config import SchedulerConfig
+    from operators.scheduler.cycle import run_cycle
+    from operators.scheduler.simulate import with_implicit_podgroups
+    from operators.scheduler.snapshot import snapshot_from_objects
+
+    objs = generate(n_nodes)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    snapshot = snapshot_from_objects(with_implicit_podgroups(objs))
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    decisions = run_cycle(snapshot, SchedulerConfig(), 1.7e9)
+    c2 = time.process_time()
+    t2 = time.perf_counter()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    pods = len(snapshot.pods)
+    pending = sum(1 for p in snapshot.pods if p.phase == "Pending")
+    return {"nodes": n_nodes, "pods": pods, "pending": pending, "parse_s": t1 - t0, "cycle_s": t2 - t1,
+            "cycle_cpu_s": c2 - c1,
+            "binds": len(decisions.binds), "pipelined": len(decisions.pipelined),
+            "unschedulable": len(decisions.unschedulable), "peak_rss_mib": rss / 1024,
+            "rss_growth_mib": (rss - rss_before) / 1024}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="500,1000,5000")
+    parser.add_argument("--plot", default="bench/scheduler_bench.png")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true", help="cProfile the cycle of the largest size")
+    args = parser.parse_args(argv)
+    if args.one:
+        print(json.dumps(run_one(args.one)))
+        return 0
+    if args.profile:
+        import cProfile
+        import pstats
+
+        from operators.scheduler.config import SchedulerConfig
+        from operators.scheduler.cycle import run_cycle
+        from operators.scheduler.snapshot import snapshot_from_objects
+        snapshot = snapshot_from_objects(generate(max(int(s) for s in args.sizes.split(","))))
+        prof = cProfile.Profile()
+        prof.runcall(run_cycle, snapshot, SchedulerConfig(), 1.7e9)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        return 0
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        out = subprocess.run([sys.executable, __file__, "--one", str(size)], check=True, capture_output=True,
+                             text=True)
+        rows.append(json.loads(out.stdout))
+    header = f"{'nodes':>6} {'pods':>7} {'pending':>8} {'parse s':>8} {'cycle s':>8} {'cycle cpu s':>12} " \
+             f"{'binds':>6} {'unsched':>8} {'peak RSS MiB':>13}"
+    print(header)
+    for r in rows:
+        print(f"{r['nodes']:>6} {r['pods']:>7} {r['pending']:>8} {r['parse_s']:>8.3f} {r['cycle_s']:>8.3f} "
+              f"{r['cycle_cpu_s']:>12.3f} {r['binds']:>6} {r['unschedulable']:>8} {r['peak_rss_mib']:>13.0f}")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot", file=sys.stderr)
+        return 0
+    fig, ax1 = plt.subplots(figsize=(7, 4))
+    xs = [r["nodes"] for r in rows]
+    ax1.plot(xs, [r["cycle_s"] for r in rows], "o-", label="cycle wall (snapshot+session+allocate)")
+    ax1.plot(xs, [r["cycle_cpu_s"] for r in rows], "o:", label="cycle CPU time")
+    ax1.plot(xs, [r["parse_s"] for r in rows], "s--", label="parse objects (once per event when live)")
+    ax1.axhline(1.0, color="grey", linestyle=":", label="1 s target")
+    ax1.set_xlabel("GPU nodes (8 GPUs, 10 pods per node)")
+    ax1.set_ylabel("seconds")
+    ax2 = ax1.twinx()
+    ax2.plot(xs, [r["peak_rss_mib"] for r in rows], "^-", color="tab:red", label="peak RSS")
+    ax2.set_ylabel("MiB")
+    fig.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.plot)
+    print(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

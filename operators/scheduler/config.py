@@ -1,0 +1,198 @@
+"""Scheduler configuration: defaults of KAI's scheduler flags and the SchedulingShard fields that apply.
+
+Precedence: defaults < YAML file (SchedulingShard-shaped: either a whole object with `spec`, or the spec
+itself) < command-line flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operators.core import keys
+
+BINPACK = "binpack"
+SPREAD = "spread"
+# KAI's action order (operator priorities 500..100).
+ALL_ACTIONS: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+
+# (node, namespace, pod, device index) -> GPU group id. Deterministic by default so `kai simulate` is.
+GroupIdFactory = Callable[[str, str, str, int], str]
+_GROUP_NAMESPACE = uuid.UUID("6f1c2a4e-6b0e-4a53-9d57-2f5b1d8f0a11")
+
+
+def deterministic_group_id(node: str, namespace: str, pod: str, index: int) -> str:
+    return str(uuid.uuid5(_GROUP_NAMESPACE, f"{node}/{namespace}/{pod}/{index}"))
+
+
+def random_group_id(node: str, namespace: str, pod: str, index: int) -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    scheduler_name: str = keys.SCHEDULER_NAME
+    schedule_period: float = 1.0
+    actions: tuple[str, ...] = ALL_ACTIONS
+    gpu_placement: str = BINPACK
+    cpu_placement: str = BINPACK
+    stale_grace_period: float = 60.0  # negative = never evict stale gangs
+    queue_depth_per_action: Mapping[str, int] = field(default_factory=dict)
+    max_consolidation_preemptees: int = 16
+    k_value: float = 1.0
+    node_pool_label: str = keys.NODE_POOL_LABEL
+    partition: str = ""
+    detailed_fit_errors: bool = False
+    group_id: GroupIdFactory = deterministic_group_id
+
+    @property
+    def effective_actions(self) -> tuple[str, ...]:
+        # Any spread placement disables consolidation (operator rule).
+        if SPREAD in (self.gpu_placement, self.cpu_placement) or self.max_consolidation_preemptees == 0:
+            return tuple(a for a in self.actions if a != "consolidation")
+        return self.actions
+
+    @property
+    def node_pool_name(self) -> str:
+        return self.partition or "default"
+
+
+_DURATION = re.compile(r"(-?\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: str | float | int) -> float:
+    """Go-style duration ("1s", "1m30s", "-1s", "500ms") or plain seconds -> seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    sign = -1.0 if text.startswith("-") else 1.0
+    text = text.lstrip("+-")
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"invalid duration: {value!r}")
+    return sign * sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def _actions_from_map(raw: Mapping[str, Any], base: tuple[str, ...]) -> tuple[str, ...]:
+    # SchedulingShard `actions: {name: {enabled, priority}}`; higher priority runs first, ties by name.
+    default_priority = {name: 500 - 100 * i for i, name in enumerate(ALL_ACTIONS)}
+    enabled = {name: default_priority[name] for name in base}
+    for name, opts in raw.items():
+        opts = opts or {}
+        if opts.get("enabled") is False:
+            enabled.pop(name, None)
+            continue
+        enabled[name] = int(opts.get("priority", default_priority.get(name, 0)))
+    return tuple(sorted(enabled, key=lambda n: (-enabled[n], n)))
+
+
+def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = None) -> SchedulerConfig:
+    cfg = base or SchedulerConfig()
+    spec = raw.get("spec", raw) if isinstance(raw.get("spec"), Mapping) else raw
+    changes: dict[str, Any] = {}
+    placement = spec.get("placementStrategy") or {}
+    if placement.get("gpu"):
+        changes["gpu_placement"] = _strategy(placement["gpu"])
+    if placement.get("cpu"):
+        changes["cpu_placement"] = _strategy(placement["cpu"])
+    if "partitionLabelValue" in spec:
+        changes["partition"] = str(spec["partitionLabelValue"] or "")
+    if "queueDepthPerAction" in spec:
+        changes["queue_depth_per_action"] = {str(k): int(v) for k, v in (spec["queueDepthPerAction"] or {}).items()}
+    if "kValue" in spec:
+        changes["k_value"] = float(spec["kValue"])
+    if isinstance(spec.get("actions"), Mapping):
+        changes["actions"] = _actions_from_map(spec["actions"], cfg.actions)
+    elif isinstance(spec.get("actions"), list | str):
+        changes["actions"] = parse_actions(spec["actions"])
+    args = spec.get("args") or {}
+    flag_fields: dict[str, tuple[str, Callable[[Any], Any]]] = {
+        "schedule-period": ("schedule_period", parse_duration),
+        "default-staleness-grace-period": ("stale_grace_period", parse_duration),
+        "max-consolidation-preemptees": ("max_consolidation_preemptees", int),
+        "scheduler-name": ("scheduler_name", str),
+        "nodepool-label-key": ("node_pool_label", str),
+        "partition-label-value": ("partition", str),
+        "detailed-fit-errors": ("detailed_fit_errors", lambda v: str(v).lower() == "true"),
+    }
+    for flag, (attr, conv) in flag_fields.items():
+        if flag in args:
+            changes[attr] = conv(args[flag])
+    for attr in ("schedule_period", "stale_grace_period"):
+        camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"
+        if camel in spec:
+            changes[attr] = parse_duration(spec[camel])
+    return replace(cfg, **changes)
+
+
+def _strategy(value: str) -> str:
+    value = str(value).lower()
+    if value not in (BINPACK, SPREAD):
+        raise ValueError(f"placement strategy must be {BINPACK} or {SPREAD}, got {value!r}")
+    return value
+
+
+def parse_actions(value: str | list[str]) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else list(value)
+    out = tuple(n.strip() for n in names if n.strip())
+    unknown = [n for n in out if n not in ALL_ACTIONS]
+    if unknown:
+        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(ALL_ACTIONS)})")
+    return out
+
+
+def load_config(path: str | Path, base: SchedulerConfig | None = None) -> SchedulerConfig:
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{path}: expected a mapping")
+    return config_from_mapping(raw, base)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by `kai simulate` and the live scheduler."""
+    parser.add_argument("--config", help="SchedulingShard-shaped YAML file")
+    parser.add_argument("--actions", help=f"comma-separated actions (default: {','.join(ALL_ACTIONS)})")
+    parser.add_argument("--placement-strategy", metavar="[gpu=|cpu=]binpack|spread", action="append",
+                        help="placement strategy for both resources, or per resource (repeatable)")
+    parser.add_argument("--stale-grace-period", help="e.g. 60s; negative disables stale-gang eviction")
+    parser.add_argument("--schedule-period", help="e.g. 1s")
+    parser.add_argument("--max-consolidation-preemptees", type=int)
+    parser.add_argument("--partition-label-value", help="node pool served by this scheduler")
+
+
+def config_from_args(args: argparse.Namespace, base: SchedulerConfig | None = None) -> SchedulerConfig:
+    cfg = base or SchedulerConfig()
+    if getattr(args, "config", None):
+        cfg = load_config(args.config, cfg)
+    changes: dict[str, Any] = {}
+    if getattr(args, "actions", None):
+        changes["actions"] = parse_actions(args.actions)
+    for item in getattr(args, "placement_strategy", None) or ():
+        target, _, value = item.rpartition("=")
+        if target in ("", "gpu"):
+            changes["gpu_placement"] = _strategy(value)
+        if target in ("", "cpu"):
+            changes["cpu_placement"] = _strategy(value)
+        if target not in ("", "gpu", "cpu"):
+            raise ValueError(f"--placement-strategy target must be gpu or cpu, got {target!r}")
+    if getattr(args, "stale_grace_period", None) is not None:
+        changes["stale_grace_period"] = parse_duration(args.stale_grace_period)
+    if getattr(args, "schedule_period", None) is not None:
+        changes["schedule_period"] = parse_duration(args.schedule_period)
+    if getattr(args, "max_consolidation_preemptees", None) is not None:
+        changes["max_consolidation_preemptees"] = args.max_consolidation_preemptees
+    if getattr(args, "partition_label_value", None) is not None:
+        changes["partition"] = args.partition_label_value
+    return replace(cfg, **changes)

@@ -1,0 +1,161 @@
+"""Human messages with KAI's exact wording (spec/contracts.md section 14): fit summaries, job errors, events."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.core import keys
+from operators.scheduler.decisions import Reason
+
+NO_NODES = "no nodes with enough resources were found"
+DEFAULT_POD_ERROR = "Unable to schedule pod"
+DEFAULT_PODGROUP_ERROR = "Unable to schedule podgroup"
+
+_UNITS = {
+    # resource index -> (limit noun, unit noun, NP request noun, scale from core units)
+    0: ("GPUs", "GPUs", "GPUs", 1.0),
+    1: ("CPU cores", "cores", "CPU cores", 1e-3),
+    2: ("memory", "GB", "GB memory", 1e-9),
+}
+
+
+def humanize(value: float) -> str:
+    """Like go-humanize FtoaWithDigits(v, 3): at most 3 decimals, trailing zeros dropped; -1 is Unlimited."""
+    if value == -1:
+        return "Unlimited"
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def fit_summary(node_reasons: Iterable[Sequence[str]], task_error: str = "") -> str:
+    """`<err>: <count> <reason>. \\n<count> <reason>.` over all nodes (histogram sorted as strings)."""
+    counts: Counter[str] = Counter()
+    for reasons in node_reasons:
+        counts.update(reasons)
+    head = task_error or NO_NODES
+    if not counts:
+        return head
+    return head + ": " + ". \n".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+
+
+def pod_not_found(namespace: str, pod: str, summary: str) -> str:
+    return f"Resources were not found for pod {namespace}/{pod} due to: {summary}"
+
+
+def gang_not_found(found: int, required: int, summary: str) -> str:
+    return (f"Resources were found for {found} pods while {required} are required for gang scheduling. "
+            f"Additional pods cannot be scheduled due to: {summary}")
+
+
+def subgroup_gang_not_found(found: int, subgroup: str, required: int, summary: str) -> str:
+    return (f"Resources were found for {found} pods from all sub-groups while sub-group {subgroup} requires "
+            f"{required} pods for gang scheduling. Additional pods cannot be scheduled in this sub-group due to: "
+            f"{summary}")
+
+
+def queue_does_not_exist(queue: str) -> str:
+    return f"Queue '{queue}' does not exist"
+
+
+def over_limit(queue_title: str, resource: int, limit: float, allocated: float, requested: float) -> str:
+    noun, unit, _, scale = _UNITS[resource]
+    lim = humanize(limit * scale if limit != -1 else -1)
+    if resource == 1:
+        return (f"{queue_title} quota has reached the allowable limit of CPU cores. Limit is {lim} cores, "
+                f"currently {humanize(allocated * scale)} cores allocated and workload requested "
+                f"{humanize(requested * scale)} cores")
+    if resource == 2:
+        return (f"{queue_title} quota has reached the allowable limit of memory. Limit is {lim} GB, "
+                f"currently {humanize(allocated * scale)} GB allocated and workload requested "
+                f"{humanize(requested * scale)} GB")
+    return (f"{queue_title} quota has reached the allowable limit of {noun}. Limit is {lim} {unit}, "
+            f"currently {humanize(allocated * scale)} {unit} allocated and workload requested "
+            f"{humanize(requested * scale)} {unit}")
+
+
+def non_preemptible_over_quota(queue_title: str, resource: int, quota: float, allocated_np: float,
+                               requested: float) -> str:
+    _, unit, noun, scale = _UNITS[resource]
+    return (f"Non-preemptible workload is over quota. Workload requested {humanize(requested * scale)} {noun}, "
+            f"but {queue_title} quota is {humanize(quota * scale)} {unit}, while {humanize(allocated_np * scale)} "
+            f"{unit} are already allocated for non-preemptible pods. Use a preemptible workload to go over quota.")
+
+
+@dataclass(frozen=True, slots=True)
+class JobError:
+    """A job-level fit error (KAI JobFitError): reason plus short messages."""
+
+    reason: str
+    messages: tuple[str, ...]
+    details: dict[str, Any] | None = None
+
+    def to_reason(self) -> Reason:
+        return Reason(self.reason, ", ".join(self.messages), self.details)
+
+
+def job_message(errors: Sequence[JobError]) -> str:
+    """`<reason>: <msgs>.` with repeated messages counted, or the default podgroup error."""
+    if not errors:
+        return DEFAULT_PODGROUP_ERROR
+    if len(errors) == 1 and len(errors[0].messages) == 1:
+        return f"{errors[0].reason}: {errors[0].messages[0]}."
+    reason = errors[0].reason if len(errors) == 1 else DEFAULT_PODGROUP_ERROR
+    counts: Counter[str] = Counter(m for e in errors for m in e.messages)
+    parts = sorted(f"{n} {m}" if n > 1 else m for m, n in counts.items())
+    return f"{reason}: " + ". \n".join(parts) + "." if parts else reason
+
+
+def pod_message(task_summary: str | None, errors: Sequence[JobError]) -> str:
+    if task_summary:
+        return task_summary
+    if errors:
+        return job_message(errors)
+    return DEFAULT_POD_ERROR
+
+
+def with_pool_prefix(message: str, pool: str, backoff: int) -> str:
+    return f"Node-Pool '{pool}': {message}" if backoff == 1 else message
+
+
+def not_ready_message(podsets: Sequence[tuple[str, int, int, int]], has_subgroups: bool) -> str:
+    """podsets: (name, minAvailable, alive, gated) of every podset that is not ready."""
+    out = "Job is not ready for scheduling."
+    for name, need, alive, gated in podsets:
+        if not has_subgroups or name == "default":
+            out += f" Waiting for {need} pods, currently {alive} exist, {gated} are gated"
+        else:
+            out += f" Waiting for {need} pods for SubGroup {name}, currently {alive} exist, {gated} are gated."
+    return out
+
+
+def pipelined_message(namespace: str, pod: str, node: str) -> str:
+    return f"Pod {namespace}/{pod} was pipelined to node {node}"
+
+
+def scheduled_message(namespace: str, pod: str, node: str, pool: str) -> str:
+    return f"Successfully assigned pod {namespace}/{pod} to node {node} at node-pool {pool}"
+
+
+def stale_message(active: int, min_member: int, subgroups: Sequence[tuple[str, int, int]]) -> str:
+    out = f"Job is stale. {active} pods are active, minMember is {min_member}"
+    for name, need, have in subgroups:
+        out += f", subGroup {name} minMember is {need} and {have} pods are active"
+    return out
+
+
+def queue_details(name: str, requested: Sequence[float], deserved: Sequence[float], allocated: Sequence[float],
+                  allocated_np: Sequence[float], limits: Sequence[float], job_request: Sequence[float],
+                  job_np_request: Sequence[float]) -> dict[str, Any]:
+    """`details.queueDetails` of OverLimit / NonPreemptibleOverQuota reasons, as Kubernetes resource lists."""
+    def rl(vec: Sequence[float]) -> dict[str, str]:
+        return {"cpu": humanize(vec[1] / 1000) if vec[1] != -1 else "-1",
+                "memory": str(int(vec[2])) if vec[2] != -1 else "-1",
+                keys.GPU_RESOURCE: humanize(vec[0]) if vec[0] != -1 else "-1"}
+    return {"queueDetails": {
+        "name": name, "queueRequestedResources": rl(requested), "queueDeservedResources": rl(deserved),
+        "queueAllocatedResources": rl(allocated), "queueAllocatedNonPreemptibleResources": rl(allocated_np),
+        "queueResourceLimits": rl(limits), "podGroupRequestedResources": rl(job_request),
+        "podGroupRequestedNonPreemptibleResources": rl(job_np_request)}}

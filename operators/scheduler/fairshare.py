@@ -1,0 +1,159 @@
+"""Hierarchical fair-share division (KAI proportion plugin), one resource at a time, top-down per level.
+
+Pure functions over plain numbers; see spec/algorithms.md section 2. -1 means unlimited for deserved (quota)
+and limit. Over-quota shares are handed out in whole units per round, leftovers one unit at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+UNLIMITED = -1.0
+RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
+Vector = tuple[float, float, float]
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ShareInput:
+    """One queue among siblings, for one resource."""
+
+    name: str
+    deserved: float
+    limit: float
+    weight: float
+    request: float
+    priority: int = 100
+    created: float = 0.0
+    uid: str = ""
+    usage: float = 0.0
+
+    @property
+    def requestable(self) -> float:
+        return self.request if self.limit == UNLIMITED else min(self.request, self.limit)
+
+
+def divide(amount: float, queues: Sequence[ShareInput], k_value: float = 1.0) -> dict[str, float]:
+    """Divide `amount` of one resource among sibling queues: deserved, over-quota by priority, remainder."""
+    fair = {q.name: 0.0 for q in queues}
+    remaining = amount
+    for q in queues:
+        deserved = amount if q.deserved == UNLIMITED else q.deserved
+        give = max(0.0, min(deserved, q.requestable))
+        fair[q.name] += give
+        remaining -= give
+    if remaining <= _EPS:
+        return fair
+    fractions: dict[str, float] = {}
+    priorities = sorted({q.priority for q in queues}, reverse=True)
+    for priority in priorities:
+        bucket = [q for q in queues if q.priority == priority]
+        remaining = _over_quota(remaining, bucket, fair, fractions, k_value)
+        if remaining <= _EPS:
+            return fair
+    # Remainder phase: one unit each, largest remembered fraction first, bucket by bucket.
+    for priority in priorities:
+        bucket = sorted((q for q in queues if q.priority == priority and q.name in fractions),
+                        key=lambda q: (-fractions[q.name], q.created, q.uid, q.name))
+        for q in bucket:
+            if remaining <= _EPS:
+                return fair
+            give = min(1.0, remaining, max(0.0, q.requestable - fair[q.name]))
+            fair[q.name] += give
+            remaining -= give
+    return fair
+
+
+def _over_quota(remaining: float, bucket: Sequence[ShareInput], fair: dict[str, float],
+                fractions: dict[str, float], k_value: float) -> float:
+    while remaining > _EPS:
+        unsatisfied = [q for q in bucket if q.requestable - fair[q.name] > _EPS]
+        total_weight = sum(max(q.weight, 0.0) for q in unsatisfied)
+        if total_weight <= 0:
+            break
+        # Time-based fairshare hook: with no usage data p is (1+k)·w' and normalises back to w'.
+        weights = {q.name: max(0.0, w + k_value * (w - q.usage))
+                   for q in unsatisfied for w in (max(q.weight, 0.0) / total_weight,)}
+        norm = sum(weights.values())
+        if norm <= 0:
+            break
+        round_amount = remaining
+        capped = False
+        for q in unsatisfied:
+            if q.weight <= 0:
+                continue
+            share = round_amount * weights[q.name] / norm
+            wanted = q.requestable - fair[q.name]
+            if wanted <= share + _EPS:
+                fair[q.name] += wanted
+                remaining -= wanted
+                fractions.pop(q.name, None)
+                capped = True
+            else:
+                whole = math.floor(share + _EPS)
+                fair[q.name] += whole
+                remaining -= whole
+                fractions[q.name] = share - whole
+        if not capped:
+            break
+    return remaining
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """A queue of the hierarchy with its per-resource vectors (gpu, cpu, memory)."""
+
+    name: str
+    parent: str
+    deserved: Vector
+    limit: Vector
+    weight: Vector
+    request: Vector
+    priority: int = 100
+    created: float = 0.0
+    uid: str = ""
+    usage: Vector = (0.0, 0.0, 0.0)
+
+
+def fair_shares(queues: Mapping[str, QueueSpec], total: Vector, k_value: float = 1.0) -> dict[str, Vector]:
+    """Fair share of every queue: top-level queues divide `total`, children divide their parent's share."""
+    children: dict[str, list[QueueSpec]] = {}
+    for q in queues.values():
+        parent = q.parent if q.parent in queues else ""
+        children.setdefault(parent, []).append(q)
+    for kids in children.values():
+        kids.sort(key=lambda q: (q.created, q.uid, q.name))
+    result: dict[str, list[float]] = {name: [0.0, 0.0, 0.0] for name in queues}
+    for r in range(3):
+        stack: list[tuple[str, float]] = [("", total[r])]
+        while stack:
+            parent, amount = stack.pop()
+            kids = children.get(parent, [])
+            if not kids:
+                continue
+            shares = divide(amount, [
+                ShareInput(q.name, q.deserved[r], q.limit[r], q.weight[r], q.request[r], q.priority, q.created,
+                           q.uid, q.usage[r]) for q in kids], k_value)
+            for q in kids:
+                result[q.name][r] = shares[q.name]
+                stack.append((q.name, shares[q.name]))
+    return {name: (v[0], v[1], v[2]) for name, v in result.items()}
+
+
+def allocatable_share(deserved: float, fair_share: float, limit: float, total: float) -> float:
+    """Share used by DRF and reclaim: max(deserved, fair share) capped by limit; unlimited deserved -> limit."""
+    if deserved == UNLIMITED:
+        return total if limit == UNLIMITED else limit
+    share = max(deserved, fair_share)
+    return share if limit == UNLIMITED else min(share, limit)
+
+
+def dominant_share(allocated: Sequence[float], shares: Sequence[float]) -> float:
+    """DRF dominant resource share; a zero allocatable share is penalised (allocated x 1000)."""
+    best = 0.0
+    for alloc, share in zip(allocated, shares, strict=True):
+        value = alloc / share if share > 0 else alloc * 1000.0
+        best = max(best, value)
+    return best

@@ -1,0 +1,363 @@
+"""The scheduler's shell: informers -> snapshot -> `run_cycle` -> writes.
+
+Watch-driven: every object is parsed once into a frozen record when its watch event arrives; a cycle runs every
+period and soon after a relevant change (a record that really changed), on a snapshot assembled from the
+records. The decision code runs in a worker thread so the event loop keeps reading watches and renewing the
+lease. Writes are bounded in concurrency and idempotent: BindRequests are named after their pod (a second
+create is AlreadyExists), pod conditions and PodGroup status are written only when they change, and evictions are
+issued once per pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import gc
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from operators.core import keys
+from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Informer
+from operators.core.events import EventRecorder, ObjectRef
+from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
+from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.cycle import run_cycle
+from operators.scheduler.decisions import Bind, Decisions, Eviction, Unschedulable
+from operators.scheduler.snapshot import (
+    bindrequest_record,
+    build_snapshot,
+    configmap_record,
+    node_record,
+    pod_record,
+    podgroup_record,
+    priorityclass_record,
+    queue_record,
+)
+
+log = logging.getLogger("scheduler")
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+FIELD_MANAGER = "kai-scheduler"
+_BUCKETS = [5 * 2**k for k in range(10)]
+
+E2E_LATENCY = Gauge("kai_e2e_scheduling_latency_milliseconds", "Duration of the last scheduling cycle")
+OPEN_SESSION = Gauge("kai_open_session_latency_milliseconds", "Snapshot assembly time of the last cycle")
+CLOSE_SESSION = Gauge("kai_close_session_latency_milliseconds", "Time spent writing the last cycle's decisions")
+ACTION_LATENCY = Gauge("kai_action_scheduling_latency_milliseconds", "Decision time of the last cycle",
+                       ["action"])
+TASK_LATENCY = Histogram("kai_task_scheduling_latency_milliseconds", "Pod creation to BindRequest",
+                         buckets=_BUCKETS)
+SCHEDULED = Counter("kai_podgroups_scheduled_by_action", "PodGroups that got pods bound", ["action"])
+ACTED_ON = Counter("kai_podgroups_acted_on_by_action", "PodGroups evicted from", ["action"])
+EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the scheduler")
+FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", ["queue_name"])
+              for r, n in (("gpu", "gpu"), ("cpu", "cpu_cores"), ("memory", "memory_gb"))}
+USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", ["queue_name"]) for r in ("gpu", "cpu", "memory")}
+DESERVED = Gauge("kai_queue_deserved_gpus_scheduler", "Deserved GPUs as the scheduler computes them",
+                 ["queue_name"])
+CYCLES = Counter("kai_scheduler_cycles_total", "Scheduling cycles run")
+LOOP_LAG = Gauge("kai_scheduler_eventloop_lag_seconds", "Event loop lag")
+
+
+def _now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SchedulerLoop:
+    def __init__(self, api: Any, config: SchedulerConfig, *, concurrency: int = 32) -> None:
+        self.api = api
+        self.config = config
+        name = config.scheduler_name
+
+        def pods(obj: dict[str, Any]) -> Any:
+            phase = (obj.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed") and (obj.get("spec") or {}).get("schedulerName") != name:
+                return None  # finished pods of other schedulers hold nothing
+            return pod_record(obj)
+
+        self.nodes = Informer(api, NODES, node_record)
+        self.pods = Informer(api, PODS, pods)
+        self.podgroups = Informer(api, PODGROUPS, podgroup_record)
+        self.queues = Informer(api, QUEUES, queue_record)
+        self.bindrequests = Informer(api, BINDREQUESTS, bindrequest_record)
+        self.priority_classes = Informer(api, PRIORITY_CLASSES, priorityclass_record)
+        self.configmaps = Informer(api, CONFIGMAPS, configmap_record)
+        self.informers: list[Informer[Any]] = [self.nodes, self.pods, self.podgroups, self.queues,
+                                               self.bindrequests, self.priority_classes, self.configmaps]
+        for informer in self.informers:
+            informer.add_listener(self._on_change)
+        self.events = EventRecorder(api, name, min_interval=30)
+        self.gate = asyncio.Semaphore(concurrency)
+        self.wake = asyncio.Event()
+        self.synced = False
+        # What this process wrote last, so unchanged explanations cost no API call.
+        self._pod_condition: dict[str, str] = {}
+        self._pg_condition: dict[str, tuple[Any, ...]] = {}
+        self._evicted: dict[str, float] = {}
+        self._deleted_bindrequests: dict[str, float] = {}
+
+    # --- triggers --------------------------------------------------------------------------------
+    def _on_change(self, _: str, old: Any, new: Any) -> None:
+        if old != new:
+            self.wake.set()
+
+    # --- the loop --------------------------------------------------------------------------------
+    async def run_informers(self) -> None:
+        await asyncio.gather(*(i.run() for i in self.informers))
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        self.synced = True
+        gc.freeze()  # the records heap is long-lived; keep it out of every collection
+
+    async def run(self) -> None:
+        await self.wait_synced()
+        log.info("informers synced: %d nodes, %d pods, %d podgroups, %d queues", len(self.nodes.store),
+                 len(self.pods.store), len(self.podgroups.store), len(self.queues.store))
+        period = self.config.schedule_period
+        while True:
+            started = time.monotonic()
+            try:
+                await self.cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduling cycle failed")
+            elapsed = time.monotonic() - started
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=max(period - elapsed, 0.05))
+                await asyncio.sleep(0.1)  # let a burst of related events land in the same cycle
+            except TimeoutError:
+                pass
+
+    async def measure_lag(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(1)
+            LOOP_LAG.set(max(time.monotonic() - before - 1, 0))
+
+    def snapshot(self) -> Any:
+        return build_snapshot(
+            nodes=list(self.nodes.store.values()), pods=list(self.pods.store.values()),
+            podgroups=list(self.podgroups.store.values()), queues=list(self.queues.store.values()),
+            bindrequests=list(self.bindrequests.store.values()),
+            priority_classes=list(self.priority_classes.store.values()),
+            configmaps=list(self.configmaps.store.values()),
+            node_pool_label=self.config.node_pool_label, partition=self.config.partition)
+
+    async def cycle(self) -> Decisions:
+        t0 = time.monotonic()
+        await self.cleanup_bindrequests()
+        snapshot = self.snapshot()
+        t1 = time.monotonic()
+        decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time())
+        t2 = time.monotonic()
+        await self.commit(decisions)
+        t3 = time.monotonic()
+        CYCLES.inc()
+        OPEN_SESSION.set((t1 - t0) * 1000)
+        ACTION_LATENCY.labels("all").set((t2 - t1) * 1000)
+        CLOSE_SESSION.set((t3 - t2) * 1000)
+        E2E_LATENCY.set((t3 - t0) * 1000)
+        if decisions.binds or decisions.evictions:
+            log.info("cycle: %d binds, %d evictions, %d pipelined, %d unschedulable in %.0f ms",
+                     len(decisions.binds), len(decisions.evictions), len(decisions.pipelined),
+                     len(decisions.unschedulable), (t3 - t0) * 1000)
+        return decisions
+
+    async def _bounded(self, calls: Iterable[Callable[[], Awaitable[None]]]) -> None:
+        async def one(call: Callable[[], Awaitable[None]]) -> None:
+            async with self.gate:
+                try:
+                    await call()
+                except Exception as exc:
+                    log.warning("write failed: %s", exc)
+
+        await asyncio.gather(*(one(c) for c in calls))
+
+    # --- writes ----------------------------------------------------------------------------------
+    async def commit(self, d: Decisions) -> None:
+        calls: list[Callable[[], Awaitable[None]]] = []
+        calls += [lambda b=b: self.bind(b) for b in d.binds]
+        calls += [lambda e=e: self.evict(e) for e in d.evictions]
+        calls += [lambda u=u: self.explain(u) for u in d.unschedulable]
+        for p in d.pipelined:
+            calls.append(lambda p=p: self.events.emit(self._pod_ref(p.namespace, p.pod), "Normal",
+                                                      keys.EVENT_PIPELINED, p.message))
+        for n in d.not_ready:
+            calls.append(lambda n=n: self.events.emit(self._pg_ref(n.namespace, n.pod_group), "Normal",
+                                                      keys.EVENT_NOT_READY, n.message))
+        for s in d.stale:
+            calls.append(lambda s=s: self.events.emit(self._pg_ref(s.namespace, s.pod_group), "Normal",
+                                                      keys.EVENT_STALE_JOB, s.message))
+        by_pg: dict[tuple[str, str], dict[str, str | None]] = {}
+        for a in d.annotations:
+            by_pg.setdefault((a.namespace, a.pod_group), {})[a.key] = a.value
+        calls += [lambda k=k, v=v: self.annotate(k[0], k[1], v) for k, v in by_pg.items()]
+        await self._bounded(calls)
+        for share in d.queues:
+            for resource, gauge in FAIR_SHARE.items():
+                value = share.fair_share.get(resource, 0.0)
+                gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
+            for resource, gauge in USAGE.items():
+                value = share.allocated.get(resource, 0.0)
+                gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
+            DESERVED.labels(share.name).set(share.deserved.get("gpu", 0.0))
+        for b in {b.pod_group for b in d.binds}:
+            SCHEDULED.labels("allocate").inc()
+            del b
+
+    def _pod_ref(self, namespace: str, name: str) -> ObjectRef:
+        record = self.pods.get(f"{namespace}/{name}")
+        return ObjectRef("v1", "Pod", namespace, name, record.uid if record else "")
+
+    def _pg_ref(self, namespace: str, name: str) -> ObjectRef:
+        record = self.podgroups.get(f"{namespace}/{name}")
+        return ObjectRef(f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "PodGroup", namespace, name,
+                         record.uid if record else "")
+
+    async def bind(self, b: Bind) -> None:
+        pod = self.pods.get(f"{b.namespace}/{b.pod}")
+        if pod is None:
+            return
+        body = {
+            "apiVersion": f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "kind": "BindRequest",
+            "metadata": {"name": b.pod, "namespace": b.namespace, "labels": {keys.SELECTED_NODE_LABEL: b.node},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": b.pod, "uid": pod.uid}]},
+            "spec": {"podName": b.pod, "selectedNode": b.node, "receivedResourceType": b.resource_type,
+                     "receivedGPU": {"count": b.gpu_count, "portion": b.gpu_portion},
+                     "selectedGPUGroups": list(b.gpu_groups)},
+        }
+        try:
+            created = await raw(self.api, "POST", BINDREQUESTS.path(b.namespace), body=body)
+        except Exception as exc:
+            if is_conflict(exc):
+                return  # a BindRequest exists already: the pod is being bound
+            message = f"Failed to bind pod {b.namespace}/{b.pod} to node {b.node}. {getattr(exc, 'body', exc)}"
+            await self.events.emit(self._pod_ref(b.namespace, b.pod), "Warning", "FailedBinding", message)
+            await self.pod_condition(b.namespace, b.pod, "BindingError", message)
+            return
+        # Assume it now: the next cycle must see the pod as Binding even before the watch echoes it.
+        self.bindrequests._put(f"{b.namespace}/{b.pod}", bindrequest_record(created), "ADDED")
+        TASK_LATENCY.observe(max(time.time() - pod.created, 0) * 1000)
+        pool = self.config.node_pool_name
+        await self.events.emit(self._pod_ref(b.namespace, b.pod), "Normal", keys.EVENT_SCHEDULED,
+                               f"Successfully assigned pod {b.namespace}/{b.pod} to node {b.node} "
+                               f"at node-pool {pool}")
+
+    async def evict(self, e: Eviction) -> None:
+        key = f"{e.namespace}/{e.pod}"
+        if time.monotonic() - self._evicted.get(key, -1e9) < 60:
+            return
+        self._evicted[key] = time.monotonic()
+        pod = self.pods.get(key)
+        if pod is None or pod.deleting:
+            return
+        condition = {"type": keys.CONDITION_DISRUPTION_TARGET, "status": "True",
+                     "reason": keys.REASON_PREEMPTION_BY_SCHEDULER, "message": e.message,
+                     "lastTransitionTime": _now_rfc3339()}
+        try:
+            await raw(self.api, "PATCH", f"{PODS.path(e.namespace)}/{e.pod}/status",
+                      body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
+        except Exception as exc:
+            log.debug("DisruptionTarget on %s not written: %s", key, exc)
+        try:
+            await raw(self.api, "DELETE", f"{PODS.path(e.namespace)}/{e.pod}",
+                      body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}})
+        except Exception as exc:
+            if not is_not_found(exc) and status_of(exc) != 409:
+                raise
+        EVICTIONS.inc()
+        ACTED_ON.labels(e.action).inc()
+        forpg = e.for_pod_group.split("/")
+        annotations = {"num-evicted-pods": "1", "evictor-action-type": e.action,
+                       "evictor-pod-group-name": forpg[-1] if e.for_pod_group else "",
+                       "evictor-pod-group-namespace": forpg[0] if len(forpg) == 2 else ""}
+        await self.events.emit(self._pg_ref(e.namespace, e.pod_group), "Normal", keys.EVENT_EVICT, e.message,
+                               annotations)
+        await self.events.emit(self._pod_ref(e.namespace, e.pod), "Normal", keys.EVENT_EVICT, e.message)
+
+    async def explain(self, u: Unschedulable) -> None:
+        await self.events.emit(self._pg_ref(u.namespace, u.pod_group), "Normal", keys.EVENT_UNSCHEDULABLE,
+                               u.message)
+        for pod, message in u.pod_messages.items():
+            await self.events.emit(self._pod_ref(u.namespace, pod), "Warning", keys.EVENT_UNSCHEDULABLE, message)
+            if u.mark_unschedulable:
+                await self.pod_condition(u.namespace, pod, keys.REASON_UNSCHEDULABLE, message)
+        if not u.has_allocated_pods:
+            await self.podgroup_condition(u)
+
+    async def pod_condition(self, namespace: str, pod: str, reason: str, message: str) -> None:
+        key = f"{namespace}/{pod}"
+        if self._pod_condition.get(key) == f"{reason}:{message}":
+            return
+        condition = {"type": keys.CONDITION_POD_SCHEDULED, "status": "False", "reason": reason,
+                     "message": message, "lastTransitionTime": _now_rfc3339()}
+        try:
+            await raw(self.api, "PATCH", f"{PODS.path(namespace)}/{pod}/status",
+                      body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
+            self._pod_condition[key] = f"{reason}:{message}"
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+
+    async def podgroup_condition(self, u: Unschedulable) -> None:
+        key = f"{u.namespace}/{u.pod_group}"
+        reasons = [r.to_dict() for r in u.reasons]
+        signature = (u.node_pool, u.message, str(reasons))
+        if self._pg_condition.get(key) == signature:
+            return
+        path = f"{PODGROUPS.path(u.namespace)}/{u.pod_group}"
+        try:
+            live = await raw(self.api, "GET", path)
+        except Exception as exc:
+            if is_not_found(exc):
+                return
+            raise
+        existing = (live.get("status") or {}).get("schedulingConditions") or []
+        last = existing[-1] if existing else {}
+        same = (last.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL and last.get("nodePool") == u.node_pool
+                and last.get("message") == u.message and last.get("reasons") == reasons)
+        if not same:
+            transition = max([int(c.get("transitionID") or 0) for c in existing] + [0]) + 1
+            others = [c for c in existing if c.get("nodePool") != u.node_pool]
+            condition = {"type": keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": u.node_pool,
+                         "reason": keys.REASON_UNSCHEDULABLE, "message": u.message, "reasons": reasons,
+                         "transitionID": str(transition), "lastTransitionTime": _now_rfc3339(), "status": "True"}
+            body = {"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
+                    "metadata": {"name": u.pod_group, "namespace": u.namespace},
+                    "status": {"schedulingConditions": [*others, condition]}}
+            await raw(self.api, "PATCH", f"{path}/status", query={"fieldManager": FIELD_MANAGER, "force": "true"},
+                      body=body, content_type=APPLY_PATCH)
+        self._pg_condition[key] = signature
+
+    async def annotate(self, namespace: str, name: str, values: dict[str, str | None]) -> None:
+        try:
+            await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}",
+                      body={"metadata": {"annotations": values}}, content_type=MERGE_PATCH)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+
+    async def cleanup_bindrequests(self) -> None:
+        """Delete failed BindRequests (the pod is scheduled again) and those pointing at vanished nodes."""
+        now = time.monotonic()
+        doomed = [br for br in self.bindrequests.store.values()
+                  if (br.failed or br.selected_node not in self.nodes.store)
+                  and now - self._deleted_bindrequests.get(f"{br.namespace}/{br.name}", -1e9) > 10]
+        for br in doomed:
+            self._deleted_bindrequests[f"{br.namespace}/{br.name}"] = now
+
+        async def delete(ns: str, name: str) -> None:
+            try:
+                await raw(self.api, "DELETE", f"{BINDREQUESTS.path(ns)}/{name}")
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+            self.bindrequests._put(f"{ns}/{name}", None, "DELETED")
+
+        await self._bounded([lambda b=b: delete(b.namespace, b.name) for b in doomed])

@@ -1,0 +1,54 @@
+"""The scheduler component: `kai run scheduler`.
+
+No Kopf handlers: informers, an optional Lease and the cycle loop (spec/kopf-python.md, decision 4). A standby
+keeps its informers warm, so a failover starts scheduling within one lease period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from operators.core import component
+from operators.core.kube import api_client
+from operators.core.leader import run_as_leader
+from operators.scheduler.config import add_arguments, config_from_args, random_group_id
+
+log = logging.getLogger("scheduler")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = component.base_parser("scheduler")
+    add_arguments(p)
+    p.add_argument("--lease-name", default="kai-scheduler-default")
+    return p
+
+
+async def serve(args: argparse.Namespace) -> None:
+    from dataclasses import replace
+
+    from operators.scheduler.loop import SchedulerLoop
+
+    config = replace(config_from_args(args), scheduler_name=args.scheduler_name, group_id=random_group_id)
+    api = await api_client(args.kubeconfig)
+    loop = SchedulerLoop(api, config)
+    await component.serve_probes(args, ready=lambda: loop.synced)
+    informers = asyncio.create_task(loop.run_informers())
+    lag = asyncio.create_task(loop.measure_lag())
+    try:
+        if args.leader_elect:
+            await loop.wait_synced()
+            await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=loop.run)
+        else:
+            await loop.run()
+    finally:
+        informers.cancel()
+        lag.cancel()
+        await api.close()
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    component.setup_logging(args.log_level, "scheduler")
+    return component.run(lambda: serve(args))

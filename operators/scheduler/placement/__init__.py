@@ -1,0 +1,1 @@
+"""Where a task can go (predicates), in which order (scoring) and on which GPUs (gpus)."""

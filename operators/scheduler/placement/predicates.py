@@ -1,0 +1,161 @@
+"""Node predicates: static ones (per signature, cached per cycle) and dynamic ones (ports, inter-pod affinity).
+
+Reason strings are the short forms KAI aggregates into its per-node histogram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from operators.scheduler.model import NodeState
+from operators.scheduler.records import Constraints, PodAffinityTerm, PodRecord
+
+NOT_READY = "node has NotReady condition"
+UNSCHEDULABLE = "node(s) were unschedulable"
+NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+HOST_PORTS = "node(s) didn't have free ports for the requested pod ports"
+POD_AFFINITY = "node(s) didn't match pod affinity rules"
+POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+POD_NUMBER = "node(s) pod number exceeded"
+_HARD_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def untolerated_taint(c: Constraints, node: NodeState) -> str | None:
+    for taint in node.rec.taints:
+        if taint.effect not in _HARD_EFFECTS:
+            continue
+        if not any(t.tolerates(taint) for t in c.tolerations):
+            return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+    return None
+
+
+def node_affinity_ok(c: Constraints, node: NodeState) -> bool:
+    labels = node.rec.labels
+    for key, value in c.node_selector:
+        if labels.get(key) != value:
+            return False
+    if c.node_affinity is not None:
+        return any(term.matches(node.rec.name, labels) for term in c.node_affinity)
+    return True
+
+
+def missing_configmaps(c: Constraints, configmaps: frozenset[str]) -> str | None:
+    missing = [name.split("/", 1)[1] for name in c.configmaps if name not in configmaps]
+    return f"Missing required configmaps: [{' '.join(missing)}]" if missing else None
+
+
+def static_reason(c: Constraints, node: NodeState, configmaps: frozenset[str]) -> str | None:
+    """First failing static predicate, in KAI's filter order; None when the node passes."""
+    if not node.rec.ready:
+        return NOT_READY
+    if node.rec.unschedulable:
+        return UNSCHEDULABLE
+    if c.configmaps:
+        missing = missing_configmaps(c, configmaps)
+        if missing:
+            return missing
+    taint = untolerated_taint(c, node)
+    if taint:
+        return taint
+    if not node_affinity_ok(c, node):
+        return NODE_AFFINITY
+    return None
+
+
+def feasible_mask(c: Constraints, nodes: Sequence[NodeState], configmaps: frozenset[str],
+                  base: bytearray) -> bytearray:
+    """1 for nodes passing the static predicates. `base` marks Ready, schedulable, untainted nodes."""
+    if c.configmaps and missing_configmaps(c, configmaps):
+        return bytearray(len(nodes))
+    if not c.node_selector and c.node_affinity is None:
+        mask = bytearray(base)
+        for node in nodes:  # only tainted nodes need a second look
+            if node.ok and node.rec.taints and not mask[node.idx]:
+                mask[node.idx] = untolerated_taint(c, node) is None
+        return mask
+    mask = bytearray(len(nodes))
+    for node in nodes:
+        if node.ok and node_affinity_ok(c, node) and untolerated_taint(c, node) is None:
+            mask[node.idx] = 1
+    return mask
+
+
+def ports_ok(c: Constraints, node: NodeState) -> bool:
+    if not c.host_ports or not node.ports:
+        return True
+    for proto, port, ip in c.host_ports:
+        for (uproto, uport, uip), count in node.ports.items():
+            if count and uproto == proto and uport == port and (
+                    uip == ip or "0.0.0.0" in (uip, ip)):
+                return False
+    return True
+
+
+class PodIndex:
+    """Placed pods by label key, for required inter-pod (anti-)affinity. Built only when some pod needs it."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, dict[int, tuple[PodRecord, int]]] = {}
+        self.anti_holders: dict[int, tuple[PodRecord, int]] = {}
+
+    def add(self, rec: PodRecord, node: int) -> None:
+        entry = (rec, node)
+        for key in rec.labels:
+            self.by_key.setdefault(key, {})[id(rec)] = entry
+        if rec.constraints.pod_anti_affinity:
+            self.anti_holders[id(rec)] = entry
+
+    def remove(self, rec: PodRecord) -> None:
+        for key in rec.labels:
+            bucket = self.by_key.get(key)
+            if bucket:
+                bucket.pop(id(rec), None)
+        self.anti_holders.pop(id(rec), None)
+
+    def matching_nodes(self, term: PodAffinityTerm) -> list[int]:
+        reqs = term.selector.requirements
+        first = next((r.key for r in reqs if r.operator in ("In", "Exists")), None)
+        candidates: Iterable[tuple[PodRecord, int]]
+        if first is not None:
+            candidates = self.by_key.get(first, {}).values()
+        else:
+            candidates = [e for bucket in self.by_key.values() for e in bucket.values()]
+        seen: dict[int, None] = {}
+        for rec, node in candidates:
+            if rec.namespace in term.namespaces and term.selector.matches(rec.labels):
+                seen[node] = None
+        return list(seen)
+
+
+def _domain(labels: Mapping[str, str], key: str) -> str | None:
+    return labels.get(key)
+
+
+def interpod_reason(rec: PodRecord, node: NodeState, nodes: Sequence[NodeState], index: PodIndex) -> str | None:
+    c = rec.constraints
+    labels = node.rec.labels
+    for term in c.pod_affinity:
+        value = _domain(labels, term.topology_key)
+        matches = index.matching_nodes(term)
+        if not matches:
+            # The first pod of a self-affine group may go anywhere its topology key exists.
+            if value is not None and rec.namespace in term.namespaces and term.selector.matches(rec.labels):
+                continue
+            return POD_AFFINITY
+        if value is None or not any(_domain(nodes[m].rec.labels, term.topology_key) == value for m in matches):
+            return POD_AFFINITY
+    for term in c.pod_anti_affinity:
+        value = _domain(labels, term.topology_key)
+        if value is None:
+            continue
+        if any(_domain(nodes[m].rec.labels, term.topology_key) == value for m in index.matching_nodes(term)):
+            return POD_ANTI_AFFINITY
+    for other, other_node in index.anti_holders.values():
+        for term in other.constraints.pod_anti_affinity:
+            if rec.namespace not in term.namespaces or not term.selector.matches(rec.labels):
+                continue
+            value = _domain(nodes[other_node].rec.labels, term.topology_key)
+            if value is not None and _domain(labels, term.topology_key) == value:
+                return EXISTING_ANTI_AFFINITY
+    return None

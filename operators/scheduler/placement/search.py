@@ -1,0 +1,227 @@
+"""Find the best node for one task, in KAI's score order, without scanning every node.
+
+Tiers (highest first): a shared GPU that can hold a fractional pod (binpack only) > fits in idle resources
+(bind) > fits only with resources still being released (pipeline). Inside a tier the sorted `NodeIndex`
+gives binpack/spread order with name tie-breaks, so the first node passing all checks is KAI's choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from operators.scheduler.model import NodeState, Task
+from operators.scheduler.placement import predicates as pred
+from operators.scheduler.placement.gpus import (
+    GpuChoice,
+    choose_groups,
+    has_sharing_fit,
+    portion_on_node,
+    shared_capacity,
+)
+from operators.scheduler.placement.scoring import NodeIndex
+
+_EPS = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node: int
+    pipeline: bool
+    gpu: GpuChoice | None = None
+    portion: float = 0.0
+
+
+class Placer:
+    def __init__(self, nodes: Sequence[NodeState], index: NodeIndex, configmaps: frozenset[str],
+                 pod_index: pred.PodIndex | None, group_id: Callable[[str, str, str, int], str],
+                 gpu_spread: bool) -> None:
+        self.nodes = nodes
+        self.index = index
+        self.configmaps = configmaps
+        self.pod_index = pod_index
+        self.group_id = group_id
+        self.gpu_spread = gpu_spread
+        self.base = bytearray(len(nodes))
+        for node in nodes:
+            hard = any(t.effect in ("NoSchedule", "NoExecute") for t in node.rec.taints)
+            self.base[node.idx] = node.ok and not hard
+        self._masks: dict[object, bytearray] = {}
+        self.failed: set[tuple[object, ...]] = set()
+
+    def mask(self, task: Task) -> bytearray:
+        c = task.rec.constraints
+        mask = self._masks.get(c)
+        if mask is None:
+            mask = pred.feasible_mask(c, self.nodes, self.configmaps, self.base)
+            self._masks[c] = mask
+        return mask
+
+    # --- search ---------------------------------------------------------------------------------
+
+    def find(self, task: Task) -> Placement | None:
+        if task.fit_key in self.failed:
+            return None
+        rec = task.rec
+        if rec.gpu_error:
+            return None
+        mask = self.mask(task)
+        if rec.nominated_node:
+            for node in self.nodes:
+                if node.name == rec.nominated_node and mask[node.idx]:
+                    hit = self.try_node(task, node, True) or self.try_node(task, node, False)
+                    if hit:
+                        return hit
+        gpu = rec.gpu
+        index = self.index
+        if gpu.is_shared:
+            if not self.gpu_spread:
+                hit = self._scan(task, index.shared_order(), mask, True, sharing=True)
+                if hit or (index.releasing and (hit := self._releasing(task, mask, sharing_only=True))):
+                    return hit
+            hit = self._scan(task, index.gpu_order(0.0 if self.gpu_spread else 1.0), mask, True)
+        elif gpu.whole:
+            hit = self._scan(task, index.gpu_order(gpu.whole), mask, True)
+        else:
+            hit = (self._scan(task, index.cpu_order(rec.cpu, True), mask, True)
+                   or self._scan(task, index.cpu_order(rec.cpu, False), mask, True))
+        if hit is None and index.releasing:
+            hit = self._releasing(task, mask, sharing_only=False)
+        return hit
+
+    def _scan(self, task: Task, order: Iterable[int], mask: bytearray, idle_only: bool,
+              sharing: bool = False) -> Placement | None:
+        nodes = self.nodes
+        portion = task.rec.gpu.portion
+        for i in order:
+            if not mask[i]:
+                continue
+            node = nodes[i]
+            if sharing:
+                p = portion if portion is not None else portion_on_node(task.rec.gpu, node)
+                if p is None or not has_sharing_fit(node, p):
+                    continue
+            hit = self.try_node(task, node, idle_only)
+            if hit is not None:
+                return hit
+        return None
+
+    def _releasing(self, task: Task, mask: bytearray, sharing_only: bool) -> Placement | None:
+        """Nodes that fit only with releasing resources, in full score order (rare: evictions in flight)."""
+        cpu_task = task.rec.gpu.is_empty
+        gpu = task.rec.gpu
+        tiered: list[tuple[int, int, float, int]] = []
+        for i in self.index.releasing:
+            node = self.nodes[i]
+            if not mask[i]:
+                continue
+            sharing = 0
+            if gpu.is_shared and not self.gpu_spread:
+                p = portion_on_node(gpu, node)
+                sharing = int(p is not None and any(
+                    not g.fully_releasing and 1.0 - g.used + 1e-9 >= p for g in node.groups.values()))
+                if sharing_only and not sharing:
+                    continue
+            restype = int(cpu_task and node.cap_gpu == 0)
+            key, idx = self.index.sort_key(node, cpu_task)
+            tiered.append((-sharing, -restype, key, idx))
+        for _, _, _, i in sorted(tiered):
+            hit = self.try_node(task, self.nodes[i], False)
+            if hit is not None:
+                return hit
+        return None
+
+    def try_node(self, task: Task, node: NodeState, idle_only: bool) -> Placement | None:
+        rec = task.rec
+        if idle_only:
+            if rec.cpu > node.idle_cpu + _EPS or rec.memory > node.idle_mem + _EPS:
+                return None
+        elif rec.cpu > node.idle_cpu + node.rel_cpu + _EPS or rec.memory > node.idle_mem + node.rel_mem + _EPS:
+            return None
+        if node.n_pods >= node.max_pods:
+            return None
+        pipeline = not idle_only and (rec.cpu > node.idle_cpu + _EPS or rec.memory > node.idle_mem + _EPS)
+        gpu = rec.gpu
+        if gpu.whole:
+            free = node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu
+            if gpu.whole > free + _EPS:
+                return None
+            pipeline = pipeline or gpu.whole > node.idle_gpu + _EPS
+        if rec.scalars and not self._scalars_fit(task, node, idle_only):
+            return None
+        choice: GpuChoice | None = None
+        portion = 0.0
+        if gpu.is_shared:
+            p = portion_on_node(gpu, node)
+            if p is None or shared_capacity(node, p, idle_only) < gpu.num_devices:
+                return None
+            ns, name, node_name = rec.namespace, rec.name, node.name
+            choice = choose_groups(node, p, gpu.num_devices, self.gpu_spread,
+                                   lambda i: self.group_id(node_name, ns, name, i))
+            if choice is None:
+                return None
+            if any(choice.new) and node.n_pods + 2 > node.max_pods:
+                return None  # a new shared GPU also needs a slot for its reservation pod
+            if idle_only and choice.pipeline:
+                return None
+            pipeline = pipeline or choice.pipeline
+            portion = p
+        c = rec.constraints
+        if c.host_ports and not pred.ports_ok(c, node):
+            return None
+        if self.pod_index is not None and pred.interpod_reason(rec, node, self.nodes, self.pod_index):
+            return None
+        return Placement(node.idx, pipeline, choice, portion)
+
+    @staticmethod
+    def _scalars_fit(task: Task, node: NodeState, idle_only: bool) -> bool:
+        for name, qty in task.rec.scalars:
+            have = node.scalars.get(name) if node.scalars else None
+            if have is None:
+                return False
+            if qty > have[1] + (0.0 if idle_only else have[2]) + _EPS:
+                return False
+        return True
+
+    # --- explanation ----------------------------------------------------------------------------
+
+    def fit_reasons(self, task: Task, node: NodeState) -> list[str]:
+        """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
+        rec = task.rec
+        gpu = rec.gpu
+        reasons: list[str] = []
+        if gpu.whole and gpu.whole > node.idle_gpu + node.rel_gpu + _EPS:
+            reasons.append("node(s) didn't have enough resources: GPUs")
+        if gpu.is_shared:
+            if gpu.memory_mib is not None and not node.rec.gpu_memory_mib and node.cap_gpu > 0:
+                return [f"node is not a gpu node or the gpu memory count on the node was not synced yet, "
+                        f"task: <{rec.namespace}/{rec.name}>, node: <{node.name}>"]
+            p = portion_on_node(gpu, node)
+            if gpu.memory_mib is not None and node.rec.gpu_memory_mib and gpu.memory_mib > node.rec.gpu_memory_mib:
+                reasons.append("node(s) didn't have enough resources: GPU memory")
+            elif p is None or shared_capacity(node, p, False) < gpu.num_devices:
+                reasons.append("node(s) didn't have enough resources: GPUs")
+        if rec.cpu > node.idle_cpu + node.rel_cpu + _EPS:
+            reasons.append("node(s) didn't have enough resources: CPU cores")
+        if rec.memory > node.idle_mem + node.rel_mem + _EPS:
+            reasons.append("node(s) didn't have enough resources: memory")
+        for name, qty in rec.scalars:
+            have = node.scalars.get(name) if node.scalars else None
+            if have is None or qty > have[1] + have[2] + _EPS:
+                reasons.append(f"node(s) didn't have enough resources: {name}")
+        if reasons:
+            return reasons
+        if node.n_pods >= node.max_pods:
+            return [pred.POD_NUMBER]
+        static = pred.static_reason(rec.constraints, node, self.configmaps)
+        if static:
+            return [static]
+        if rec.constraints.host_ports and not pred.ports_ok(rec.constraints, node):
+            return [pred.HOST_PORTS]
+        if self.pod_index is not None:
+            reason = pred.interpod_reason(rec, node, self.nodes, self.pod_index)
+            if reason:
+                return [reason]
+        if self.try_node(task, node, False) is None:
+            return [pred.POD_NUMBER]  # only the extra reservation-pod slot can still be missing
+        return []

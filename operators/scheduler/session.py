@@ -1,0 +1,765 @@
+"""One scheduling cycle's session: state derived from the snapshot, accounting, statements, decisions.
+
+Opening the session derives task statuses, node usage, jobs and queue accounting (contracts 8.2), then
+computes fair shares. Actions change state only through a `Statement`, whose operations fire the same
+accounting updates (node free resources and index, GPU groups, podset counters, queue allocation) and can be
+rolled back in reverse order; `commit()` turns the surviving operations into decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from operators.core import keys
+from operators.scheduler import explain
+from operators.scheduler.config import SPREAD, SchedulerConfig
+from operators.scheduler.decisions import (
+    AnnotationUpdate,
+    Bind,
+    Decisions,
+    Eviction,
+    NotReady,
+    Pipelined,
+    QueueShare,
+    Unschedulable,
+)
+from operators.scheduler.fairshare import UNLIMITED, QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.model import (
+    ACTIVE_ALLOCATED,
+    ACTIVE_USED,
+    ALIVE,
+    ALLOCATED,
+    BINDING,
+    BOUND,
+    FAILED,
+    GATED,
+    ON_NODE,
+    PENDING,
+    PIPELINED,
+    QUEUE_ALLOCATED,
+    RELEASING,
+    RUNNING,
+    SUCCEEDED,
+    UNKNOWN,
+    GpuGroup,
+    Job,
+    NodeState,
+    PodSet,
+    QueueState,
+    Task,
+)
+from operators.scheduler.ordering import task_order_key
+from operators.scheduler.placement.gpus import format_portion, portion_on_node
+from operators.scheduler.placement.predicates import PodIndex
+from operators.scheduler.placement.scoring import NodeIndex
+from operators.scheduler.placement.search import Placement, Placer
+from operators.scheduler.records import PodRecord, SubGroupSpec
+from operators.scheduler.snapshot import Snapshot
+
+DEFAULT_SUBGROUP = "default"
+_EPS = 1e-9
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class FailedAttempt:
+    """Why a job's last allocation attempt failed, explained lazily at session close."""
+
+    task: Task
+    found: int
+    required: int
+    subgroup: str | None  # set for the sub-group gang message
+    gang: bool
+    summary: str  # the failing task's per-node fit summary, taken at the moment of failure
+
+
+@dataclass(slots=True)
+class Op:
+    kind: str  # allocate | pipeline | evict
+    task: Task
+    prev_status: str
+    placement: Placement | None = None
+    taken: tuple[float, ...] = ()  # (idle cpu, rel cpu, idle mem, rel mem, idle gpu, rel gpu)
+    action: str = ""
+    for_job: str = ""
+    message: str = ""
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    errors: list[explain.JobError] = field(default_factory=list)
+    failure: FailedAttempt | None = None
+
+
+class Session:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float) -> None:
+        self.config = config
+        self.now = now
+        self.now_text = rfc3339(now)
+        self.snapshot = snapshot
+        self.decisions = Decisions()
+        self.outcomes: dict[str, JobOutcome] = {}
+        self.last_start: dict[str, str] = {}
+        self._summaries: dict[tuple[object, ...], str] = {}
+        self._open_nodes()
+        self._open_queues()
+        self._open_pods_and_jobs()
+        self._open_fair_shares()
+        self.index = NodeIndex(self.nodes, config.gpu_placement, config.cpu_placement)
+        self.pod_index = self._open_pod_index()
+        self.placer = Placer(self.nodes, self.index, snapshot.configmaps, self.pod_index, config.group_id,
+                             config.gpu_placement == SPREAD)
+
+    # --- open -----------------------------------------------------------------------------------
+
+    def _open_nodes(self) -> None:
+        self.nodes: list[NodeState] = []
+        for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
+            scalars = {name: [q, q, 0.0] for name, q in rec.scalars} if rec.scalars else None
+            self.nodes.append(NodeState(
+                idx=i, rec=rec, ok=rec.ready and not rec.unschedulable, cap_cpu=rec.cpu, cap_mem=rec.memory,
+                cap_gpu=float(rec.gpus), max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
+                idle_gpu=float(rec.gpus), scalars=scalars,
+                gpu_total=float(rec.gpu_count_label or rec.gpus)))
+        self.node_by_name = {n.name: n for n in self.nodes}
+        memories = [n.rec.gpu_memory_mib for n in self.nodes if n.rec.gpu_memory_mib]
+        self.min_gpu_memory = min(memories) if memories else 100
+
+    def _open_queues(self) -> None:
+        recs = {q.name: q for q in self.snapshot.queues}
+        self.queues: dict[str, QueueState] = {}
+
+        def resolve(name: str, seen: frozenset[str]) -> QueueState | None:
+            if name in self.queues:
+                return self.queues[name]
+            rec = recs.get(name)
+            if rec is None or name in seen:
+                return None  # orphans (missing parent, or a cycle) are dropped with their subtree
+            parent = None
+            if rec.parent:
+                parent = resolve(rec.parent, seen | {name})
+                if parent is None:
+                    return None
+            q = QueueState(rec=rec, parent=parent, depth=parent.depth + 1 if parent else 0)
+            if parent is not None:
+                parent.children.append(q)
+            self.queues[name] = q
+            return q
+
+        for name in sorted(recs):
+            resolve(name, frozenset())
+        for q in self.queues.values():
+            q.children.sort(key=lambda c: (c.rec.created, c.rec.uid, c.name))
+
+    def _task_status(self, pod: PodRecord, binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]]
+                     ) -> tuple[str, str, tuple[str, ...]]:
+        """(status, node, gpu groups) per contracts 8.2."""
+        phase = pod.phase
+        if phase in (SUCCEEDED, FAILED):
+            return phase, pod.node_name, pod.gpu_groups
+        if phase == RUNNING:
+            return (RELEASING if pod.deleting else RUNNING), pod.node_name, pod.gpu_groups
+        if phase == PENDING:
+            if pod.deleting:
+                return RELEASING, pod.node_name, pod.gpu_groups
+            if pod.node_name:
+                return BOUND, pod.node_name, pod.gpu_groups
+            bind = binds.get((pod.namespace, pod.name))
+            if bind is not None:
+                return BINDING, bind[0], bind[1] or pod.gpu_groups
+            return (GATED if pod.gated else PENDING), "", ()
+        return UNKNOWN, pod.node_name, pod.gpu_groups
+
+    def _open_pods_and_jobs(self) -> None:
+        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
+                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        other = self.other_usage = [0.0, 0.0, 0.0]
+        by_group: dict[tuple[str, str], list[Task]] = {}
+        name = self.config.scheduler_name
+        node_by_name = self.node_by_name
+        for pod in self.snapshot.pods:
+            # Fast paths for the two common cases; everything else goes through the full rules.
+            if pod.phase == RUNNING and not pod.deleting:
+                status, node_name, groups = RUNNING, pod.node_name, pod.gpu_groups
+            elif pod.phase == PENDING and not (pod.deleting or pod.node_name or pod.gated) and (
+                    not binds or (pod.namespace, pod.name) not in binds):
+                status, node_name, groups = PENDING, "", ()
+            else:
+                status, node_name, groups = self._task_status(pod, binds)
+            task = Task(pod, status)
+            if node_name and status in ON_NODE:
+                node = node_by_name.get(node_name)
+                if node is not None:
+                    self._occupy(task, node, groups)
+                    if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
+                        other[0] += pod.gpu.whole
+                        other[1] += pod.cpu
+                        other[2] += pod.memory
+            if pod.pod_group:
+                key = (pod.namespace, pod.pod_group)
+                members = by_group.get(key)
+                if members is None:
+                    by_group[key] = [task]
+                else:
+                    members.append(task)
+        for n in self.nodes:  # whole devices of fully releasing shared GPUs count as releasing
+            for g in n.groups.values():
+                if g.fully_releasing:
+                    n.rel_gpu += 1
+        priorities = {p.name: p.value for p in self.snapshot.priority_classes}
+        default = next((p.value for p in sorted(self.snapshot.priority_classes, key=lambda p: p.name)
+                        if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
+        self.jobs: list[Job] = []
+        for pg in sorted(self.snapshot.podgroups, key=lambda p: (p.namespace, p.name)):
+            if pg.scheduling_backoff == 1 and self.snapshot.node_pool in pg.unschedulable_pools:
+                continue  # one attempt per node pool
+            queue = self.queues.get(pg.queue)
+            priority = priorities.get(pg.priority_class, default)
+            if pg.preemptibility in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+                preemptible = pg.preemptibility == keys.PREEMPTIBLE
+            else:
+                preemptible = priority < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+            podsets = self._podsets(pg.subgroups, pg.min_member)
+            job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
+                      podsets=list(podsets.values()), has_subgroups=bool(pg.subgroups))
+            self.jobs.append(job)
+            members = by_group.get((pg.namespace, pg.name), [])
+            if len(members) > 1:
+                members.sort(key=task_order_key)
+            allocated = [0.0, 0.0, 0.0]
+            requested = [0.0, 0.0, 0.0]
+            for task in members:
+                ps = podsets.get(task.rec.subgroup or DEFAULT_SUBGROUP)
+                if ps is None:
+                    continue  # a pod whose subgroup is not in the PodGroup is ignored
+                task.job, task.podset = job, ps
+                job.tasks.append(task)
+                ps.tasks.append(task)
+                status = task.status
+                self._count(ps, status, +1)
+                if status == PENDING:
+                    rec = task.rec
+                    task.fit_key = (rec.constraints, rec.cpu, rec.memory, rec.gpu, rec.scalars, rec.nominated_node)
+                    ps.pending.append(task)
+                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED):
+                    vec = self.task_vector(task)
+                    requested[0] += vec[0]
+                    requested[1] += vec[1]
+                    requested[2] += vec[2]
+                    if status != PENDING:
+                        allocated[0] += vec[0]
+                        allocated[1] += vec[1]
+                        allocated[2] += vec[2]
+            job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in job.podsets)
+            if queue is None:
+                self.outcome(job).errors.append(explain.JobError(
+                    keys.REASON_QUEUE_DOES_NOT_EXIST, (explain.queue_does_not_exist(pg.queue),)))
+                continue
+            self._add_queue(queue, (allocated[0], allocated[1], allocated[2]), job.preemptible, +1)
+            for q in queue.lineage():
+                for r in range(3):
+                    q.request[r] += requested[r]
+
+    @staticmethod
+    def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
+        if not subgroups:
+            return {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(min_member, 1))}
+        parents = {s.parent for s in subgroups}
+        return {s.name: PodSet(s.name, max(s.min_member, 1)) for s in subgroups if s.name not in parents}
+
+    @staticmethod
+    def _count(ps: PodSet, status: str, sign: int) -> None:
+        if status in ACTIVE_ALLOCATED:
+            ps.active_allocated += sign
+        if status == PIPELINED:
+            ps.pipelined += sign
+        if status in ACTIVE_USED:
+            ps.active_used += sign
+        if status in ALIVE:
+            ps.alive += sign
+        if status == GATED:
+            ps.gated += sign
+
+    def _occupy(self, task: Task, node: NodeState, groups: tuple[str, ...]) -> None:
+        """Account a pod already on a node (snapshot state)."""
+        rec = task.rec
+        releasing = task.status == RELEASING
+        task.node = node.idx
+        node.n_pods += 1
+        if releasing:
+            node.rel_cpu += rec.cpu
+            node.rel_mem += rec.memory
+        node.idle_cpu -= rec.cpu
+        node.idle_mem -= rec.memory
+        if rec.scalars and node.scalars:
+            for name, qty in rec.scalars:
+                s = node.scalars.get(name)
+                if s:
+                    s[1] -= qty
+                    if releasing:
+                        s[2] += qty
+        if rec.constraints.host_ports:
+            ports = node.ports if node.ports is not None else {}
+            for p in rec.constraints.host_ports:
+                ports[p] = ports.get(p, 0) + 1
+            node.ports = ports
+        if rec.is_reservation:
+            # The reservation pod holds its shared GPU; the group accounts for it, not a whole-GPU request.
+            for gid in groups:
+                if gid not in node.groups:
+                    node.groups[gid] = GpuGroup(gid)
+                    node.idle_gpu -= 1
+            return
+        if rec.gpu.whole:
+            node.idle_gpu -= rec.gpu.whole
+            if releasing:
+                node.rel_gpu += rec.gpu.whole
+        if rec.gpu.is_shared:
+            portion = portion_on_node(rec.gpu, node) or 0.0
+            task.portion = portion
+            ids = list(groups[: rec.gpu.num_devices])
+            while len(ids) < rec.gpu.num_devices:  # not yet labelled: still holds a device
+                ids.append(f"unknown/{rec.namespace}/{rec.name}/{len(ids)}")
+            task.groups = tuple(ids)
+            for gid in ids:
+                g = node.groups.get(gid)
+                if g is None:
+                    g = node.groups[gid] = GpuGroup(gid)
+                    node.idle_gpu -= 1
+                if releasing:
+                    g.releasing += portion
+                else:
+                    g.used += portion
+                g.pods += 1
+        else:
+            task.groups = groups
+
+    def _open_fair_shares(self) -> None:
+        ready = [n for n in self.nodes if n.rec.ready]
+        self.total = (
+            max(0.0, sum(n.cap_gpu for n in ready) - self.other_usage[0]),
+            max(0.0, sum(n.cap_cpu for n in ready) - self.other_usage[1]),
+            max(0.0, sum(n.cap_mem for n in ready) - self.other_usage[2]),
+        )
+        specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
+                                   q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
+                                   q.rec.created, q.rec.uid) for q in self.queues.values()}
+        shares = fair_shares(specs, self.total, self.config.k_value)
+        for q in self.queues.values():
+            q.fair_share = shares[q.name]
+            q.alloc_share = (
+                allocatable_share(q.rec.quota[0], q.fair_share[0], q.rec.limit[0], self.total[0]),
+                allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], self.total[1]),
+                allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], self.total[2]),
+            )
+
+    def _open_pod_index(self) -> PodIndex | None:
+        needed = any(p.constraints.pod_anti_affinity or (p.constraints.pod_affinity and not p.node_name)
+                     for p in self.snapshot.pods if p.constraints.has_dynamic)
+        if not needed:
+            return None
+        index = PodIndex()
+        for pod_task in self._tasks_on_nodes():
+            index.add(pod_task.rec, pod_task.node)
+        return index
+
+    def _tasks_on_nodes(self) -> list[Task]:
+        # Rebuilt on demand (rare: only when inter-pod affinity is in play).
+        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
+                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        out = []
+        for pod in self.snapshot.pods:
+            status, node_name, _ = self._task_status(pod, binds)
+            node = self.node_by_name.get(node_name) if node_name else None
+            if node is not None and status in ACTIVE_USED:
+                out.append(Task(rec=pod, status=status, node=node.idx))
+        return out
+
+    # --- accounting helpers ---------------------------------------------------------------------
+
+    def task_vector(self, task: Task) -> tuple[float, float, float]:
+        """(gpu, cpu millicores, memory bytes) a task counts for its queue."""
+        rec = task.rec
+        gpu = float(rec.gpu.whole)
+        if rec.gpu.is_shared:
+            if task.node >= 0 and task.portion:
+                gpu += task.portion * rec.gpu.num_devices
+            elif rec.gpu.portion is not None:
+                gpu += rec.gpu.portion * rec.gpu.num_devices
+            elif rec.gpu.memory_mib is not None:
+                gpu += rec.gpu.num_devices * rec.gpu.memory_mib / self.min_gpu_memory
+        return gpu, rec.cpu, rec.memory
+
+    def job_request(self, tasks: Iterable[Task]) -> list[float]:
+        total = [0.0, 0.0, 0.0]
+        for t in tasks:
+            v = self.task_vector(t)
+            for r in range(3):
+                total[r] += v[r]
+        return total
+
+    @staticmethod
+    def _add_queue(queue: QueueState, vec: tuple[float, float, float], preemptible: bool, sign: int) -> None:
+        for q in queue.lineage():
+            for r in range(3):
+                q.allocated[r] += sign * vec[r]
+                if not preemptible:
+                    q.allocated_np[r] += sign * vec[r]
+
+    def outcome(self, job: Job) -> JobOutcome:
+        out = self.outcomes.get(job.key)
+        if out is None:
+            out = self.outcomes[job.key] = JobOutcome()
+        return out
+
+    # --- capacity (proportion plugin) -----------------------------------------------------------
+
+    def capacity_error(self, job: Job, tasks: Iterable[Task]) -> explain.JobError | None:
+        """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor."""
+        assert job.queue is not None
+        req = self.job_request(tasks)
+        lineage = job.queue.lineage()
+        for q in lineage:
+            for r in range(3):
+                limit = q.rec.limit[r]
+                if limit != UNLIMITED and req[r] > _EPS and q.allocated[r] + req[r] > limit + _EPS:
+                    msg = explain.over_limit(q.rec.title, r, limit, q.allocated[r], req[r])
+                    return explain.JobError(keys.REASON_OVER_LIMIT, (msg,), self._details(q, job, req))
+        if not job.preemptible:
+            for q in lineage:
+                for r in range(3):
+                    quota = q.rec.quota[r]
+                    if quota != UNLIMITED and req[r] > _EPS and q.allocated_np[r] + req[r] > quota + _EPS:
+                        msg = explain.non_preemptible_over_quota(q.rec.title, r, quota, q.allocated_np[r], req[r])
+                        return explain.JobError(keys.REASON_NON_PREEMPTIBLE_OVER_QUOTA, (msg,),
+                                                self._details(q, job, req))
+        return None
+
+    @staticmethod
+    def _details(q: QueueState, job: Job, req: list[float]) -> dict[str, object]:
+        np_req = [0.0, 0.0, 0.0] if job.preemptible else req
+        return explain.queue_details(q.name, q.request, q.rec.quota, q.allocated, q.allocated_np, q.rec.limit,
+                                     req, np_req)
+
+    # --- statements -----------------------------------------------------------------------------
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def _place(self, task: Task, placement: Placement, status: str) -> tuple[float, ...]:
+        node = self.nodes[placement.node]
+        rec = task.rec
+        ic = min(rec.cpu, max(node.idle_cpu, 0.0))
+        im = min(rec.memory, max(node.idle_mem, 0.0))
+        whole = float(rec.gpu.whole)
+        ig = min(whole, max(node.idle_gpu, 0.0))
+        taken = (ic, rec.cpu - ic, im, rec.memory - im, ig, whole - ig)
+        node.idle_cpu -= ic
+        node.rel_cpu -= taken[1]
+        node.idle_mem -= im
+        node.rel_mem -= taken[3]
+        node.idle_gpu -= ig
+        node.rel_gpu -= taken[5]
+        node.n_pods += 1
+        if rec.scalars and node.scalars:
+            for name, qty in rec.scalars:
+                s = node.scalars[name]
+                s[1] -= qty
+        choice = placement.gpu
+        if choice is not None:
+            for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):
+                if new:
+                    if from_rel:
+                        node.rel_gpu -= 1
+                    else:
+                        node.idle_gpu -= 1
+                    node.groups[gid] = GpuGroup(gid)
+                g = node.groups[gid]
+                g.used += placement.portion
+                g.pods += 1
+            task.groups = choice.groups
+            task.portion = placement.portion
+        if rec.constraints.host_ports:
+            ports = node.ports if node.ports is not None else {}
+            for p in rec.constraints.host_ports:
+                ports[p] = ports.get(p, 0) + 1
+            node.ports = ports
+        task.node = node.idx
+        self._set_status(task, status)
+        if self.pod_index is not None:
+            self.pod_index.add(rec, node.idx)
+        self.index.update(node)
+        return taken
+
+    def _unplace(self, task: Task, placement: Placement, taken: tuple[float, ...], prev: str) -> None:
+        node = self.nodes[placement.node]
+        rec = task.rec
+        if self.pod_index is not None:
+            self.pod_index.remove(rec)
+        self._set_status(task, prev)
+        node.idle_cpu += taken[0]
+        node.rel_cpu += taken[1]
+        node.idle_mem += taken[2]
+        node.rel_mem += taken[3]
+        node.idle_gpu += taken[4]
+        node.rel_gpu += taken[5]
+        node.n_pods -= 1
+        if rec.scalars and node.scalars:
+            for name, qty in rec.scalars:
+                node.scalars[name][1] += qty
+        choice = placement.gpu
+        if choice is not None:
+            for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):
+                g = node.groups[gid]
+                g.used -= placement.portion
+                g.pods -= 1
+                if new:
+                    del node.groups[gid]
+                    if from_rel:
+                        node.rel_gpu += 1
+                    else:
+                        node.idle_gpu += 1
+            task.groups = ()
+            task.portion = 0.0
+        if rec.constraints.host_ports and node.ports is not None:
+            for p in rec.constraints.host_ports:
+                node.ports[p] -= 1
+        task.node = -1
+        self.index.update(node)
+
+    def _set_status(self, task: Task, status: str) -> None:
+        """Move a task between statuses, keeping podset counters, pending lists and queue accounting."""
+        old = task.status
+        if old == status:
+            return
+        ps, job = task.podset, task.job
+        if ps is not None:
+            self._count(ps, old, -1)
+            self._count(ps, status, +1)
+            if old == PENDING:
+                ps.pending.remove(task)
+            if status == PENDING:
+                ps.pending.append(task)
+                ps.pending.sort(key=task_order_key)
+        if job is not None and job.queue is not None:
+            # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
+            was = old in QUEUE_ALLOCATED or old == PIPELINED
+            now = status in QUEUE_ALLOCATED or status == PIPELINED
+            if was != now:
+                self._add_queue(job.queue, self.task_vector(task), job.preemptible, +1 if now else -1)
+        task.status = status
+
+    def _evict(self, task: Task) -> None:
+        node = self.nodes[task.node]
+        rec = task.rec
+        node.rel_cpu += rec.cpu
+        node.rel_mem += rec.memory
+        if not rec.is_reservation:
+            node.rel_gpu += rec.gpu.whole
+        for gid in task.groups:
+            g = node.groups.get(gid)
+            if g is not None:
+                g.used -= task.portion
+                g.releasing += task.portion
+                if g.fully_releasing:
+                    node.rel_gpu += 1
+        self._set_status(task, RELEASING)
+        self.index.update(node)
+
+    def _unevict(self, task: Task, prev: str) -> None:
+        node = self.nodes[task.node]
+        rec = task.rec
+        node.rel_cpu -= rec.cpu
+        node.rel_mem -= rec.memory
+        if not rec.is_reservation:
+            node.rel_gpu -= rec.gpu.whole
+        for gid in task.groups:
+            g = node.groups.get(gid)
+            if g is not None:
+                if g.fully_releasing:
+                    node.rel_gpu -= 1
+                g.releasing -= task.portion
+                g.used += task.portion
+        self._set_status(task, prev)
+        self.index.update(node)
+
+    def _commit(self, ops: list[Op]) -> None:
+        started: set[str] = set()
+        pipelined_jobs: set[str] = set()
+        for op in ops:
+            task, job = op.task, op.task.job
+            pg = job.name if job else ""
+            node = self.nodes[task.node].name if task.node >= 0 else ""
+            if op.kind == "allocate":
+                self.decisions.binds.append(self._bind(task, node, pg))
+                if job is not None:
+                    started.add(job.key)
+            elif op.kind == "pipeline":
+                self.decisions.pipelined.append(Pipelined(
+                    task.namespace, task.name, pg, node, explain.pipelined_message(task.namespace, task.name, node),
+                    task.groups))
+                if job is not None:
+                    pipelined_jobs.add(job.key)
+            else:
+                self.decisions.evictions.append(Eviction(task.namespace, task.name, pg, op.action, op.for_job,
+                                                         op.message))
+        for job in {op.task.job.key: op.task.job for op in ops if op.task.job is not None}.values():
+            if job.key in started and job.key not in pipelined_jobs and job.allocated_at_open == 0 \
+                    and not job.bound_in_session:
+                self.last_start[job.key] = self.now_text
+            if job.key in started:
+                job.bound_in_session = True
+
+    def _bind(self, task: Task, node: str, pod_group: str) -> Bind:
+        rec = task.rec
+        if rec.gpu.is_shared:
+            return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
+                        format_portion(task.portion), rec.gpu.num_devices)
+        return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
+                    format_portion(1.0 if rec.gpu.whole else 0.0), rec.gpu.whole)
+
+    # --- close ----------------------------------------------------------------------------------
+
+    def close(self) -> Decisions:
+        d = self.decisions
+        pool = self.config.node_pool_name
+        for job in self.jobs:
+            pending = [t for t in job.tasks if t.status == PENDING]
+            gated = any(t.status == GATED for t in job.tasks)
+            self._annotations(job)
+            if not pending and not gated:
+                continue
+            if job.queue is not None and not job.ready():
+                unready = [(p.name, p.min_available, p.alive, p.gated) for p in job.podsets
+                           if p.alive - p.gated < p.min_available]
+                d.not_ready.append(NotReady(job.namespace, job.name,
+                                            explain.not_ready_message(unready, job.has_subgroups)))
+                continue
+            if not pending:
+                continue
+            d.unschedulable.append(self._unschedulable(job, pending, pool))
+        for job_key, stamp in sorted(self.last_start.items()):
+            ns, name = job_key.split("/", 1)
+            d.annotations.append(AnnotationUpdate(ns, name, keys.LAST_START_TIMESTAMP, stamp))
+        d.queues = [self._queue_share(q) for q in sorted(self.queues.values(), key=lambda q: q.name)]
+        return d
+
+    def _annotations(self, job: Job) -> None:
+        has_succeeded = any(t.status == SUCCEEDED for t in job.tasks)
+        active = sum(p.active_used for p in job.podsets)
+        stale = not has_succeeded and active > 0 and any(p.active_used < p.min_available for p in job.podsets)
+        if stale and job.rec.stale_since is None:
+            self.decisions.annotations.append(AnnotationUpdate(job.namespace, job.name,
+                                                               keys.STALE_PODGROUP_TIMESTAMP, self.now_text))
+        elif not stale and job.rec.stale_since is not None:
+            self.decisions.annotations.append(AnnotationUpdate(job.namespace, job.name,
+                                                               keys.STALE_PODGROUP_TIMESTAMP, None))
+
+    def fit_summary(self, task: Task) -> str:
+        """Per-node histogram for a task that found no node, on the current (virtual) state.
+
+        Computed once per placement signature and cycle: later failures of identical tasks reuse it, which
+        keeps failing gangs cheap at the price of counts that may lag by the nodes filled meanwhile.
+        """
+        if task.rec.gpu_error:
+            return task.rec.gpu_error
+        key = task.fit_key
+        summary = self._summaries.get(key)
+        if summary is None:
+            summary = explain.fit_summary(self.placer.fit_reasons(task, n) for n in self.nodes)
+            self._summaries[key] = summary
+        return summary
+
+    def _unschedulable(self, job: Job, pending: list[Task], pool: str) -> Unschedulable:
+        out = self.outcomes.get(job.key) or JobOutcome()
+        errors = list(out.errors)
+        task_summary: dict[str, str] = {}
+        failure = out.failure
+        if failure is not None:
+            summary = failure.summary
+            task_summary[failure.task.name] = summary
+            t = failure.task
+            if failure.subgroup is not None:
+                msg = explain.subgroup_gang_not_found(failure.found, failure.subgroup, failure.required, summary)
+            elif failure.gang:
+                msg = explain.gang_not_found(failure.found, failure.required, summary)
+            else:
+                msg = explain.pod_not_found(t.namespace, t.name, summary)
+            errors.append(explain.JobError(keys.REASON_POD_SCHEDULING_ERRORS, (msg,)))
+        message = explain.job_message(errors)
+        backoff = job.rec.scheduling_backoff
+        pod_messages = {t.name: explain.with_pool_prefix(explain.pod_message(task_summary.get(t.name), errors),
+                                                         pool, backoff) for t in pending}
+        has_allocated = any(p.active_allocated > 0 for p in job.podsets)
+        return Unschedulable(job.namespace, job.name, pool, explain.with_pool_prefix(message, pool, backoff),
+                             tuple(e.to_reason() for e in errors), pod_messages, has_allocated,
+                             job.rec.mark_unschedulable)
+
+    def _queue_share(self, q: QueueState) -> QueueShare:
+        def vec(v: tuple[float, ...] | list[float]) -> dict[str, float]:
+            def conv(x: float, scale: float) -> float:
+                return -1.0 if x == UNLIMITED else round(x * scale, 3)
+            return {"gpu": conv(v[0], 1.0), "cpu": conv(v[1], 1.0), "memory": conv(v[2], 1e-6)}
+        return QueueShare(q.name, vec(q.fair_share), vec(q.allocated), vec(q.request), vec(q.rec.quota),
+                          vec(q.rec.limit))
+
+    # --- candidates -----------------------------------------------------------------------------
+
+    def schedulable_jobs(self) -> list[Job]:
+        """Jobs allocate may try: leaf queue exists, pending pods, gang ready."""
+        return [j for j in self.jobs
+                if j.queue is not None and j.queue.is_leaf and any(p.pending for p in j.podsets) and j.ready()]
+
+
+class Statement:
+    """Ordered, undoable operations of one job attempt (KAI framework.Statement)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.ops: list[Op] = []
+
+    def allocate(self, task: Task, placement: Placement) -> None:
+        prev = task.status
+        taken = self.session._place(task, placement, ALLOCATED)
+        self.ops.append(Op("allocate", task, prev, placement, taken))
+
+    def pipeline(self, task: Task, placement: Placement) -> None:
+        prev = task.status
+        taken = self.session._place(task, placement, PIPELINED)
+        self.ops.append(Op("pipeline", task, prev, placement, taken))
+
+    def evict(self, task: Task, action: str, for_job: str, message: str) -> None:
+        prev = task.status
+        self.session._evict(task)
+        self.ops.append(Op("evict", task, prev, action=action, for_job=for_job, message=message))
+
+    def checkpoint(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, checkpoint: int) -> None:
+        while len(self.ops) > checkpoint:
+            op = self.ops.pop()
+            if op.kind == "evict":
+                self.session._unevict(op.task, op.prev_status)
+            else:
+                assert op.placement is not None
+                self.session._unplace(op.task, op.placement, op.taken, op.prev_status)
+
+    def discard(self) -> None:
+        self.rollback(0)
+
+    def pipeline_all(self, job: Job) -> None:
+        """Turn this statement's binds for `job` into pipelines (a gang never starts half-bound)."""
+        for op in self.ops:
+            if op.kind == "allocate" and op.task.job is job:
+                op.kind = "pipeline"
+                self.session._set_status(op.task, PIPELINED)
+
+    def commit(self) -> None:
+        self.session._commit(self.ops)
+        self.ops = []

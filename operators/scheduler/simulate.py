@@ -1,0 +1,201 @@
+"""`kai simulate`: run scheduling cycles on objects read from YAML files and print the decisions.
+
+Input: YAML streams of ordinary Kubernetes objects (Nodes, Pods, PodGroups, Queues, PriorityClasses,
+BindRequests, ConfigMaps; `kind: List` is expanded). A pod with spec.nodeName and phase Running runs there.
+Bare kai-scheduler pods without a `pod-group-name` annotation get the PodGroup the pod-grouper would create
+(`pg-<pod>-<uid>`, minMember 1), so the KAI quickstart pods can be simulated as they are.
+With --cycles N, each cycle's binds and evictions are applied before the next one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operators.core import keys
+from operators.scheduler.config import SchedulerConfig, add_arguments, config_from_args
+from operators.scheduler.cycle import run_cycle
+from operators.scheduler.decisions import Decisions
+from operators.scheduler.records import PodGroupRecord, PodRecord, parse_time
+from operators.scheduler.snapshot import Snapshot, flatten, snapshot_from_objects
+
+
+def load_objects(paths: Iterable[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        out.extend(doc for doc in yaml.safe_load_all(text) if isinstance(doc, dict))
+    return out
+
+
+def with_implicit_podgroups(objects: Iterable[Mapping[str, Any]], scheduler_name: str = keys.SCHEDULER_NAME,
+                            ) -> list[Mapping[str, Any]]:
+    """Add the pod-grouper's PodGroup for bare pods of our scheduler that have none (simulation only)."""
+    objects = flatten(objects)
+    priority_classes = {str((o.get("metadata") or {}).get("name")) for o in objects if o.get("kind") == "PriorityClass"}
+    out: list[Mapping[str, Any]] = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        if (obj.get("kind") != "Pod" or spec.get("schedulerName") != scheduler_name
+                or keys.POD_GROUP_NAME in annotations or meta.get("ownerReferences")):
+            out.append(obj)
+            continue
+        pod = copy.deepcopy(dict(obj))
+        name, labels = str(meta.get("name", "")), meta.get("labels") or {}
+        uid = str(meta.get("uid") or name)
+        pg_name = f"pg-{name}-{uid}"
+        pod["metadata"] = {**meta, "annotations": {**annotations, keys.POD_GROUP_NAME: pg_name}}
+        candidates = [labels.get(keys.PRIORITY_CLASS_LABEL), spec.get("priorityClassName")]
+        priority = next((c for c in candidates if c and c in priority_classes), "train")
+        pg_spec: dict[str, Any] = {"minMember": 1, "queue": labels.get(keys.QUEUE_LABEL, keys.DEFAULT_QUEUE),
+                                   "priorityClassName": priority}
+        if labels.get(keys.PREEMPTIBILITY_LABEL) in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+            pg_spec["preemptibility"] = labels[keys.PREEMPTIBILITY_LABEL]
+        out.append({"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
+                    "metadata": {"name": pg_name, "namespace": meta.get("namespace") or "default",
+                                 "creationTimestamp": meta.get("creationTimestamp")},
+                    "spec": pg_spec})
+        out.append(pod)
+    return out
+
+
+def _default_now(snapshot: Snapshot) -> float:
+    # Deterministic default: the newest creation time among the inputs (0 when none is given).
+    times = [p.created for p in snapshot.pods] + [g.created for g in snapshot.podgroups]
+    return max(times, default=0.0)
+
+
+def _apply(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
+    """The next cycle's snapshot: bound pods run, evicted pods are pending again, annotations written."""
+    binds = {(b.namespace, b.pod): b for b in decisions.binds}
+    evicted = {(e.namespace, e.pod) for e in decisions.evictions}
+    pods: list[PodRecord] = []
+    for pod in snapshot.pods:
+        key = (pod.namespace, pod.name)
+        if key in binds:
+            b = binds[key]
+            labels = dict(pod.labels)
+            if b.gpu_groups:
+                labels[keys.GPU_GROUP_LABEL] = b.gpu_groups[0]
+            pod = replace(pod, phase="Running", node_name=b.node, gpu_groups=b.gpu_groups, labels=labels)
+        elif key in evicted:
+            pod = replace(pod, phase="Pending", node_name="", deleting=False, gpu_groups=())
+        pods.append(pod)
+    updates: dict[tuple[str, str], dict[str, str | None]] = {}
+    for a in decisions.annotations:
+        updates.setdefault((a.namespace, a.pod_group), {})[a.key] = a.value
+    podgroups: list[PodGroupRecord] = []
+    for pg in snapshot.podgroups:
+        upd = updates.get((pg.namespace, pg.name))
+        if upd:
+            pg = replace(pg, last_start=upd.get(keys.LAST_START_TIMESTAMP, pg.last_start),
+                         stale_since=upd.get(keys.STALE_PODGROUP_TIMESTAMP, pg.stale_since))
+        podgroups.append(pg)
+    return replace(snapshot, pods=tuple(pods), podgroups=tuple(podgroups))
+
+
+def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig | None = None,
+                   actions: Sequence[str] | None = None, now: float | None = None,
+                   cycles: int | None = None) -> dict[str, Any]:
+    """Decisions for the given objects; with `cycles`, also the final `placement` of every pod."""
+    cfg = config or SchedulerConfig()
+    snapshot = snapshot_from_objects(with_implicit_podgroups(objects, cfg.scheduler_name),
+                                     node_pool_label=cfg.node_pool_label, partition=cfg.partition)
+    start = _default_now(snapshot) if now is None else now
+    result: dict[str, Any] = {"binds": [], "pipelined": [], "evictions": [], "unschedulable": [], "queues": []}
+    last = Decisions()
+    for cycle in range(cycles or 1):
+        last = run_cycle(snapshot, cfg, start + cycle * cfg.schedule_period, actions)
+        data = last.to_dict()
+        for key in ("binds", "evictions", "annotations"):
+            for item in data[key]:
+                result.setdefault(key, []).append({**item, "cycle": cycle + 1} if cycles else item)
+        snapshot = _apply(snapshot, last)
+    final = last.to_dict()
+    for key in ("pipelined", "unschedulable", "notReady", "queues"):
+        result[key] = final[key]
+    if cycles:
+        pipelined = {(p.namespace, p.pod): p.node for p in last.pipelined}
+        placement = []
+        for pod in sorted(snapshot.pods, key=lambda p: (p.namespace, p.name)):
+            node = pipelined.get((pod.namespace, pod.name), pod.node_name)
+            status = "Pipelined" if (pod.namespace, pod.name) in pipelined else pod.phase
+            placement.append({"namespace": pod.namespace, "pod": pod.name, "node": node, "status": status})
+        result["placement"] = placement
+    return result
+
+
+def format_text(result: Mapping[str, Any]) -> str:
+    lines: list[str] = []
+    for b in result.get("binds", []):
+        extra = f" {b['resourceType']} gpus={b['gpuCount']} portion={b['gpuPortion']}"
+        if b["gpuGroups"]:
+            extra += f" groups={','.join(b['gpuGroups'])}"
+        lines.append(f"bind        {b['namespace']}/{b['pod']} -> {b['node']}{extra}")
+    for p in result.get("pipelined", []):
+        lines.append(f"pipeline    {p['namespace']}/{p['pod']} -> {p['node']}")
+    for e in result.get("evictions", []):
+        lines.append(f"evict       {e['namespace']}/{e['pod']} ({e['action']}): {e['message']}")
+    for n in result.get("notReady", []):
+        lines.append(f"not-ready   {n['namespace']}/{n['podGroup']}: {n['message']}")
+    for u in result.get("unschedulable", []):
+        lines.append(f"pending     {u['namespace']}/{u['podGroup']}: {u['message']}")
+    for q in result.get("queues", []):
+        def fmt(v: Mapping[str, float]) -> str:
+            return f"gpu={v['gpu']:g} cpu={v['cpu']:g}m mem={v['memory']:g}MB"
+        lines.append(f"queue       {q['name']}: fair-share {fmt(q['fairShare'])}; allocated {fmt(q['allocated'])}; "
+                     f"requested {fmt(q['requested'])}")
+    for p in result.get("placement", []):
+        lines.append(f"placement   {p['namespace']}/{p['pod']} {p['status']} {p['node']}".rstrip())
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kai simulate", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("-f", "--filename", action="append", required=True, help="YAML file ('-' = stdin)")
+    parser.add_argument("--now", help="RFC3339 time of the first cycle (default: newest creationTimestamp)")
+    parser.add_argument("--cycles", type=int, help="run N cycles, applying binds and evictions in between")
+    parser.add_argument("-o", "--output", choices=("json", "yaml", "text"), default="yaml")
+    add_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+        now = None
+        if args.now:
+            now = datetime.fromisoformat(args.now).timestamp() if parse_time(args.now) or "T" in args.now else None
+            if now is None:
+                raise ValueError(f"--now must be RFC3339, got {args.now!r}")
+        if args.cycles is not None and args.cycles < 1:
+            raise ValueError("--cycles must be at least 1")
+        objects = load_objects(args.filename)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"kai simulate: {exc}", file=sys.stderr)
+        return 2
+    result = run_simulation(objects, config, None, now, args.cycles)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(result, sort_keys=False))
+    else:
+        sys.stdout.write(format_text(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
