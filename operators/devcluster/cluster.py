@@ -378,7 +378,7 @@ def _start_components(state: State, launcher: Launcher, ca: pki.CertificateAutho
                  launcher)
 
 
-def _stop_processes(state: State, grace: float = 10.0) -> None:
+def _stop_processes(state: State, grace: float = 5.0) -> None:
     pids = {name: pid for name, pid in state.pids.items() if _alive(pid)}
     # Stop in reverse start order: clients before the API server, the API server before etcd.
     for name in reversed(list(pids)):
@@ -395,9 +395,12 @@ def _stop_processes(state: State, grace: float = 10.0) -> None:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids.values()):
+        time.sleep(0.05)
     for pid in pids.values():
         try:
-            os.waitpid(pid, os.WNOHANG)
+            os.waitpid(pid, os.WNOHANG)  # reap our own children (no zombies left behind)
         except ChildProcessError:
             pass
 
