@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import Counter
 
 from operators.admission.review import mutate_review, validate_review
 from operators.core import component
@@ -15,6 +19,17 @@ from operators.core.webhook import WebhookServer, cert_paths
 
 MUTATE_PATH = "/mutate--v1-pod"
 VALIDATE_PATH = "/validate--v1-pod"
+Review = Callable[[dict[str, Any]], dict[str, Any]]
+REQUESTS = Counter("kai_admission_requests_total", "AdmissionReviews answered", ["webhook", "allowed"])
+
+
+def _counted(name: str, handler: Review) -> Review:
+    def wrapped(review: dict[str, Any]) -> dict[str, Any]:
+        answer = handler(review)
+        REQUESTS.labels(name, str(bool((answer.get("response") or {}).get("allowed"))).lower()).inc()
+        return answer
+
+    return wrapped
 
 
 def parser() -> argparse.ArgumentParser:
@@ -28,21 +43,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def routes(args: argparse.Namespace) -> dict[str, object]:
+def routes(args: argparse.Namespace) -> dict[str, Review]:
     sharing = str(args.gpu_sharing_enabled).lower() in ("1", "true", "yes")
     runtime_class = args.gpu_pod_runtime_class_name or None
     return {
-        MUTATE_PATH: lambda review: mutate_review(review, runtime_class_name=runtime_class,
-                                                  scheduler_name=args.scheduler_name),
-        VALIDATE_PATH: lambda review: validate_review(review, gpu_sharing_enabled=sharing,
-                                                      scheduler_name=args.scheduler_name),
+        MUTATE_PATH: _counted("mutate", lambda review: mutate_review(
+            review, runtime_class_name=runtime_class, scheduler_name=args.scheduler_name)),
+        VALIDATE_PATH: _counted("validate", lambda review: validate_review(
+            review, gpu_sharing_enabled=sharing, scheduler_name=args.scheduler_name)),
     }
 
 
 async def serve(args: argparse.Namespace) -> None:
     address = args.webhook_addr if ":" in args.webhook_addr else f":{args.webhook_addr}"
     certfile, keyfile = cert_paths(args.cert_dir)
-    server = WebhookServer(routes(args), address=address, certfile=certfile, keyfile=keyfile)  # type: ignore[arg-type]
+    server = WebhookServer(routes(args), address=address, certfile=certfile, keyfile=keyfile)
     await server.start()
     await component.serve_probes(args, ready=lambda: server.ready)
     try:

@@ -426,3 +426,19 @@ def env_lines(state: State) -> str:
 def describe(state: State) -> dict[str, Any]:
     return {"name": state.name, "kubeconfig": state.kubeconfig, "server": state.server,
             "kubectl": state.kubectl, "logs": str(Path(state.dir) / "logs")}
+
+
+def stop_component(state: State, name: str) -> list[str]:
+    """Stop one process of a running cluster (e.g. to test failover); returns its argv for a restart."""
+    pid = state.pids[name]
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        argv = []
+    _stop_processes(State(state.name, state.dir, state.kubeconfig, state.server, state.ports, pids={name: pid}))
+    return argv
+
+
+def start_component(state: State, name: str, argv: list[str]) -> None:
+    """Start a process under the cluster's supervision again (logs appended, pid recorded for `down`)."""
+    Launcher(state).start(name, argv, env={"KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"})

@@ -1,0 +1,49 @@
+"""Helpers shared by the integration and end-to-end tests (the fixtures are in the root conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+TEST_LABEL = "kai.test/owned"
+
+
+@dataclass
+class Cluster:
+    name: str
+    kubeconfig: str
+    kubectl_bin: str
+    state_dir: str
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                namespace: str | None = None) -> subprocess.CompletedProcess[str]:
+        argv = [self.kubectl_bin, f"--kubeconfig={self.kubeconfig}"]
+        if namespace:
+            argv.append(f"--namespace={namespace}")
+        proc = subprocess.run([*argv, *args], input=input, capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+
+    def get_json(self, *args: str, namespace: str | None = None) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json", namespace=namespace).stdout)
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def labelled(docs: list[dict[str, Any]]) -> str:
+    """The documents as YAML, cluster-scoped ones labelled so that the namespace fixture cleans them up."""
+    out = []
+    for doc in docs:
+        if doc.get("kind") in ("Queue", "PriorityClass", "Node"):
+            doc.setdefault("metadata", {}).setdefault("labels", {})[TEST_LABEL] = "true"
+        out.append(doc)
+    return yaml.safe_dump_all(out)
