@@ -207,9 +207,19 @@ class SchedulerLoop:
                 value = share.allocated.get(resource, 0.0)
                 gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
             DESERVED.labels(share.name).set(share.deserved.get("gpu", 0.0))
-        for b in {b.pod_group for b in d.binds}:
-            SCHEDULED.labels("allocate").inc()
-            del b
+        SCHEDULED.labels("allocate").inc(len({b.pod_group for b in d.binds}))
+        self._forget_gone()
+
+    def _forget_gone(self) -> None:
+        """Drop write caches of pods and PodGroups that no longer exist (every ~minute, not every cycle)."""
+        self._cycles = getattr(self, "_cycles", 0) + 1
+        if self._cycles % 60:
+            return
+        self._pod_condition = {k: v for k, v in self._pod_condition.items() if k in self.pods.store}
+        self._pg_condition = {k: v for k, v in self._pg_condition.items() if k in self.podgroups.store}
+        horizon = time.monotonic() - 300
+        self._evicted = {k: t for k, t in self._evicted.items() if t > horizon}
+        self._deleted_bindrequests = {k: t for k, t in self._deleted_bindrequests.items() if t > horizon}
 
     def _pod_ref(self, namespace: str, name: str) -> ObjectRef:
         record = self.pods.get(f"{namespace}/{name}")
