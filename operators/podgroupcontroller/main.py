@@ -2,7 +2,7 @@
 
 Kopf runs the process and reports PodGroup events; pods (kai-scheduler's only, filtered by the API server),
 nodes (GPU memory labels) and PriorityClasses come from informers. A pod change enqueues its PodGroup; the
-reconcile recomputes the sums from the group's pods and writes them with server-side apply only on change.
+reconcile recomputes the sums from the group's pods and merge-patches them only on change.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import argparse
 import asyncio
 import logging
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
 from operators.core import component, keys, slim
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
-from operators.core.kube import APPLY_PATCH, api_client, is_not_found, raw
+from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
 from operators.core.webhook import WebhookServer, cert_paths, verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import resources_status, status_patch
@@ -66,7 +66,7 @@ class PodGroupController:
             self.work.add((new["metadata"]["namespace"], new["metadata"]["name"]))
 
     async def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         podgroup = self.podgroups.get(f"{namespace}/{name}")
         if podgroup is None:
             return
@@ -74,15 +74,14 @@ class PodGroupController:
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
         classes = {pc["metadata"]["name"]: pc for pc in self.priority_classes.values()}
         computed = resources_status(podgroup, pods, nodes, classes)
-        if status_patch(podgroup, computed) is None:
+        patch = status_patch(podgroup, computed)
+        if patch is None:
             return
-        body = {"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": namespace},
-                "status": {"resourcesStatus": {k: v for k, v in computed.items() if v}}}
+        # A merge patch of resourcesStatus only (the scheduler's schedulingConditions are untouched). Not
+        # server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
         try:
             await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}/status",
-                      query={"fieldManager": FIELD_MANAGER, "force": "true"}, body=body,
-                      content_type=APPLY_PATCH)
+                      query={"fieldManager": FIELD_MANAGER}, body=patch, content_type=MERGE_PATCH)
         except Exception as exc:
             if not is_not_found(exc):
                 raise
@@ -108,7 +107,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
 
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = await api_client(args.kubeconfig)
+        api = state["api"] = await api_client(args.kubeconfig)
         controller = PodGroupController(api, args)
         state["controller"] = controller
         state["tasks"] = [asyncio.create_task(t) for t in (
@@ -135,6 +134,8 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
             task.cancel()
         if "server" in state:
             await state["server"].stop()
+        if "api" in state:
+            await state["api"].close()
 
     return registry
 

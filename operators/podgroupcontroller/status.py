@@ -127,18 +127,30 @@ def status_patch(podgroup: Obj, computed: Mapping[str, Mapping[str, str]]) -> di
     """A JSON merge patch of `status.resourcesStatus`, or None when the stored one is already equal.
 
     Quantities compare by value, so "1000m" against "1" causes no write. Resources no longer reported are
-    set to null (a merge patch keeps keys it does not name). With server-side apply, send `computed` as is.
+    set to null (a merge patch keeps keys it does not name), and a list that became empty is removed. (Server-
+    side apply cannot express the empty case: the API server turns an applied `{}` into null and the CRD
+    rejects it, so the last pod's resources would never be released.)
     """
     stored = (podgroup.get("status") or {}).get("resourcesStatus") or {}
     fields = ("allocated", "allocatedNonPreemptible", "requested")
     if all(_parse(stored.get(field)) == _parse(computed.get(field)) for field in fields):
         return None
-    patch: dict[str, dict[str, str | None]] = {}
+    patch: dict[str, dict[str, str | None] | None] = {}
     for field in fields:
-        patch[field] = dict(computed.get(field) or {})
-        for name in stored.get(field) or {}:
-            patch[field].setdefault(name, None)
+        value = field_patch(stored.get(field), computed.get(field))
+        if value is not None or field in stored:
+            patch[field] = value
     return {"status": {"resourcesStatus": patch}}
+
+
+def field_patch(stored: Mapping[str, Any] | None, computed: Mapping[str, str] | None) -> dict[str, str | None] | None:
+    """The merge-patch value of one ResourceList: the computed entries, stale ones nulled; None when empty."""
+    if not computed:
+        return None
+    out: dict[str, str | None] = dict(computed)
+    for name in stored or {}:
+        out.setdefault(name, None)
+    return out
 
 
 def _parse(raw: Mapping[str, Any] | None) -> ResourceList:

@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY
 
 from operators.core import component
 from operators.core.cache import PODGROUPS, QUEUES, Informer
-from operators.core.kube import APPLY_PATCH, api_client, is_not_found, raw
+from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
 from operators.core.webhook import WebhookServer, cert_paths, verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
@@ -95,12 +95,12 @@ class QueueController:
         # childQueues is about all queues, not only the subtree
         patch = status_patch(queue, computed)
         if patch is not None:
-            body = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
-                    "status": {k: v for k, v in computed.items() if v}}
+            # A merge patch, not server-side apply: SSA stores an emptied status as null, which the CRD
+            # rejects, so a queue whose last workload ended would keep reporting it.
             try:
                 updated = await raw(self.api, "PATCH", f"{QUEUES.path()}/{name}/status",
-                                    query={"fieldManager": FIELD_MANAGER, "force": "true"}, body=body,
-                                    content_type=APPLY_PATCH)
+                                    query={"fieldManager": FIELD_MANAGER}, body=patch,
+                                    content_type=MERGE_PATCH)
             except Exception as exc:
                 if is_not_found(exc):
                     return
@@ -147,7 +147,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
 
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = await api_client(args.kubeconfig)
+        api = state["api"] = await api_client(args.kubeconfig)
         controller = QueueController(api, args)
         state["controller"] = controller
         state["tasks"] = [asyncio.create_task(t) for t in (
@@ -177,6 +177,8 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
             task.cancel()
         if "server" in state:
             await state["server"].stop()
+        if "api" in state:
+            await state["api"].close()
 
     return registry
 

@@ -107,11 +107,15 @@ def status_patch(queue: Obj, computed: Mapping[str, Any]) -> dict[str, Any] | No
     same = all(_nonzero(_parse(stored.get(f))) == _nonzero(_parse(computed.get(f))) for f in FIELDS)
     if same and sorted(stored.get("childQueues") or []) == sorted(computed.get("childQueues") or []):
         return None
-    patch = {field: dict(computed.get(field) or {}) for field in FIELDS}
-    # A merge patch only removes keys it names as null: clear what the computation no longer reports.
+    # A merge patch only removes keys it names as null: clear what the computation no longer reports, and
+    # remove a list that became empty (server-side apply cannot: an applied `{}` is stored as an invalid null).
+    patch: dict[str, Any] = {}
     for field in FIELDS:
-        for name in (stored.get(field) or {}):
-            patch[field].setdefault(name, None)
+        values = computed.get(field) or {}
+        if values:
+            patch[field] = {**{name: None for name in stored.get(field) or {}}, **values}
+        elif field in stored:
+            patch[field] = None
     return {"status": {**patch, "childQueues": list(computed.get("childQueues") or []) or None}}
 
 

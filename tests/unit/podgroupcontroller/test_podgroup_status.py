@@ -114,13 +114,22 @@ def test_global_default_priority_class() -> None:
 def test_status_patch_compares_by_value() -> None:
     group = podgroup()
     computed = resources_status(group, [pod("p", requests={"cpu": "1"})], NODES, PRIORITY_CLASSES)
-    assert status_patch(group, computed) == {"status": {"resourcesStatus": computed}}
+    assert status_patch(group, computed) == {"status": {"resourcesStatus": {
+        name: value for name, value in computed.items() if value}}}
     group["status"] = {"resourcesStatus": {"allocated": {"cpu": "1000m"}, "requested": {"cpu": "1"}}}
     assert status_patch(group, computed) is None
     group["status"]["resourcesStatus"]["requested"][keys.GPU_RESOURCE] = "1"
     assert status_patch(group, computed) == {"status": {"resourcesStatus": {
-        "allocated": {"cpu": "1"}, "allocatedNonPreemptible": {},
-        "requested": {"cpu": "1", keys.GPU_RESOURCE: None}}}}
+        "allocated": {"cpu": "1"}, "requested": {"cpu": "1", keys.GPU_RESOURCE: None}}}}
+
+
+def test_status_patch_removes_lists_that_became_empty() -> None:
+    group = podgroup()
+    group["status"] = {"resourcesStatus": {"allocated": {"cpu": "1"}, "requested": {"cpu": "1"}}}
+    computed = resources_status(group, [], NODES, PRIORITY_CLASSES)
+    # null removes the key: an empty object would be stored as null by server-side apply and rejected
+    assert status_patch(group, computed) == {"status": {"resourcesStatus": {"allocated": None,
+                                                                            "requested": None}}}
 
 
 def test_pods_of_filters_namespace_and_name() -> None:

@@ -76,6 +76,14 @@ def test_status_patch_by_value_and_clears_stale_keys() -> None:
     assert patch is not None
     assert patch["status"]["allocated"] == {"cpu": "1", "nvidia.com/gpu": None}
     assert patch["status"]["childQueues"] is None
+    assert "allocatedNonPreemptible" not in patch["status"]
+
+
+def test_status_patch_removes_lists_that_became_empty() -> None:
+    computed = {"allocated": {}, "allocatedNonPreemptible": {}, "requested": {}}
+    stored = queue("q", status={"allocated": {"cpu": "1"}, "requested": {"cpu": "1"}})
+    patch = status_patch(stored, computed)
+    assert patch == {"status": {"allocated": None, "requested": None, "childQueues": None}}
 
 
 @given(st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=8),

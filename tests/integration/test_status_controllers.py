@@ -1,0 +1,300 @@
+"""podgroup-controller and queue-controller against the real API server (contracts 2.1, 2.2, 6, 7, 13).
+
+Pods are scheduled and bound by the cluster's own scheduler and binder and turned Running by kwok; the tests read
+PodGroup `status.resourcesStatus`, Queue `status` up a queue hierarchy, the queue-controller's /metrics, and the
+validating webhooks' denials, as a user would with kubectl.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from operators.core.resources import parse_quantity
+from tests.conftest import Cluster, labelled
+
+pytestmark = pytest.mark.cluster
+
+T = TypeVar("T")
+GPU = "nvidia.com/gpu"
+UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 60, interval: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+        time.sleep(interval)
+
+
+def wait_equal(fetch: Callable[[], Any], expected: Any, what: str, timeout: float = 60) -> None:
+    """Poll `fetch` until it returns `expected`; fail showing both."""
+    deadline = time.monotonic() + timeout
+    while (seen := fetch()) != expected:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n"
+                                 f"expected {expected}\nseen     {seen}")
+        time.sleep(0.5)
+
+
+def quantities(raw: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    """A ResourceList as numbers, zero entries dropped (absent and "0" mean the same)."""
+    out = {name: parse_quantity(value) for name, value in (raw or {}).items()}
+    return {name: value for name, value in out.items() if value != 0}
+
+
+def rl(cpu: str = "0", memory: str = "0", gpu: str = "0") -> dict[str, Decimal]:
+    return quantities({"cpu": cpu, "memory": memory, GPU: gpu})
+
+
+def queue_doc(name: str, parent: str | None = None, resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"resources": resources if resources is not None
+                            else {"cpu": UNLIMITED, "gpu": UNLIMITED, "memory": UNLIMITED}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def pod_doc(name: str, queue: str, cpu: str, memory: str | None = None, gpus: int | None = None,
+            annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    requests: dict[str, str] = {"cpu": cpu}
+    if memory:
+        requests["memory"] = memory
+    resources: dict[str, Any] = {"requests": requests}
+    if gpus:
+        resources["limits"] = {GPU: str(gpus)}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue},
+                         "annotations": annotations or {}},
+            "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "ubuntu", "resources": resources}]}}
+
+
+def create(cluster: Cluster, docs: list[dict[str, Any]], namespace: str | None = None) -> None:
+    cluster.kubectl("create", "-f", "-", input=labelled(docs), namespace=namespace)
+
+
+def queue_status(cluster: Cluster, name: str) -> dict[str, Any]:
+    return dict(cluster.get_json("queues.scheduling.run.ai", name).get("status") or {})
+
+
+def pod_phase(cluster: Cluster, namespace: str, name: str) -> str:
+    return str(cluster.get_json("pod", name, namespace=namespace).get("status", {}).get("phase"))
+
+
+def podgroup_status(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any] | None:
+    meta = cluster.get_json("pod", pod, namespace=namespace)["metadata"]
+    pg = (meta.get("annotations") or {}).get("pod-group-name")
+    if not pg:
+        return None
+    found = cluster.get_json("podgroups.scheduling.run.ai", pg, namespace=namespace)
+    return dict((found.get("status") or {}).get("resourcesStatus") or {})
+
+
+def wait_running(cluster: Cluster, namespace: str, *names: str) -> None:
+    wait_for(lambda: all(pod_phase(cluster, namespace, n) == "Running" for n in names) or None,
+             f"pods {names} to be Running", timeout=90)
+
+
+def wait_sums(cluster: Cluster, expected: dict[str, tuple[dict[str, Decimal], dict[str, Decimal]]],
+              what: str, timeout: float = 60) -> None:
+    """Wait until every named queue's (status.allocated, status.requested) equal the expected sums."""
+    def seen() -> dict[str, tuple[dict[str, Decimal], dict[str, Decimal]]]:
+        statuses = {queue: queue_status(cluster, queue) for queue in expected}
+        return {queue: (quantities(status.get("allocated")), quantities(status.get("requested")))
+                for queue, status in statuses.items()}
+    wait_equal(seen, expected, what, timeout=timeout)
+
+
+@pytest.fixture
+def hierarchy(cluster: Cluster, namespace: str) -> dict[str, str]:
+    """Three levels: root -> mid -> (leaf-a, leaf-b), unique to the test, removed with its namespace."""
+    names = {level: f"{level}-{namespace}" for level in ("root", "mid", "leaf-a", "leaf-b")}
+    create(cluster, [queue_doc(names["root"]), queue_doc(names["mid"], names["root"]),
+                     queue_doc(names["leaf-a"], names["mid"]), queue_doc(names["leaf-b"], names["mid"])])
+    wait_for(lambda: queue_status(cluster, names["mid"]).get("childQueues") == sorted(
+        [names["leaf-a"], names["leaf-b"]]) or None, "mid's childQueues")
+    return names
+
+
+# --- resourcesStatus and Queue status ---------------------------------------------------------------------------
+
+def test_sums_climb_the_hierarchy_and_drop_back(cluster: Cluster, namespace: str,
+                                                hierarchy: dict[str, str]) -> None:
+    leaf_a, leaf_b, mid, root = hierarchy["leaf-a"], hierarchy["leaf-b"], hierarchy["mid"], hierarchy["root"]
+    create(cluster, [pod_doc("a1", leaf_a, "500m", "1Gi"),
+                     pod_doc("a2", leaf_a, "500m", "1Gi", gpus=1),
+                     pod_doc("b1", leaf_b, "250m", "512Mi"),
+                     # no node has 16 GPUs: requested, never allocated
+                     pod_doc("b-big", leaf_b, "100m", gpus=16)], namespace)
+    wait_running(cluster, namespace, "a1", "a2", "b1")
+
+    a1 = wait_for(lambda: (s := podgroup_status(cluster, namespace, "a1")) and s.get("allocated") and s,
+                  "a1's PodGroup resourcesStatus")
+    assert quantities(a1["allocated"]) == quantities(a1["requested"]) == rl("500m", "1Gi")
+    a2 = wait_for(lambda: (s := podgroup_status(cluster, namespace, "a2")) and s.get("allocated") and s,
+                  "a2's PodGroup resourcesStatus")
+    assert quantities(a2["allocated"]) == rl("500m", "1Gi", "1")
+    big = wait_for(lambda: (s := podgroup_status(cluster, namespace, "b-big")) and s.get("requested") and s,
+                   "b-big's PodGroup requested")
+    assert quantities(big["requested"]) == rl("100m", gpu="16")
+    assert not quantities(big.get("allocated"))
+    assert pod_phase(cluster, namespace, "b-big") == "Pending"
+
+    leaf_a_sum = rl("1", "2Gi", "1")
+    leaf_b_alloc, leaf_b_req = rl("250m", "512Mi"), rl("350m", "512Mi", "16")
+    wait_sums(cluster, {
+        leaf_a: (leaf_a_sum, leaf_a_sum),
+        leaf_b: (leaf_b_alloc, leaf_b_req),
+        mid: (rl("1250m", "2560Mi", "1"), rl("1350m", "2560Mi", "17")),
+        root: (rl("1250m", "2560Mi", "1"), rl("1350m", "2560Mi", "17")),
+    }, "the running pods summed up three levels")
+
+    # a2 finishes: it no longer counts, neither allocated nor requested
+    cluster.kubectl("patch", "pod", "a2", "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"phase": "Succeeded"}}), namespace=namespace)
+    wait_sums(cluster, {
+        leaf_a: (rl("500m", "1Gi"), rl("500m", "1Gi")),
+        mid: (rl("750m", "1536Mi"), rl("850m", "1536Mi", "16")),
+        root: (rl("750m", "1536Mi"), rl("850m", "1536Mi", "16")),
+    }, "the finished pod dropped from the sums")
+
+    # deletions: a1 (allocated) and b-big (only requested)
+    cluster.kubectl("delete", "pod", "a1", "b-big", "--wait=false", namespace=namespace)
+    wait_sums(cluster, {
+        leaf_a: ({}, {}),
+        leaf_b: (leaf_b_alloc, leaf_b_alloc),
+        mid: (leaf_b_alloc, leaf_b_alloc),
+        root: (leaf_b_alloc, leaf_b_alloc),
+    }, "the deleted pods dropped from the sums")
+    assert queue_status(cluster, mid)["childQueues"] == sorted([leaf_a, leaf_b])
+    assert queue_status(cluster, root)["childQueues"] == [mid]
+
+
+def test_gpu_fraction_is_allocated_as_a_fraction(cluster: Cluster, namespace: str,
+                                                 hierarchy: dict[str, str]) -> None:
+    leaf = hierarchy["leaf-a"]
+    create(cluster, [pod_doc("half", leaf, "100m", annotations={"gpu-fraction": "0.5"})], namespace)
+    wait_running(cluster, namespace, "half")
+    pod = cluster.get_json("pod", "half", namespace=namespace)
+    assert pod["metadata"]["annotations"].get("received-resource-type") == "Fraction"
+
+    status = wait_for(lambda: (s := podgroup_status(cluster, namespace, "half")) and s.get("allocated") and s,
+                      "the fractional pod's PodGroup allocated")
+    assert quantities(status["allocated"]) == quantities(status["requested"]) == rl("100m", gpu="0.5")
+    expected = (rl("100m", gpu="0.5"), rl("100m", gpu="0.5"))
+    wait_sums(cluster, {leaf: expected, hierarchy["mid"]: expected, hierarchy["root"]: expected},
+              "0.5 GPU allocated up the hierarchy")
+    assert queue_status(cluster, leaf)["allocated"][GPU] == "0.5"
+
+    cluster.kubectl("delete", "pod", "half", "--wait=false", namespace=namespace)
+    wait_sums(cluster, {leaf: ({}, {}), hierarchy["root"]: ({}, {})}, "the fraction released")
+
+
+# --- metrics ----------------------------------------------------------------------------------------------------
+
+def queue_metrics(cluster: Cluster, queue: str) -> dict[str, float]:
+    from operators.devcluster import cluster as dev
+
+    state = dev.load_state(cluster.name)
+    assert state is not None
+    port = dev.component_ports(state.ports["apiserver"] - 443)["queue-controller"]["metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {sample.name: sample.value
+            for family in text_string_to_metric_families(text) if family.name.startswith("kai_queue_")
+            for sample in family.samples if sample.labels.get("queue_name") == queue}
+
+
+def test_queue_metrics_show_live_values(cluster: Cluster, namespace: str) -> None:
+    name = f"metrics-{namespace}"
+    create(cluster, [queue_doc(name, resources={
+        "cpu": {"quota": 4000, "limit": -1, "overQuotaWeight": 1},
+        "gpu": {"quota": 2, "limit": -1, "overQuotaWeight": 1},
+        "memory": {"quota": 1000, "limit": -1, "overQuotaWeight": 1}})])
+    create(cluster, [pod_doc("m1", name, "1500m", "1Gi", gpus=1)], namespace)
+    wait_running(cluster, namespace, "m1")
+
+    live = {"kai_queue_info": 1.0, "kai_queue_deserved_gpus": 2.0, "kai_queue_quota_cpu_cores": 4.0,
+            "kai_queue_quota_memory_bytes": 1e9, "kai_queue_allocated_gpus": 1.0,
+            "kai_queue_allocated_cpu_cores": 1.5, "kai_queue_allocated_memory_bytes": float(1 << 30)}
+    wait_equal(lambda: queue_metrics(cluster, name), live, f"kai_queue_* of {name} with the running pod")
+
+    cluster.kubectl("delete", "pod", "m1", "--wait=false", namespace=namespace)
+    released = {**live, "kai_queue_allocated_gpus": 0.0, "kai_queue_allocated_cpu_cores": 0.0,
+                "kai_queue_allocated_memory_bytes": 0.0}
+    wait_equal(lambda: queue_metrics(cluster, name), released, f"kai_queue_allocated_* of {name} back to 0")
+
+    cluster.kubectl("delete", "queue", name)
+    wait_equal(lambda: queue_metrics(cluster, name), {}, f"the series of the deleted queue {name} to go")
+
+
+# --- validating webhooks ----------------------------------------------------------------------------------------
+
+def rejected(cluster: Cluster, verb: str, doc: dict[str, Any], namespace: str | None = None) -> str:
+    proc = cluster.kubectl(verb, "-f", "-", input=labelled([doc]), namespace=namespace, check=False)
+    assert proc.returncode != 0, f"{doc['kind']} {doc['metadata']['name']} was admitted: {proc.stdout}"
+    assert "denied the request" in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def test_bad_queues_are_rejected(cluster: Cluster, namespace: str) -> None:
+    top, child = f"vq-top-{namespace}", f"vq-child-{namespace}"
+    no_resources = queue_doc(f"vq-none-{namespace}")
+    del no_resources["spec"]["resources"]
+    assert "resources must be specified" in rejected(cluster, "create", no_resources)
+
+    orphan = queue_doc(f"vq-orphan-{namespace}", parent=f"missing-{namespace}")
+    assert f"parent queue 'missing-{namespace}' does not exist" in rejected(cluster, "create", orphan)
+
+    create(cluster, [queue_doc(top), queue_doc(child, top)])  # valid ones are admitted
+    cycle = queue_doc(top, parent=child)
+    assert "creates a cycle" in rejected(cluster, "apply", cycle)
+    assert not cluster.get_json("queue", top)["spec"].get("parentQueue")
+
+    over = queue_doc(f"vq-over-{namespace}", resources={"gpu": {"quota": 5, "limit": 2, "overQuotaWeight": 1}})
+    assert "spec.resources.gpu: quota 5 is greater than limit 2" in rejected(cluster, "create", over)
+
+    negative = queue_doc(f"vq-neg-{namespace}", resources={"cpu": {"quota": -2, "limit": -1}})
+    assert "spec.resources.cpu.quota: -2 is negative" in rejected(cluster, "create", negative)
+    unlimited = queue_doc(f"vq-unl-{namespace}", resources={"cpu": {"quota": -1, "limit": -1}})
+    create(cluster, [unlimited])  # -1 is the one negative value allowed
+
+
+def podgroup_doc(name: str, subgroups: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
+            "spec": {"minMember": 1, "queue": "default-queue", "subGroups": subgroups}}
+
+
+def test_bad_podgroups_are_rejected(cluster: Cluster, namespace: str) -> None:
+    good = podgroup_doc("good", [{"name": "workers", "minMember": 1},
+                                 {"name": "w-0", "minMember": 1, "parent": "workers"}])
+    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(good), namespace=namespace)
+
+    duplicate = podgroup_doc("dup", [{"name": "a", "minMember": 1}, {"name": "a", "minMember": 1}])
+    assert "duplicate subgroup name a" in rejected(cluster, "create", duplicate, namespace)
+
+    unknown = podgroup_doc("unknown", [{"name": "a", "minMember": 1, "parent": "nope"}])
+    assert "parent nope of a was not found" in rejected(cluster, "create", unknown, namespace)
+
+    cycle = podgroup_doc("cycle", [{"name": "a", "minMember": 1, "parent": "b"},
+                                   {"name": "b", "minMember": 1, "parent": "a"}])
+    assert "cycle detected in subgroups" in rejected(cluster, "create", cycle, namespace)
+
+    # UPDATE is validated too
+    updated = podgroup_doc("good", [{"name": "x", "minMember": 1}, {"name": "x", "minMember": 1}])
+    assert "duplicate subgroup name x" in rejected(cluster, "apply", updated, namespace)
