@@ -4,7 +4,7 @@ from __future__ import annotations
 
 KUBERNETES = "v1.35.4"  # etcd comes with it: go.etcd.io/etcd/server/v3 as pinned by e2e/kube/go.mod
 KWOK = "v0.8.0"
-KUBERAY = "v1.5.1"  # ray-operator; v1.5.0 is missing from the checksum database
+KUBERAY = "v1.6.1"  # ray-operator; the first release whose kai-scheduler plugin accepts RayJobs
 HELM = "v3.19.4"
 
 # Each is built from its module under e2e/tools/<name>, whose go.mod pins the version above (keep them equal).

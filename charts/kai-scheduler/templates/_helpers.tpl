@@ -1,0 +1,222 @@
+{{/*
+The six components: values key -> Deployment name (= pod label app, as KAI's operator names them), the
+`kai run` component, its ServiceAccount and whether it serves a webhook.
+*/}}
+{{- define "kai.components" -}}
+admission:
+  name: admission
+  component: admission
+  serviceAccount: admission
+  webhook: true
+  elects: false
+binder:
+  name: binder
+  component: binder
+  role: kai-binder
+  serviceAccount: binder
+  webhook: false
+  elects: true
+  lease: kai-binder
+podgrouper:
+  name: pod-grouper
+  component: pod-grouper
+  role: kai-podgrouper
+  serviceAccount: pod-grouper
+  webhook: false
+  elects: true
+podgroupcontroller:
+  name: podgroup-controller
+  component: podgroup-controller
+  role: kai-podgroup-controller
+  serviceAccount: podgroup-controller
+  webhook: true
+  elects: true
+queuecontroller:
+  name: queue-controller
+  component: queue-controller
+  role: kai-queuecontroller
+  serviceAccount: queue-controller
+  webhook: true
+  elects: true
+scheduler:
+  name: kai-scheduler-default
+  component: scheduler
+  role: kai-scheduler
+  serviceAccount: scheduler
+  webhook: false
+  elects: true
+  lease: kai-scheduler-default
+{{- end -}}
+
+{{- define "kai.labels" -}}
+app.kubernetes.io/name: kai-scheduler
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "kai.image" -}}
+{{- $g := .Values.global -}}
+{{- $repo := $g.image.repository -}}
+{{- if $g.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" $g.registry) $repo }}{{ end -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion $g.tag) -}}
+{{- end -}}
+
+{{/* Leader election of one component: its own switch if set, else global.leaderElection or replicas > 1. */}}
+{{- define "kai.leaderElect" -}}
+{{- $root := index . 0 -}}{{- $key := index . 1 -}}{{- $meta := index . 2 -}}
+{{- $v := index $root.Values $key -}}
+{{- if not $meta.elects -}}false
+{{- else if not (kindIs "invalid" $v.leaderElection) -}}{{ $v.leaderElection }}
+{{- else -}}{{ or $root.Values.global.leaderElection (gt (int $v.replicaCount) 1) }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+"true" when the object does not exist, or exists and belongs to this release (so helm keeps managing it);
+an object someone else installed (e.g. `kai dev up`, or KAI itself) is left alone. `helm template` has no
+cluster: lookup answers nothing and everything renders.
+*/}}
+{{- define "kai.ownedOrAbsent" -}}
+{{- $root := index . 0 -}}
+{{- $obj := lookup (index . 1) (index . 2) (index . 3) (index . 4) -}}
+{{- if not $obj -}}true
+{{- else -}}
+{{- $ann := $obj.metadata.annotations | default dict -}}
+{{- and (eq (index $ann "meta.helm.sh/release-name" | default "") $root.Release.Name) (eq (index $ann "meta.helm.sh/release-namespace" | default "") $root.Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The serving certificate of one webhook Service as a dict {ca, crt, key} (base64). Reuses the Secret of a
+previous install/upgrade when its subject alternative names are unchanged, so an upgrade neither rotates the
+CA bundle nor restarts anything; otherwise a new self-signed CA and certificate.
+Arguments: (list $ secretName serviceName).
+*/}}
+{{- define "kai.webhookCert" -}}
+{{- $root := index . 0 -}}{{- $secretName := index . 1 -}}{{- $svc := index . 2 -}}
+{{- $ns := $root.Release.Namespace -}}
+{{- $c := $root.Values.global.webhookCert -}}
+{{- $dns := concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) ($c.extraDNSNames | default list) -}}
+{{- $ips := $c.ipAddresses | default list -}}
+{{- $sans := sha256sum (toJson (dict "dns" $dns "ips" $ips)) | trunc 16 -}}
+{{- $existing := lookup "v1" "Secret" $ns $secretName -}}
+{{- $data := dict -}}
+{{- if $existing -}}
+{{- $ann := $existing.metadata.annotations | default dict -}}
+{{- $d := $existing.data | default dict -}}
+{{- if and (eq (index $ann "kai.scheduler/cert-sans" | default "") $sans) (index $d "ca.crt") (index $d "tls.crt") (index $d "tls.key") -}}
+{{- $data = dict "ca" (index $d "ca.crt") "crt" (index $d "tls.crt") "key" (index $d "tls.key") -}}
+{{- end -}}
+{{- end -}}
+{{- if not $data -}}
+{{- $ca := genCA (printf "%s-ca" $svc) (int $c.validityDays) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $svc $ns) $ips $dns (int $c.validityDays) $ca -}}
+{{- $data = dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) -}}
+{{- end -}}
+{{- $_ := set $data "sans" $sans -}}
+{{- toYaml $data -}}
+{{- end -}}
+
+{{/* The TLS Secret of a webhook server (not with cert-manager). Arguments: (list $ secretName app certDict). */}}
+{{- define "kai.webhookSecret" -}}
+{{- $root := index . 0 -}}{{- $cert := index . 3 -}}
+apiVersion: v1
+kind: Secret
+type: kubernetes.io/tls
+metadata:
+  name: {{ index . 1 }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    app: {{ index . 2 }}
+    {{- include "kai.labels" $root | nindent 4 }}
+  annotations:
+    kai.scheduler/cert-sans: {{ $cert.sans | quote }}
+data:
+  ca.crt: {{ $cert.ca }}
+  tls.crt: {{ $cert.crt }}
+  tls.key: {{ $cert.key }}
+{{- end -}}
+
+{{/* cert-manager Issuer + Certificate of a webhook server. Arguments: (list $ secretName serviceName). */}}
+{{- define "kai.certManagerCert" -}}
+{{- $root := index . 0 -}}{{- $svc := index . 2 -}}{{- $ns := $root.Release.Namespace -}}
+{{- $c := $root.Values.global.webhookCert -}}
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: {{ $svc }}-webhook
+  namespace: {{ $ns }}
+  labels:
+    {{- include "kai.labels" $root | nindent 4 }}
+spec:
+  secretName: {{ index . 1 }}
+  duration: {{ printf "%dh" (mul (int $c.validityDays) 24) }}
+  dnsNames:
+    {{- range concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) ($c.extraDNSNames | default list) }}
+    - {{ . }}
+    {{- end }}
+  {{- with $c.ipAddresses }}
+  ipAddresses:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  issuerRef:
+    {{- if $root.Values.global.certManager.issuerRef }}
+    {{- toYaml $root.Values.global.certManager.issuerRef | nindent 4 }}
+    {{- else }}
+    name: kai-selfsigned
+    kind: Issuer
+    {{- end }}
+{{- end -}}
+
+{{/* clientConfig of a webhook: the Service, or a URL in development. Arguments: (list $ svc path url certDict). */}}
+{{- define "kai.clientConfig" -}}
+{{- $root := index . 0 -}}{{- $url := index . 3 -}}{{- $cert := index . 4 -}}
+clientConfig:
+  {{- if $url }}
+  url: {{ printf "%s%s" (trimSuffix "/" $url) (index . 2) | quote }}
+  {{- else }}
+  service:
+    name: {{ index . 1 }}
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ index . 2 | quote }}
+    port: 443
+  {{- end }}
+  {{- if not $root.Values.global.certManager.enabled }}
+  caBundle: {{ $cert.ca }}
+  {{- end }}
+{{- end -}}
+
+{{/* Annotation asking cert-manager's cainjector to fill the caBundle. Arguments: (list $ svc). */}}
+{{- define "kai.caInjection" -}}
+{{- if (index . 0).Values.global.certManager.enabled }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s-webhook" (index . 0).Release.Namespace (index . 1) }}
+{{- end }}
+{{- end -}}
+
+{{/* namespaceSelector of the pod webhooks: never kube-system nor the release namespace. */}}
+{{- define "kai.podWebhookSelectors" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: [kube-system, {{ .Release.Namespace }}]
+    {{- if .Values.admission.queueLabelSelector }}
+    - key: {{ .Values.global.queueLabelKey }}
+      operator: Exists
+    {{- end }}
+  {{- with .Values.global.namespaceLabelSelector }}
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- with .Values.global.podLabelSelector }}
+objectSelector:
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
+matchConditions:
+  - name: scheduler-name-match
+    expression: {{ printf "object.spec.schedulerName == '%s'" .Values.global.schedulerName | quote }}
+{{- end -}}

@@ -1,0 +1,373 @@
+"""The helm chart (charts/kai-scheduler), rendered with the cached helm: structure, flags, RBAC, webhooks, TLS.
+
+No cluster: `helm template` (lookup answers nothing, so everything the chart may create renders). The cluster
+side (install, upgrade, uninstall, RBAC sufficiency with ServiceAccount tokens) is tests/integration/test_chart.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import filecmp
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "kai-scheduler"
+NS = "kai-scheduler"
+
+# Deployment name (= pod label app) -> `kai run` component and ServiceAccount, as KAI's operator creates them.
+DEPLOYMENTS = {
+    "admission": ("admission", "admission"),
+    "binder": ("binder", "binder"),
+    "pod-grouper": ("pod-grouper", "pod-grouper"),
+    "podgroup-controller": ("podgroup-controller", "podgroup-controller"),
+    "queue-controller": ("queue-controller", "queue-controller"),
+    "kai-scheduler-default": ("scheduler", "scheduler"),
+}
+
+
+def helm_binary() -> str | None:
+    from operators.devcluster import versions
+
+    cached = sorted(Path.home().glob(f".cache/kai-dev/bin/helm-{versions.HELM}-*/helm"))
+    return str(cached[-1]) if cached else shutil.which("helm")
+
+
+HELM = helm_binary()
+needs_helm = pytest.mark.skipif(HELM is None, reason="helm is not built yet (kai dev build)")
+
+
+def render(*sets: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    assert HELM
+    argv = [HELM, "template", "kai-scheduler", str(CHART), "-n", NS]
+    for s in sets:
+        argv += ["--set", s]
+    if values:
+        argv += ["-f", "-"]
+    proc = subprocess.run(argv, capture_output=True, text=True, input=yaml.safe_dump(values or {}), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+@pytest.fixture(scope="module")
+def default_docs() -> list[dict[str, Any]]:
+    if HELM is None:
+        pytest.skip("helm is not built yet")
+    return render("global.gpuSharing=true")
+
+
+# --- CRDs -----------------------------------------------------------------------------------------------
+def test_chart_crds_are_the_generated_ones() -> None:
+    """charts/kai-scheduler/crds is a copy of crds/ (generated from the models): same files, same bytes.
+
+    Refresh after `python -m operators.core.api.crdgen crds/` with `cp crds/*.yaml charts/kai-scheduler/crds/`.
+    """
+    repo = sorted(p.name for p in (ROOT / "crds").glob("*.yaml"))
+    chart = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
+    assert chart == repo
+    mismatch = [n for n in repo if not filecmp.cmp(ROOT / "crds" / n, CHART / "crds" / n, shallow=False)]
+    assert not mismatch, f"stale chart CRDs {mismatch}: cp crds/*.yaml charts/kai-scheduler/crds/"
+
+
+# --- lint and render ------------------------------------------------------------------------------------
+@needs_helm
+def test_helm_lint_is_clean() -> None:
+    assert HELM
+    for extra in ([], ["--set", "global.gpuSharing=true", "--set", "scheduler.replicaCount=2"]):
+        proc = subprocess.run([HELM, "lint", "--strict", str(CHART), *extra], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
+
+
+def test_six_deployments_named_and_labelled_like_kai(default_docs: list[dict[str, Any]]) -> None:
+    deployments = by_kind(default_docs, "Deployment")
+    assert set(deployments) == set(DEPLOYMENTS)
+    images = set()
+    for name, (component, sa) in DEPLOYMENTS.items():
+        d = deployments[name]
+        assert d["metadata"]["namespace"] == NS
+        assert d["metadata"]["labels"]["app"] == name
+        assert d["spec"]["selector"]["matchLabels"] == {"app": name}
+        pod = d["spec"]["template"]
+        assert pod["metadata"]["labels"]["app"] == name
+        assert pod["spec"]["serviceAccountName"] == sa
+        (container,) = pod["spec"]["containers"]
+        images.add(container["image"])
+        assert container["args"][:2] == ["run", component]
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert images == {"ghcr.io/kai-scheduler-py/kai-scheduler:0.1.0"}, "one image for every component"
+
+
+def _parse_args(deployment: dict[str, Any]) -> Any:
+    from operators import components
+
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    component = container["args"][1]
+    return components.load(component).parser().parse_args(container["args"][2:])  # type: ignore[attr-defined]
+
+
+def test_every_deployment_flag_is_one_its_component_accepts(default_docs: list[dict[str, Any]]) -> None:
+    """The chart passes nothing a component's parser rejects (argparse would exit the container)."""
+    parsed = {name: _parse_args(d) for name, d in by_kind(default_docs, "Deployment").items()}
+    assert parsed["admission"].gpu_sharing_enabled == "true"
+    assert parsed["admission"].gpu_pod_runtime_class_name == "nvidia"
+    assert parsed["binder"].resource_reservation_namespace == "kai-resource-reservation"
+    assert parsed["kai-scheduler-default"].config == "/etc/config/config.yaml"
+    assert parsed["pod-grouper"].queue_label_key == "kai.scheduler/queue"
+    for name, args in parsed.items():
+        assert args.scheduler_name == "kai-scheduler", name
+        assert args.namespace == NS, name
+        assert args.leader_elect is False, name
+    everything = render("global.leaderElection=true", "binder.resourceReservationPodResources.requests.cpu=2m",
+                        "global.resourceReservation.runtimeClassName=nvidia", "scheduler.actions=allocate\\,reclaim",
+                        "scheduler.staleGracePeriod=30s", "scheduler.extraArgs={--schedule-period=2s}")
+    parsed = {name: _parse_args(d) for name, d in by_kind(everything, "Deployment").items()}
+    assert parsed["binder"].resource_reservation_pod_resources == {"requests": {"cpu": "2m"}}
+    assert parsed["binder"].runtime_class_name == "nvidia"
+    assert parsed["kai-scheduler-default"].actions == "allocate,reclaim"
+    assert parsed["kai-scheduler-default"].schedule_period == "2s"
+
+
+def test_scheduler_config_is_a_shard_spec_the_scheduler_loads(default_docs: list[dict[str, Any]]) -> None:
+    from operators.scheduler.config import config_from_mapping
+
+    docs = render("scheduler.placementStrategy=spread", "scheduler.config.queueDepthPerAction.allocate=5")
+    config = by_kind(docs, "ConfigMap")["kai-scheduler-default"]
+    loaded = config_from_mapping(yaml.safe_load(config["data"]["config.yaml"]))
+    assert (loaded.gpu_placement, loaded.cpu_placement) == ("spread", "spread")
+    assert dict(loaded.queue_depth_per_action) == {"allocate": 5}
+
+
+# --- leader election ------------------------------------------------------------------------------------
+def _leader_elect(docs: list[dict[str, Any]]) -> dict[str, bool]:
+    return {name: "--leader-elect" in d["spec"]["template"]["spec"]["containers"][0]["args"]
+            for name, d in by_kind(docs, "Deployment").items()}
+
+
+@needs_helm
+def test_leader_election_follows_replicas_and_switches() -> None:
+    docs = render("scheduler.replicaCount=2", "binder.replicaCount=2", "admission.replicaCount=3")
+    elect = _leader_elect(docs)
+    assert elect["kai-scheduler-default"] and elect["binder"]
+    assert not elect["admission"], "the webhook runs active-active"
+    assert not elect["queue-controller"]
+    roles = by_kind(docs, "Role")
+    assert set(roles) == {"kai-scheduler-default-leader-election", "binder-leader-election", "kai-binder-reservation"}
+    lease_rule = roles["binder-leader-election"]["rules"][1]
+    assert lease_rule["resourceNames"] == ["kai-binder"] and "delete" not in lease_rule["verbs"]
+    assert by_kind(docs, "PodDisruptionBudget")["admission"]["spec"]["minAvailable"] == 1
+    strategies = {n: d["spec"]["strategy"]["type"] for n, d in by_kind(docs, "Deployment").items()}
+    assert strategies["kai-scheduler-default"] == "RollingUpdate"
+    assert strategies["queue-controller"] == "Recreate", "a singleton without a lease never runs twice"
+    everything = _leader_elect(render("global.leaderElection=true"))
+    assert everything == {name: name != "admission" for name in DEPLOYMENTS}
+    off = _leader_elect(render("scheduler.replicaCount=2", "scheduler.leaderElection=false"))
+    assert not off["kai-scheduler-default"]
+
+
+# --- RBAC -----------------------------------------------------------------------------------------------
+def _rules_of(docs: list[dict[str, Any]], sa: str) -> list[dict[str, Any]]:
+    roles = by_kind(docs, "ClusterRole")
+    rules: list[dict[str, Any]] = []
+    for binding in by_kind(docs, "ClusterRoleBinding").values():
+        if any(s["name"] == sa and s.get("namespace") == NS for s in binding["subjects"]):
+            rules += roles[binding["roleRef"]["name"]]["rules"]
+    return rules
+
+
+def _allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
+
+
+def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
+    docs = render("global.leaderElection=true")
+    for kind in ("ClusterRole", "Role"):
+        for name, role in by_kind(docs, kind).items():
+            for rule in role["rules"]:
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"], name
+                assert "*" not in rule["apiGroups"], name
+                assert "secrets" not in rule["resources"], f"{name} must not read secrets"
+                assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), name
+                assert not {"nodes", "namespaces"} & set(rule["resources"]) or set(rule["verbs"]) <= {
+                    "get", "list", "watch"}, f"{name} may only read nodes and namespaces"
+    for binding in by_kind(docs, "ClusterRoleBinding").values():
+        assert binding["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
+    assert _rules_of(docs, "admission") == [], "the webhook never calls the API server"
+    admission = by_kind(docs, "ServiceAccount")["admission"]
+    assert admission["automountServiceAccountToken"] is False
+    # What each component does, in one line each (the integration test proves it is enough).
+    expect = {
+        "scheduler": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "delete"),
+                      ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch")],
+        "binder": [("", "pods/binding", "create"), ("scheduling.run.ai", "bindrequests/status", "patch"),
+                   ("", "configmaps", "create"), ("", "nodes", "get")],
+        "pod-grouper": [("scheduling.run.ai", "podgroups", "create"), ("scheduling.run.ai", "podgroups", "update"),
+                        ("", "pods", "patch"), ("ray.io", "rayclusters", "get")],
+        "podgroup-controller": [("scheduling.run.ai", "podgroups/status", "patch"), ("", "nodes", "watch")],
+        "queue-controller": [("scheduling.run.ai", "queues/status", "patch"),
+                             ("scheduling.run.ai", "podgroups", "watch")],
+    }
+    forbid = {
+        "scheduler": [("", "pods/binding", "create"), ("scheduling.run.ai", "queues/status", "patch")],
+        "binder": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "create")],
+        "pod-grouper": [("", "pods", "delete"), ("scheduling.run.ai", "podgroups", "delete")],
+        "podgroup-controller": [("scheduling.run.ai", "podgroups", "patch"), ("", "pods", "patch")],
+        "queue-controller": [("scheduling.run.ai", "queues", "update"), ("", "pods", "list")],
+    }
+    for sa, wanted in expect.items():
+        rules = _rules_of(docs, sa)
+        for group, resource, verb in wanted:
+            assert _allows(rules, group, resource, verb), (sa, group, resource, verb)
+        for group, resource, verb in forbid[sa]:
+            assert not _allows(rules, group, resource, verb), (sa, group, resource, verb)
+    reservation = by_kind(docs, "Role")["kai-binder-reservation"]
+    assert reservation["metadata"]["namespace"] == "kai-resource-reservation"
+    assert reservation["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+
+
+def test_pod_grouper_may_read_every_owner_kind_it_has_a_rule_for(default_docs: list[dict[str, Any]]) -> None:
+    from operators.podgrouper.grouping import registry
+    from operators.podgrouper.grouping.grouper import group_pod  # noqa: F401  (registers every rule)
+
+    rules = _rules_of(default_docs, "pod-grouper")
+    readable = {g for r in rules if "get" in r["verbs"] for g in r["apiGroups"]}
+    wanted = {group for group, _, _ in registry.registered()}
+    assert wanted - {""} <= readable, f"owner groups the pod-grouper cannot read: {sorted(wanted - readable)}"
+
+
+# --- webhooks and TLS -----------------------------------------------------------------------------------
+def _verify(cert_b64: str, ca_b64: str, dns: str) -> None:
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(base64.b64decode(cert_b64))
+    ca = x509.load_pem_x509_certificate(base64.b64decode(ca_b64))
+    cert.verify_directly_issued_by(ca)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert dns in sans.get_values_for_type(x509.DNSName)
+
+
+def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_docs: list[dict[str, Any]]) -> None:
+    secrets = by_kind(default_docs, "Secret")
+    mutating = by_kind(default_docs, "MutatingWebhookConfiguration")
+    validating = by_kind(default_docs, "ValidatingWebhookConfiguration")
+    assert set(mutating) == {"mutating-kai-admission"}
+    assert set(validating) == {"validating-kai-admission", "kai-queue-validation-v2",
+                               "kai-podgroup-validation-v2alpha2"}
+    for config, secret, svc, path in (
+        (mutating["mutating-kai-admission"], "kai-admission-webhook-tls-secret", "admission", "/mutate--v1-pod"),
+        (validating["validating-kai-admission"], "kai-admission-webhook-tls-secret", "admission",
+         "/validate--v1-pod"),
+        (validating["kai-queue-validation-v2"], "queue-webhook-tls-secret", "queue-controller",
+         "/validate-scheduling-run-ai-v2-queue"),
+        (validating["kai-podgroup-validation-v2alpha2"], "podgroup-webhook-tls-secret", "podgroup-controller",
+         "/validate-scheduling-run-ai-v2alpha2-podgroup"),
+    ):
+        (webhook,) = config["webhooks"]
+        client = webhook["clientConfig"]
+        assert client["service"] == {"name": svc, "namespace": NS, "path": path, "port": 443}
+        data = secrets[secret]["data"]
+        assert client["caBundle"] == data["ca.crt"]
+        _verify(data["tls.crt"], data["ca.crt"], f"{svc}.{NS}.svc")
+        assert webhook["failurePolicy"] == "Fail" and webhook["sideEffects"] == "None"
+        service = by_kind(default_docs, "Service")[svc]
+        assert {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"} in service["spec"]["ports"]
+        if svc == "admission":
+            assert webhook["namespaceSelector"]["matchExpressions"] == [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}]
+            assert webhook["matchConditions"] == [{"name": "scheduler-name-match",
+                                                   "expression": "object.spec.schedulerName == 'kai-scheduler'"}]
+    assert mutating["mutating-kai-admission"]["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
+    assert mutating["mutating-kai-admission"]["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
+
+
+@needs_helm
+def test_webhook_url_and_extra_sans_for_out_of_cluster_servers() -> None:
+    docs = render("admission.webhook.url=https://127.0.0.1:9443", "global.webhookCert.ipAddresses={127.0.0.1}",
+                  "global.namespaceLabelSelector.team=a", "admission.queueLabelSelector=true")
+    config = by_kind(docs, "MutatingWebhookConfiguration")["mutating-kai-admission"]["webhooks"][0]
+    assert config["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+    assert "service" not in config["clientConfig"]
+    assert config["namespaceSelector"]["matchLabels"] == {"team": "a"}
+    assert config["namespaceSelector"]["matchExpressions"][1] == {"key": "kai.scheduler/queue", "operator": "Exists"}
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(base64.b64decode(
+        by_kind(docs, "Secret")["kai-admission-webhook-tls-secret"]["data"]["tls.crt"]))
+    ips = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.IPAddress)
+    assert [str(ip) for ip in ips] == ["127.0.0.1"]
+
+
+@needs_helm
+def test_cert_manager_mode_issues_certificates_instead_of_secrets() -> None:
+    docs = render("global.certManager.enabled=true")
+    assert not by_kind(docs, "Secret")
+    certificates = by_kind(docs, "Certificate")
+    assert set(certificates) == {"admission-webhook", "queue-controller-webhook", "podgroup-controller-webhook"}
+    assert certificates["admission-webhook"]["spec"]["secretName"] == "kai-admission-webhook-tls-secret"
+    assert "kai-selfsigned" in by_kind(docs, "Issuer")
+    config = by_kind(docs, "ValidatingWebhookConfiguration")["kai-queue-validation-v2"]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/queue-controller-webhook"
+    assert "caBundle" not in config["webhooks"][0]["clientConfig"]
+
+
+# --- cluster objects ------------------------------------------------------------------------------------
+def test_priority_classes_queues_and_reservation_namespace(default_docs: list[dict[str, Any]]) -> None:
+    classes = {n: d["value"] for n, d in by_kind(default_docs, "PriorityClass").items()}
+    assert classes == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    queues = by_kind(default_docs, "Queue")
+    assert set(queues) == {"default-parent-queue", "default-queue"}
+    for queue in queues.values():
+        annotations = queue["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "pre-install", "before the queue webhook exists; never deleted"
+        assert annotations["helm.sh/resource-policy"] == "keep"
+    assert queues["default-queue"]["spec"]["parentQueue"] == "default-parent-queue"
+    assert queues["default-queue"]["spec"]["resources"]["gpu"] == {"quota": 0, "limit": -1, "overQuotaWeight": 1}
+    namespace = by_kind(default_docs, "Namespace")["kai-resource-reservation"]
+    assert namespace["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    sa = [d for d in default_docs if d["kind"] == "ServiceAccount"
+          and d["metadata"]["namespace"] == "kai-resource-reservation"]
+    assert [d["metadata"]["name"] for d in sa] == ["kai-resource-reservation"]
+    binding = by_kind(default_docs, "RoleBinding")["kai-resource-reservation"]
+    assert binding["roleRef"]["name"] == "kai-resource-reservation"
+    off = render("priorityClasses.create=false", "defaultQueue.createDefaultQueue=false",
+                 "global.resourceReservation.create=false")
+    assert not by_kind(off, "PriorityClass") and not by_kind(off, "Queue") and not by_kind(off, "Namespace")
+
+
+def test_grafana_dashboard_is_valid_and_uses_exported_metrics(default_docs: list[dict[str, Any]]) -> None:
+    dashboard = json.loads((CHART / "dashboards" / "kai-scheduler.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p.get("targets", []))
+    for metric in ("kai_queue_allocated_gpus", "kai_queue_deserved_gpus", "kai_queue_fair_share_gpu",
+                   "kai_e2e_scheduling_latency_milliseconds", "kai_action_scheduling_latency_milliseconds",
+                   "kai_task_scheduling_latency_milliseconds_bucket", "kai_podgroups_scheduled_by_action_total"):
+        assert metric in exprs, metric
+    assert not by_kind(default_docs, "ConfigMap").get("kai-scheduler-dashboard")
+    docs = render("grafanaDashboard.enabled=true", "metrics.serviceMonitor.enabled=true")
+    configmap = by_kind(docs, "ConfigMap")["kai-scheduler-dashboard"]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["kai-scheduler.json"]) == dashboard
+    assert set(by_kind(docs, "ServiceMonitor")) == set(DEPLOYMENTS)
+
+
+def test_services_expose_metrics_for_every_component(default_docs: list[dict[str, Any]]) -> None:
+    services = by_kind(default_docs, "Service")
+    assert set(services) == set(DEPLOYMENTS)
+    for name, svc in services.items():
+        assert svc["spec"]["selector"] == {"app": name}
+        assert any(p["name"] == "http-metrics" for p in svc["spec"]["ports"])
+    assert services["kai-scheduler-default"]["spec"]["clusterIP"] == "None"
