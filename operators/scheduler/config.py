@@ -23,6 +23,8 @@ SPREAD = "spread"
 # KAI's action order (operator priorities 500..100).
 ALL_ACTIONS: tuple[str, ...] = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 
+# Pods one preemptor may evict per cycle unless configured (a whole 64-node gang plus its head fits).
+DEFAULT_MAX_EVICTIONS_PER_JOB = 128
 # (node, namespace, pod, device index) -> GPU group id. Deterministic by default so `kai simulate` is.
 GroupIdFactory = Callable[[str, str, str, int], str]
 _GROUP_NAMESPACE = uuid.UUID("6f1c2a4e-6b0e-4a53-9d57-2f5b1d8f0a11")
@@ -51,6 +53,15 @@ class SchedulerConfig:
     partition: str = ""
     detailed_fit_errors: bool = False
     group_id: GroupIdFactory = deterministic_group_id
+    # Disruptive actions. Beyond KAI: a cap on what one preemptor may evict in a cycle (negative = no cap).
+    max_evictions_per_job: int = DEFAULT_MAX_EVICTIONS_PER_JOB
+    max_evicted_gpus_per_job: float = -1.0
+    # minruntime plugin arguments (seconds) and reclaimResolveMethod (lca | queue).
+    default_preempt_min_runtime: float = 0.0
+    default_reclaim_min_runtime: float = 0.0
+    reclaim_min_runtime_resolve: str = "lca"
+    # proportion plugin `relcaimerSaturationMultiplier` (>= 1).
+    reclaimer_saturation_multiplier: float = 1.0
 
     @property
     def effective_actions(self) -> tuple[str, ...]:
@@ -126,10 +137,26 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
         "nodepool-label-key": ("node_pool_label", str),
         "partition-label-value": ("partition", str),
         "detailed-fit-errors": ("detailed_fit_errors", lambda v: str(v).lower() == "true"),
+        "max-evictions-per-job": ("max_evictions_per_job", int),
+        "max-evicted-gpus-per-job": ("max_evicted_gpus_per_job", float),
     }
     for flag, (attr, conv) in flag_fields.items():
         if flag in args:
             changes[attr] = conv(args[flag])
+    for camel, attr, conv in (("maxEvictionsPerJob", "max_evictions_per_job", int),
+                              ("maxEvictedGpusPerJob", "max_evicted_gpus_per_job", float)):
+        if camel in spec:
+            changes[attr] = conv(spec[camel])
+    min_runtime = spec.get("minRuntime") or {}
+    for camel, attr in (("preemptMinRuntime", "default_preempt_min_runtime"),
+                        ("reclaimMinRuntime", "default_reclaim_min_runtime")):
+        if min_runtime.get(camel) is not None:
+            changes[attr] = parse_duration(min_runtime[camel])
+    if min_runtime.get("reclaimResolveMethod"):
+        method = str(min_runtime["reclaimResolveMethod"])
+        if method not in ("lca", "queue"):
+            raise ValueError(f"reclaimResolveMethod must be lca or queue, got {method!r}")
+        changes["reclaim_min_runtime_resolve"] = method
     for attr in ("schedule_period", "stale_grace_period"):
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"
         if camel in spec:
@@ -170,6 +197,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule-period", help="e.g. 1s")
     parser.add_argument("--max-consolidation-preemptees", type=int)
     parser.add_argument("--partition-label-value", help="node pool served by this scheduler")
+    parser.add_argument("--max-evictions-per-job", type=int,
+                        help="pods one job may evict per cycle (reclaim, preempt, consolidation; negative: no cap)")
+    parser.add_argument("--max-evicted-gpus-per-job", type=float,
+                        help="GPUs one job may evict per cycle (negative: no cap, the default)")
 
 
 def config_from_args(args: argparse.Namespace, base: SchedulerConfig | None = None) -> SchedulerConfig:
@@ -193,6 +224,9 @@ def config_from_args(args: argparse.Namespace, base: SchedulerConfig | None = No
         changes["schedule_period"] = parse_duration(args.schedule_period)
     if getattr(args, "max_consolidation_preemptees", None) is not None:
         changes["max_consolidation_preemptees"] = args.max_consolidation_preemptees
+    for attr in ("max_evictions_per_job", "max_evicted_gpus_per_job"):
+        if getattr(args, attr, None) is not None:
+            changes[attr] = getattr(args, attr)
     if getattr(args, "partition_label_value", None) is not None:
         changes["partition"] = args.partition_label_value
     return replace(cfg, **changes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from operator import itemgetter
 
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, PodSet, QueueState, Task
@@ -51,17 +51,9 @@ def tasks_to_allocate(job: Job) -> list[Task]:
     return [podsets[0].pending[0]] if podsets else []
 
 
-@dataclass(slots=True)
-class QueueFacts:
-    over_utilised: bool
-    starved: bool
-    priority: int
-    zero_penalty: bool
-    drf_with: float
-    drf_without: float
-    alloc_share: tuple[float, float, float]
-    created: float
-    uid: str
+# Comparator facts of one queue, as a plain tuple (built on every pop, so no object overhead):
+# (rules 1-4 as one lexicographic key, drf with the job, drf without it, allocatable share, created, uid).
+QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[float, float, float], float, str]
 
 
 def _drf(x0: float, x1: float, x2: float, s0: float, s1: float, s2: float) -> float:
@@ -79,46 +71,45 @@ def queue_facts(q: QueueState, request: Sequence[float]) -> QueueFacts:
     s0, s1, s2 = q.alloc_share
     d0, d1, d2 = q.rec.quota
     w0, w1, w2 = a0 + request[0], a1 + request[1], a2 + request[2]
-    return QueueFacts(
-        over_utilised=f0 < a0 - _EPS and f1 < a1 - _EPS and f2 < a2 - _EPS,
-        starved=((d0 == UNLIMITED or w0 <= d0 + _EPS) and (d1 == UNLIMITED or w1 <= d1 + _EPS)
-                 and (d2 == UNLIMITED or w2 <= d2 + _EPS)),
-        priority=q.rec.priority,
-        zero_penalty=(s0 <= 0 and w0 > _EPS) or (s1 <= 0 and w1 > _EPS) or (s2 <= 0 and w2 > _EPS),
-        drf_with=_drf(w0, w1, w2, s0, s1, s2),
-        drf_without=_drf(a0, a1, a2, s0, s1, s2),
-        alloc_share=q.alloc_share,
-        created=q.rec.created,
-        uid=q.rec.uid or q.rec.name,
-    )
+    over_utilised = f0 < a0 - _EPS and f1 < a1 - _EPS and f2 < a2 - _EPS
+    starved = ((d0 == UNLIMITED or w0 <= d0 + _EPS) and (d1 == UNLIMITED or w1 <= d1 + _EPS)
+               and (d2 == UNLIMITED or w2 <= d2 + _EPS))
+    zero_penalty = (s0 <= 0 and w0 > _EPS) or (s1 <= 0 and w1 > _EPS) or (s2 <= 0 and w2 > _EPS)
+    # Rules 1-4: not over-utilised first, starved first, higher priority first, no zero-share penalty first.
+    rank = (over_utilised, not starved, -q.rec.priority, zero_penalty)
+    return (rank, _drf(w0, w1, w2, s0, s1, s2), _drf(a0, a1, a2, s0, s1, s2), q.alloc_share, q.rec.created,
+            q.rec.uid or q.rec.name)
 
 
 def queue_before(a: QueueFacts, b: QueueFacts) -> bool:
     """True when queue `a` should be served before `b` (first decisive rule wins)."""
-    if a.over_utilised != b.over_utilised:
-        return not a.over_utilised
-    if a.starved != b.starved:
-        return a.starved
-    if a.priority != b.priority:
-        return a.priority > b.priority
-    if a.zero_penalty != b.zero_penalty:
-        return not a.zero_penalty
-    if abs(a.drf_with - b.drf_with) > _EPS:
-        return a.drf_with < b.drf_with
-    if abs(a.drf_without - b.drf_without) > _EPS:
-        return a.drf_without < b.drf_without
-    le = all(x <= y for x, y in zip(a.alloc_share, b.alloc_share, strict=True))
-    ge = all(x >= y for x, y in zip(a.alloc_share, b.alloc_share, strict=True))
+    if a[0] != b[0]:
+        return a[0] < b[0]
+    d = a[1] - b[1]
+    if d > _EPS or d < -_EPS:  # abs(d) > eps
+        return d < 0
+    d = a[2] - b[2]
+    if d > _EPS or d < -_EPS:
+        return d < 0
+    x, y = a[3], b[3]
+    le = x[0] <= y[0] and x[1] <= y[1] and x[2] <= y[2]
+    ge = x[0] >= y[0] and x[1] >= y[1] and x[2] >= y[2]
     if le != ge:
         return le
-    return (a.created, a.uid) < (b.created, b.uid)
+    return (a[4], a[5]) < (b[4], b[5])
 
 
 RequestOf = Callable[[Job], Sequence[float]]
+# Per tree node: (facts, representative job, best child or None for a queue that holds the jobs itself).
+_Eval = tuple[QueueFacts, Job, "QueueState | None"]
 
 
 class JobTree:
-    """Jobs of one action arranged by queue hierarchy; pop() gives the next job to try."""
+    """Jobs of one action arranged by queue hierarchy; pop() gives the next job to try.
+
+    Each tree node caches its facts, representative job and best child; a pop or push invalidates only the
+    path of the queue it touched, so a pop re-evaluates one queue per level and compares cached siblings.
+    """
 
     def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None) -> None:
         self._request_of = request_of
@@ -127,8 +118,7 @@ class JobTree:
         self._heaps: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
         self._count: dict[QueueState, int] = {}
         self._children: dict[QueueState, list[QueueState]] = {}
-        self._facts: dict[QueueState, QueueFacts] = {}
-        self._rep: dict[QueueState, Job] = {}
+        self._eval: dict[QueueState, _Eval] = {}
         self._requests: dict[int, Sequence[float]] = {}  # by id(job); a job changes only between pop and push
         self._roots: list[QueueState] = []
         by_leaf: dict[str, list[Job]] = {}
@@ -136,11 +126,22 @@ class JobTree:
             assert job.queue is not None
             by_leaf.setdefault(job.queue.name, []).append(job)
         for _, leaf_jobs in sorted(by_leaf.items()):
-            leaf_jobs.sort(key=job_order_key)
+            keyed = [(job_order_key(job), job) for job in leaf_jobs]
+            keyed.sort(key=itemgetter(0))
             if depth is not None and depth >= 0:
-                del leaf_jobs[depth:]  # keep the best `depth` jobs (KAI drops a fixed heap slot instead)
-            for job in leaf_jobs:
-                self.push(job)
+                del keyed[depth:]  # keep the best `depth` jobs (KAI drops a fixed heap slot instead)
+            if not keyed:
+                continue
+            q = keyed[0][1].queue
+            assert q is not None
+            self._link(q)
+            # Same as pushing them one by one in this order: a sorted list is a heap.
+            heap = self._heaps.setdefault(q, [])
+            for key, job in keyed:
+                heapq.heappush(heap, (key, next(self._seq), job))
+            for node in q.lineage():
+                self._count[node] = self._count.get(node, 0) + len(keyed)
+            self.invalidate(q)
 
     def _link(self, q: QueueState) -> None:
         """Register q (and its ancestors) as tree nodes."""
@@ -159,62 +160,73 @@ class JobTree:
         self._link(q)
         self._requests.pop(id(job), None)
         heapq.heappush(self._heaps.setdefault(q, []), (job_order_key(job), next(self._seq), job))
-        for node in q.lineage():
-            self._count[node] = self._count.get(node, 0) + 1
+        count = self._count
+        node: QueueState | None = q
+        while node is not None:
+            count[node] = count.get(node, 0) + 1
+            node = node.parent
         self.invalidate(q)
 
     def invalidate(self, q: QueueState | None) -> None:
         """Forget cached comparator facts on the path of q (its allocation or jobs changed)."""
+        cache = self._eval
         while q is not None:
-            self._facts.pop(q, None)
-            self._rep.pop(q, None)
+            cache.pop(q, None)
             q = q.parent
 
     def _best(self, candidates: list[QueueState]) -> QueueState | None:
         best: QueueState | None = None
         best_facts: QueueFacts | None = None
+        count, cache = self._count, self._eval
         for q in candidates:
-            if not self._count.get(q):
+            if not count.get(q):
                 continue
-            facts = self._facts_of(q)
+            ev = cache.get(q)
+            facts = (ev if ev is not None else self._evaluate(q))[0]
             if best_facts is None or queue_before(facts, best_facts):
                 best, best_facts = q, facts
         return best
 
+    def _evaluate(self, q: QueueState) -> _Eval:
+        heap = self._heaps.get(q)
+        child: QueueState | None = None
+        if heap:
+            job = heap[0][2]
+        else:
+            child = self._best(self._children.get(q, []))
+            assert child is not None
+            ev = self._eval.get(child)
+            job = (ev if ev is not None else self._evaluate(child))[1]
+        request = self._requests.get(id(job))
+        if request is None:
+            request = self._requests[id(job)] = self._request_of(job)
+        out = self._eval[q] = (queue_facts(q, request), job, child)
+        return out
+
     def _rep_job(self, q: QueueState) -> Job:
-        job = self._rep.get(q)
-        if job is None:
-            heap = self._heaps.get(q)
-            if heap:
-                job = heap[0][2]
-            else:
-                child = self._best(self._children.get(q, []))
-                assert child is not None
-                job = self._rep_job(child)
-            self._rep[q] = job
-        return job
+        ev = self._eval.get(q)
+        return (ev if ev is not None else self._evaluate(q))[1]
 
     def _facts_of(self, q: QueueState) -> QueueFacts:
-        facts = self._facts.get(q)
-        if facts is None:
-            job = self._rep_job(q)
-            request = self._requests.get(id(job))
-            if request is None:
-                request = self._requests[id(job)] = self._request_of(job)
-            facts = queue_facts(q, request)
-            self._facts[q] = facts
-        return facts
+        ev = self._eval.get(q)
+        return (ev if ev is not None else self._evaluate(q))[0]
 
     def pop(self) -> Job | None:
         q = self._best(self._roots)
         if q is None:
             return None
-        while not self._heaps.get(q):
-            nxt = self._best(self._children.get(q, []))
+        heaps, cache = self._heaps, self._eval
+        while not heaps.get(q):
+            # The best child was found (and cached) while the parent's facts were computed.
+            ev = cache.get(q)
+            nxt = (ev if ev is not None else self._evaluate(q))[2]
             assert nxt is not None
             q = nxt
-        _, _, job = heapq.heappop(self._heaps[q])
-        for node in q.lineage():
-            self._count[node] -= 1
-        self.invalidate(q)
+        _, _, job = heapq.heappop(heaps[q])
+        count = self._count
+        node: QueueState | None = q
+        while node is not None:
+            count[node] -= 1
+            cache.pop(node, None)
+            node = node.parent
         return job

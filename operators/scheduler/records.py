@@ -280,6 +280,9 @@ class QueueRecord:
     limit: tuple[float, float, float]
     weight: tuple[float, float, float]
     labels: Mapping[str, str] = field(default_factory=dict)
+    # spec.preemptMinRuntime / spec.reclaimMinRuntime in seconds; None = unset (inherit from the parent).
+    preempt_min_runtime: float | None = None
+    reclaim_min_runtime: float | None = None
 
     @property
     def title(self) -> str:
@@ -455,6 +458,17 @@ def _queue_vector(resources: Mapping[str, Any], field_name: str, default: float)
     return one("gpu", 1.0), one("cpu", 1.0), one("memory", 1e6)
 
 
+def _duration(value: Any) -> float | None:
+    """A Go duration string ("20s", "1m30s") or seconds; None when unset or malformed."""
+    if value is None or value == "":
+        return None
+    from operators.scheduler.config import parse_duration  # config does not import records
+    try:
+        return parse_duration(value if isinstance(value, int | float) else str(value))
+    except ValueError:
+        return None
+
+
 def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
     meta, spec = _meta(obj), obj.get("spec") or {}
     resources = spec.get("resources") or {}
@@ -464,7 +478,9 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         created=parse_time(meta.get("creationTimestamp")), parent=str(spec.get("parentQueue") or ""),
         priority=int(priority) if priority is not None else 100, display_name=str(spec.get("displayName") or ""),
         quota=_queue_vector(resources, "quota", 0.0), limit=_queue_vector(resources, "limit", 0.0),
-        weight=_queue_vector(resources, "overQuotaWeight", 0.0), labels=dict(meta.get("labels") or {}))
+        weight=_queue_vector(resources, "overQuotaWeight", 0.0), labels=dict(meta.get("labels") or {}),
+        preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
+        reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")))
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:

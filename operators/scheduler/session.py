@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 
 from operators.core import keys
 from operators.scheduler import explain
@@ -88,6 +89,9 @@ class Op:
     action: str = ""
     for_job: str = ""
     message: str = ""
+    # Where an evicted (Releasing) task was before it was pipelined elsewhere (a consolidation move):
+    # (node, gpu groups, portion), restored on rollback so the undone eviction finds its node again.
+    moved_from: tuple[int, tuple[str, ...], float] | None = None
 
 
 @dataclass(slots=True)
@@ -106,6 +110,7 @@ class Session:
         self.outcomes: dict[str, JobOutcome] = {}
         self.last_start: dict[str, str] = {}
         self._summaries: dict[tuple[object, ...], str] = {}
+        self._unlimited_cache: dict[QueueState, bool] = {}
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()
@@ -176,17 +181,22 @@ class Session:
         return UNKNOWN, pod.node_name, pod.gpu_groups
 
     def _open_pods_and_jobs(self) -> None:
+        # The hottest code of session open (one pass over every pod and every PodGroup): common cases are
+        # inlined; the general rules live in _task_status / _occupy / _count / task_vector. Sums are taken in
+        # the same order as the general code so the floating-point results are identical.
         binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
                  for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
         other = self.other_usage = [0.0, 0.0, 0.0]
         by_group: dict[tuple[str, str], list[Task]] = {}
         name = self.config.scheduler_name
         node_by_name = self.node_by_name
+        occupy = self._occupy
         for pod in self.snapshot.pods:
             # Fast paths for the two common cases; everything else goes through the full rules.
-            if pod.phase == RUNNING and not pod.deleting:
+            phase = pod.phase
+            if phase == RUNNING and not pod.deleting:
                 status, node_name, groups = RUNNING, pod.node_name, pod.gpu_groups
-            elif pod.phase == PENDING and not (pod.deleting or pod.node_name or pod.gated) and (
+            elif phase == PENDING and not (pod.deleting or pod.node_name or pod.gated) and (
                     not binds or (pod.namespace, pod.name) not in binds):
                 status, node_name, groups = PENDING, "", ()
             else:
@@ -195,7 +205,19 @@ class Session:
             if node_name and status in ON_NODE:
                 node = node_by_name.get(node_name)
                 if node is not None:
-                    self._occupy(task, node, groups)
+                    gpu = pod.gpu
+                    if (status != RELEASING and not pod.scalars and not pod.is_reservation
+                            and not pod.constraints.host_ports and not gpu.is_shared):
+                        # _occupy() for a plain running pod.
+                        task.node = node.idx
+                        node.n_pods += 1
+                        node.idle_cpu -= pod.cpu
+                        node.idle_mem -= pod.memory
+                        if gpu.whole:
+                            node.idle_gpu -= gpu.whole
+                        task.groups = groups
+                    else:
+                        occupy(task, node, groups)
                     if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
                         other[0] += pod.gpu.whole
                         other[1] += pod.cpu
@@ -215,55 +237,95 @@ class Session:
         default = next((p.value for p in sorted(self.snapshot.priority_classes, key=lambda p: p.name)
                         if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
         self.jobs: list[Job] = []
-        for pg in sorted(self.snapshot.podgroups, key=lambda p: (p.namespace, p.name)):
-            if pg.scheduling_backoff == 1 and self.snapshot.node_pool in pg.unschedulable_pools:
+        jobs_append = self.jobs.append
+        lineages = {q: q.lineage() for q in self.queues.values()}
+        node_pool = self.snapshot.node_pool
+        queues = self.queues
+        count = self._count
+        task_vector = self.task_vector
+        explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+        threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        no_members: list[Task] = []
+        for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
+            if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
                 continue  # one attempt per node pool
-            queue = self.queues.get(pg.queue)
+            queue = queues.get(pg.queue)
             priority = priorities.get(pg.priority_class, default)
-            if pg.preemptibility in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+            if pg.preemptibility in explicit:
                 preemptible = pg.preemptibility == keys.PREEMPTIBLE
             else:
-                preemptible = priority < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
-            podsets = self._podsets(pg.subgroups, pg.min_member)
+                preemptible = priority < threshold
+            if pg.subgroups:
+                podsets = self._podsets(pg.subgroups, pg.min_member)
+                podset_list = list(podsets.values())
+            else:  # _podsets() of a PodGroup without sub-groups, without the dict
+                podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
+                podsets = None
             job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
-                      podsets=list(podsets.values()), has_subgroups=bool(pg.subgroups))
-            self.jobs.append(job)
-            members = by_group.get((pg.namespace, pg.name), [])
+                      podsets=podset_list, has_subgroups=bool(pg.subgroups))
+            jobs_append(job)
+            members = by_group.get((pg.namespace, pg.name), no_members)
             if len(members) > 1:
                 members.sort(key=task_order_key)
-            allocated = [0.0, 0.0, 0.0]
-            requested = [0.0, 0.0, 0.0]
+            a0 = a1 = a2 = r0 = r1 = r2 = 0.0
+            job_tasks = job.tasks
             for task in members:
-                ps = podsets.get(task.rec.subgroup or DEFAULT_SUBGROUP)
+                rec = task.rec
+                if podsets is None:
+                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                else:
+                    ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
                 if ps is None:
                     continue  # a pod whose subgroup is not in the PodGroup is ignored
                 task.job, task.podset = job, ps
-                job.tasks.append(task)
+                job_tasks.append(task)
                 ps.tasks.append(task)
                 status = task.status
-                self._count(ps, status, +1)
                 if status == PENDING:
-                    rec = task.rec
+                    ps.alive += 1
                     task.fit_key = (rec.constraints, rec.cpu, rec.memory, rec.gpu, rec.scalars, rec.nominated_node)
                     ps.pending.append(task)
+                elif status == RUNNING:
+                    ps.active_allocated += 1
+                    ps.active_used += 1
+                    ps.alive += 1
+                else:
+                    count(ps, status, +1)
                 if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED):
-                    vec = self.task_vector(task)
-                    requested[0] += vec[0]
-                    requested[1] += vec[1]
-                    requested[2] += vec[2]
+                    gpu = rec.gpu
+                    if gpu.is_shared:
+                        v0, v1, v2 = task_vector(task)
+                    else:
+                        v0, v1, v2 = float(gpu.whole), rec.cpu, rec.memory
+                    r0 += v0
+                    r1 += v1
+                    r2 += v2
                     if status != PENDING:
-                        allocated[0] += vec[0]
-                        allocated[1] += vec[1]
-                        allocated[2] += vec[2]
-            job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in job.podsets)
+                        a0 += v0
+                        a1 += v1
+                        a2 += v2
+            if podsets is None:
+                job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
+            else:
+                job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
             if queue is None:
                 self.outcome(job).errors.append(explain.JobError(
                     keys.REASON_QUEUE_DOES_NOT_EXIST, (explain.queue_does_not_exist(pg.queue),)))
                 continue
-            self._add_queue(queue, (allocated[0], allocated[1], allocated[2]), job.preemptible, +1)
-            for q in queue.lineage():
-                for r in range(3):
-                    q.request[r] += requested[r]
+            for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
+                alloc = q.allocated
+                alloc[0] += a0
+                alloc[1] += a1
+                alloc[2] += a2
+                if not preemptible:
+                    anp = q.allocated_np
+                    anp[0] += a0
+                    anp[1] += a1
+                    anp[2] += a2
+                req = q.request
+                req[0] += r0
+                req[1] += r1
+                req[2] += r2
 
     @staticmethod
     def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
@@ -359,8 +421,11 @@ class Session:
             )
 
     def _open_pod_index(self) -> PodIndex | None:
-        needed = any(p.constraints.pod_anti_affinity or (p.constraints.pod_affinity and not p.node_name)
-                     for p in self.snapshot.pods if p.constraints.has_dynamic)
+        # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
+        distinct = {id(c): c for c in map(attrgetter("constraints"), self.snapshot.pods)}
+        needed = any(c.pod_anti_affinity or c.pod_affinity for c in distinct.values()) and any(
+            p.constraints.pod_anti_affinity or (p.constraints.pod_affinity and not p.node_name)
+            for p in self.snapshot.pods if p.constraints.has_dynamic)
         if not needed:
             return None
         index = PodIndex()
@@ -396,20 +461,41 @@ class Session:
         return gpu, rec.cpu, rec.memory
 
     def job_request(self, tasks: Iterable[Task]) -> list[float]:
-        total = [0.0, 0.0, 0.0]
+        t0 = t1 = t2 = 0.0
         for t in tasks:
-            v = self.task_vector(t)
-            for r in range(3):
-                total[r] += v[r]
-        return total
+            rec = t.rec
+            if rec.gpu.is_shared:
+                v0, v1, v2 = self.task_vector(t)
+            else:  # task_vector() of a whole-GPU or CPU-only task
+                v0, v1, v2 = float(rec.gpu.whole), rec.cpu, rec.memory
+            t0 += v0
+            t1 += v1
+            t2 += v2
+        return [t0, t1, t2]
 
     @staticmethod
     def _add_queue(queue: QueueState, vec: tuple[float, float, float], preemptible: bool, sign: int) -> None:
-        for q in queue.lineage():
-            for r in range(3):
-                q.allocated[r] += sign * vec[r]
-                if not preemptible:
-                    q.allocated_np[r] += sign * vec[r]
+        v0, v1, v2 = sign * vec[0], sign * vec[1], sign * vec[2]
+        q: QueueState | None = queue
+        while q is not None:
+            alloc = q.allocated
+            alloc[0] += v0
+            alloc[1] += v1
+            alloc[2] += v2
+            if not preemptible:
+                anp = q.allocated_np
+                anp[0] += v0
+                anp[1] += v1
+                anp[2] += v2
+            q = q.parent
+
+    def _unlimited(self, queue: QueueState) -> bool:
+        """No limit on any resource at this queue or any ancestor (limits are fixed for the session)."""
+        cache = self._unlimited_cache
+        hit = cache.get(queue)
+        if hit is None:
+            hit = cache[queue] = all(limit == UNLIMITED for q in queue.lineage() for limit in q.rec.limit)
+        return hit
 
     def outcome(self, job: Job) -> JobOutcome:
         out = self.outcomes.get(job.key)
@@ -422,6 +508,8 @@ class Session:
     def capacity_error(self, job: Job, tasks: Iterable[Task]) -> explain.JobError | None:
         """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor."""
         assert job.queue is not None
+        if job.preemptible and self._unlimited(job.queue):
+            return None  # no limit anywhere up the hierarchy, and the quota check is for non-preemptible jobs
         req = self.job_request(tasks)
         lineage = job.queue.lineage()
         for q in lineage:
@@ -588,6 +676,12 @@ class Session:
         self._set_status(task, prev)
         self.index.update(node)
 
+    def _restore_origin(self, task: Task, origin: tuple[int, tuple[str, ...], float]) -> None:
+        """Undo of a move: the task is back (Releasing) on the node it was evicted from."""
+        task.node, task.groups, task.portion = origin
+        if self.pod_index is not None:
+            self.pod_index.add(task.rec, task.node)
+
     def _commit(self, ops: list[Op]) -> None:
         started: set[str] = set()
         pipelined_jobs: set[str] = set()
@@ -629,9 +723,11 @@ class Session:
         d = self.decisions
         pool = self.config.node_pool_name
         for job in self.jobs:
+            self._annotations(job)
+            if all(p.alive == p.active_allocated for p in job.podsets):
+                continue  # alive - active-allocated = Pending + Gated: nothing to explain (most jobs)
             pending = [t for t in job.tasks if t.status == PENDING]
             gated = any(t.status == GATED for t in job.tasks)
-            self._annotations(job)
             if not pending and not gated:
                 continue
             if job.queue is not None and not job.ready():
@@ -650,9 +746,10 @@ class Session:
         return d
 
     def _annotations(self, job: Job) -> None:
-        has_succeeded = any(t.status == SUCCEEDED for t in job.tasks)
-        active = sum(p.active_used for p in job.podsets)
-        stale = not has_succeeded and active > 0 and any(p.active_used < p.min_available for p in job.podsets)
+        podsets = job.podsets
+        # Stale: some active pod, a podset below its minimum, no Succeeded pod (the task scan only if needed).
+        stale = (any(p.active_used < p.min_available for p in podsets) and any(p.active_used for p in podsets)
+                 and not any(t.status == SUCCEEDED for t in job.tasks))
         if stale and job.rec.stale_since is None:
             self.decisions.annotations.append(AnnotationUpdate(job.namespace, job.name,
                                                                keys.STALE_PODGROUP_TIMESTAMP, self.now_text))
@@ -671,7 +768,13 @@ class Session:
         key = task.fit_key
         summary = self._summaries.get(key)
         if summary is None:
-            summary = explain.fit_summary(self.placer.fit_reasons(task, n) for n in self.nodes)
+            fit_reasons = self.placer.fit_reasons
+            per_node: dict[tuple[str, ...], int] = {}
+            for n in self.nodes:
+                reasons = tuple(fit_reasons(task, n))
+                per_node[reasons] = per_node.get(reasons, 0) + 1
+            # One flat list: the histogram is the same, counted in C instead of one Counter.update per node.
+            summary = explain.fit_summary([[r for reasons, k in per_node.items() for r in reasons * k]])
             self._summaries[key] = summary
         return summary
 
@@ -693,8 +796,14 @@ class Session:
             errors.append(explain.JobError(keys.REASON_POD_SCHEDULING_ERRORS, (msg,)))
         message = explain.job_message(errors)
         backoff = job.rec.scheduling_backoff
-        pod_messages = {t.name: explain.with_pool_prefix(explain.pod_message(task_summary.get(t.name), errors),
-                                                         pool, backoff) for t in pending}
+        # explain.pod_message() per pod: the failing task's summary, else the job message (computed once).
+        other = explain.with_pool_prefix(explain.pod_message(None, errors) if not errors else message, pool, backoff)
+        if task_summary:
+            special = {name: explain.with_pool_prefix(explain.pod_message(text, errors), pool, backoff)
+                       for name, text in task_summary.items()}
+            pod_messages = {t.name: special.get(t.name, other) for t in pending}
+        else:
+            pod_messages = dict.fromkeys([t.name for t in pending], other)
         has_allocated = any(p.active_allocated > 0 for p in job.podsets)
         return Unschedulable(job.namespace, job.name, pool, explain.with_pool_prefix(message, pool, backoff),
                              tuple(e.to_reason() for e in errors), pod_messages, has_allocated,
@@ -730,8 +839,9 @@ class Statement:
 
     def pipeline(self, task: Task, placement: Placement) -> None:
         prev = task.status
+        moved_from = (task.node, task.groups, task.portion) if task.node >= 0 else None
         taken = self.session._place(task, placement, PIPELINED)
-        self.ops.append(Op("pipeline", task, prev, placement, taken))
+        self.ops.append(Op("pipeline", task, prev, placement, taken, moved_from=moved_from))
 
     def evict(self, task: Task, action: str, for_job: str, message: str) -> None:
         prev = task.status
@@ -749,6 +859,8 @@ class Statement:
             else:
                 assert op.placement is not None
                 self.session._unplace(op.task, op.placement, op.taken, op.prev_status)
+                if op.moved_from is not None:
+                    self.session._restore_origin(op.task, op.moved_from)
 
     def discard(self) -> None:
         self.rollback(0)

@@ -118,7 +118,7 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
     for cycle in range(cycles or 1):
         last = run_cycle(snapshot, cfg, start + cycle * cfg.schedule_period, actions)
         data = last.to_dict()
-        for key in ("binds", "evictions", "annotations"):
+        for key in ("binds", "evictions", "stale", "annotations"):
             for item in data[key]:
                 result.setdefault(key, []).append({**item, "cycle": cycle + 1} if cycles else item)
         snapshot = _apply(snapshot, last)
@@ -138,15 +138,21 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
 
 def format_text(result: Mapping[str, Any]) -> str:
     lines: list[str] = []
+
+    def at(item: Mapping[str, Any]) -> str:
+        return f" [cycle {item['cycle']}]" if "cycle" in item else ""
+
     for b in result.get("binds", []):
         extra = f" {b['resourceType']} gpus={b['gpuCount']} portion={b['gpuPortion']}"
         if b["gpuGroups"]:
             extra += f" groups={','.join(b['gpuGroups'])}"
-        lines.append(f"bind        {b['namespace']}/{b['pod']} -> {b['node']}{extra}")
+        lines.append(f"bind        {b['namespace']}/{b['pod']} -> {b['node']}{extra}{at(b)}")
     for p in result.get("pipelined", []):
         lines.append(f"pipeline    {p['namespace']}/{p['pod']} -> {p['node']}")
     for e in result.get("evictions", []):
-        lines.append(f"evict       {e['namespace']}/{e['pod']} ({e['action']}): {e['message']}")
+        lines.append(f"evict       {e['namespace']}/{e['pod']} ({e['action']}){at(e)}: {e['message']}")
+    for s in result.get("stale", []):
+        lines.append(f"stale       {s['namespace']}/{s['podGroup']}{at(s)}: {s['message']}")
     for n in result.get("notReady", []):
         lines.append(f"not-ready   {n['namespace']}/{n['podGroup']}: {n['message']}")
     for u in result.get("unschedulable", []):

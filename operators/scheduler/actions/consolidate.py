@@ -1,20 +1,94 @@
-"""consolidation: not implemented yet (next issue); registered so configs naming it are valid.
+"""consolidation: move preemptible pods to other nodes to make room for a pending preemptible job
+(spec/algorithms.md 7, contracts 8.4).
 
-It will run on the same Session/Statement machinery as allocate: `stmt.evict(...)` for victims,
-`allocate_job(..., pipeline_only=True)` for re-placements, `stmt.rollback(checkpoint)` per scenario.
+A scenario evicts whole victim jobs and must pipeline the pending job *and every victim pod* onto other nodes;
+if any victim pod cannot be re-placed the scenario is dropped, so consolidation never kills a pod for good.
+At most `max_consolidation_preemptees` victim jobs per scenario; disabled with a spread placement strategy or
+a cap of 0 (`SchedulerConfig.effective_actions`). Beyond KAI, victims protected by `preemptMinRuntime` are
+not moved either (a move restarts the pod).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from operators.scheduler.actions.solver import Solver, cluster_free
+from operators.scheduler.actions.victims import (
+    Chunk,
+    can_be_victim,
+    consolidation_message,
+    order_chunks,
+    preempt_min_runtime,
+    protected,
+    victim_chunks,
+)
+from operators.scheduler.model import Job, Task
+from operators.scheduler.ordering import JobTree, tasks_to_allocate
+
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
+
+_EPS = 1e-6
 
 
 class Consolidation:
     name = "consolidation"
-    enabled = False
+    enabled = True
 
     def execute(self, session: Session) -> None:
-        return None
+        limit = session.config.max_consolidation_preemptees
+        if limit == 0:
+            return
+        jobs = [j for j in session.schedulable_jobs() if j.preemptible]
+        if not jobs:
+            return
+        candidates = [j for j in session.jobs if can_be_victim(j)]
+        if not candidates:
+            return
+        session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        depth = session.config.queue_depth_per_action.get(self.name)
+        tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
+        solver = Solver(session, self.name)
+        failed: set[tuple[object, ...]] = set()
+        free = cluster_free(session)
+        ordered: list[Chunk] | None = None  # victims in victim order, until the next commit
+        while not solver.exhausted and (job := tree.pop()) is not None:
+            tasks = tasks_to_allocate(job)
+            if not tasks:
+                continue
+            signature = tuple(t.fit_key for t in tasks)
+            request = session.job_request(tasks)
+            if signature in failed or any(request[r] > free[r] + _EPS for r in range(3)):
+                continue  # moving pods never frees capacity: the cluster must already have room in total
+            if session.capacity_error(job, tasks) is not None:
+                continue
+            if ordered is None:
+                ordered = self._victims(session, job, candidates)
+            chunks = ordered
+            if not chunks:
+                continue
+            stmt = session.statement()
+
+            def describe(task: Task, chunk: Chunk, node: str, job: Job = job) -> str:
+                return consolidation_message(task, job, node)
+
+            if solver.solve(stmt, job, tasks, chunks, describe=describe, move_victims=True,
+                            max_victim_jobs=limit if limit > 0 else None):
+                stmt.commit()
+                tree.invalidate(job.queue)
+                solver.changed()
+                free = cluster_free(session)
+                if any(p.pending for p in job.podsets):
+                    tree.push(job)
+            else:
+                stmt.discard()
+                failed.add(signature)
+
+    @staticmethod
+    def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for other in candidates:
+            assert other.queue is not None
+            guarded = protected(session, other, preempt_min_runtime(session, other.queue))
+            chunks.extend(victim_chunks(other, guarded, whole=True))
+        return order_chunks(session, chunks)

@@ -1,12 +1,27 @@
-"""preempt: not implemented yet (next issue); registered so configs naming it are valid.
+"""preempt: within one leaf queue, a pending job evicts preemptible jobs of strictly lower priority
+(spec/algorithms.md 5.3, contracts 8.4).
 
-It will run on the same Session/Statement machinery as allocate: `stmt.evict(...)` for victims,
-`allocate_job(..., pipeline_only=True)` for re-placements, `stmt.rollback(checkpoint)` per scenario.
+Never crosses queues and applies no fairness rule; the preemptor must itself pass the capacity checks (queue
+limits, and for a non-preemptible preemptor the non-preemptible quota at every level). Victims protected by
+`preemptMinRuntime` (resolved from the victim's queue upward) are skipped, elastic ones keep their minimum.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from operators.scheduler.actions.solver import Solver
+from operators.scheduler.actions.victims import (
+    Chunk,
+    can_be_victim,
+    order_chunks,
+    preempt_message,
+    preempt_min_runtime,
+    protected,
+    victim_chunks,
+)
+from operators.scheduler.model import Job, Task
+from operators.scheduler.ordering import JobTree, tasks_to_allocate
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -14,7 +29,59 @@ if TYPE_CHECKING:
 
 class Preempt:
     name = "preempt"
-    enabled = False
+    enabled = True
 
     def execute(self, session: Session) -> None:
-        return None
+        jobs = session.schedulable_jobs()
+        if not jobs:
+            return
+        candidates = [j for j in session.jobs if can_be_victim(j)]
+        queues_with_victims = {id(j.queue) for j in candidates}
+        jobs = [j for j in jobs if id(j.queue) in queues_with_victims]
+        if not jobs:
+            return
+        session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        depth = session.config.queue_depth_per_action.get(self.name)
+        tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
+        solver = Solver(session, self.name)
+        failed: set[tuple[object, ...]] = set()
+        cache: dict[tuple[object, ...], list[Chunk]] = {}  # ordered victims per (queue, priority) until a commit
+        while not solver.exhausted and (job := tree.pop()) is not None:
+            assert job.queue is not None
+            tasks = tasks_to_allocate(job)
+            if not tasks:
+                continue
+            signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))
+            if signature in failed or session.capacity_error(job, tasks) is not None:
+                continue
+            key = (job.queue, job.priority)
+            chunks = cache.get(key)
+            if chunks is None:
+                chunks = cache[key] = self._victims(session, job, candidates)
+            if not chunks:
+                continue
+            stmt = session.statement()
+
+            def describe(task: Task, chunk: Chunk, reason: str, job: Job = job) -> str:
+                return preempt_message(task, chunk.job, job)
+
+            if solver.solve(stmt, job, tasks, chunks, describe=describe):
+                stmt.commit()
+                tree.invalidate(job.queue)
+                solver.changed()
+                if any(p.pending for p in job.podsets):
+                    tree.push(job)
+            else:
+                stmt.discard()
+                failed.add(signature)
+
+    @staticmethod
+    def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:
+        assert job.queue is not None
+        chunks: list[Chunk] = []
+        for other in candidates:
+            if other is job or other.queue is not job.queue or other.priority >= job.priority:
+                continue
+            guarded = protected(session, other, preempt_min_runtime(session, other.queue))
+            chunks.extend(victim_chunks(other, guarded))
+        return order_chunks(session, chunks)

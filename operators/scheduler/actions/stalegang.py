@@ -1,20 +1,55 @@
-"""stalegangeviction: not implemented yet (next issue); registered so configs naming it are valid.
+"""stalegangeviction: a gang that lost members below its minimum is evicted whole after a grace period
+(spec/algorithms.md 4.5, contracts 8.4 and 14).
 
-It will run on the same Session/Statement machinery as allocate: `stmt.evict(...)` for victims,
-`allocate_job(..., pipeline_only=True)` for re-placements, `stmt.rollback(checkpoint)` per scenario.
+Stale: no Succeeded pod, at least one active pod, and some podset with fewer active pods than its minimum.
+The session stamps `kai.scheduler/stale-podgroup-timestamp` when it first sees a job stale and clears it when
+the job recovers (`Session._annotations`); once `now - stamp >= stale_grace_period` (negative: never) every
+pod of the job that holds a placement is evicted, with a `StaleJob` event on the PodGroup.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from operators.scheduler import explain
+from operators.scheduler.actions.victims import VICTIM_STATUSES, stale_eviction_message
+from operators.scheduler.decisions import StaleJob
+from operators.scheduler.model import SUCCEEDED, Job
+from operators.scheduler.records import parse_time
+
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
 
 
+def is_stale(job: Job) -> bool:
+    if any(t.status == SUCCEEDED for t in job.tasks):
+        return False
+    return any(p.active_used for p in job.podsets) and any(p.active_used < p.min_available for p in job.podsets)
+
+
 class StaleGangEviction:
     name = "stalegangeviction"
-    enabled = False
+    enabled = True
 
     def execute(self, session: Session) -> None:
-        return None
+        grace = session.config.stale_grace_period
+        if grace < 0:
+            return
+        for job in session.jobs:
+            since = parse_time(job.rec.stale_since)
+            if not since or session.now - since < grace or not is_stale(job):
+                continue
+            # Pods this cycle only decided on (allocated / pipelined) have no placement to take back.
+            victims = [t for t in job.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
+            active = sum(p.active_used for p in job.podsets)
+            unmet = [(p.name, p.min_available, p.active_used) for p in job.podsets
+                     if p.active_used < p.min_available and job.has_subgroups]
+            session.decisions.stale.append(StaleJob(job.namespace, job.name,
+                                                    explain.stale_message(active, job.min_total, unmet)))
+            if not victims:
+                continue
+            stmt = session.statement()
+            for task in victims:
+                stmt.evict(task, self.name, "",
+                           stale_eviction_message(task, job, active, since, session.now, grace))
+            stmt.commit()

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from operators.core.api import BindRequest, PodGroup, Queue
-from operators.core.api import crdgen
+from operators.core.api import BindRequest, PodGroup, Queue, crdgen
 from tests.conftest import SHARED
 
 REPO = Path(__file__).resolve().parents[3]

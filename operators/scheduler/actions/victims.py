@@ -1,0 +1,215 @@
+"""Who may be evicted, in which order, and how an eviction is explained (spec/algorithms.md 4.6, 5.4, 5.5).
+
+A victim *chunk* is the unit the solver adds to a scenario: one pod of an elastic job above its minimum, or
+the job's remaining pods (its gang core) as a whole. Only pods whose placement already exists in the cluster
+(Running, Bound, Binding) are victims; pods this cycle merely decided on are not.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from operators.scheduler.explain import humanize
+from operators.scheduler.fairshare import UNLIMITED
+from operators.scheduler.model import BINDING, BOUND, RUNNING, Job, QueueState, Task
+from operators.scheduler.ordering import podset_order_key, task_order_key
+from operators.scheduler.records import parse_time
+
+if TYPE_CHECKING:
+    from operators.scheduler.session import Session
+
+VICTIM_STATUSES = frozenset({RUNNING, BOUND, BINDING})
+_EPS = 1e-9
+
+
+@dataclass(slots=True, eq=False)
+class Chunk:
+    """Pods of one victim job that are evicted together."""
+
+    job: Job
+    tasks: list[Task]
+    core: bool  # the job's remaining pods (False: one elastic pod above minMember)
+    _vector: tuple[float, float, float] | None = None
+
+    def vector(self, session: Session) -> tuple[float, float, float]:
+        """(gpu, cpu, memory) the chunk counts for its queue (fixed while the chunk is a candidate)."""
+        if self._vector is None:
+            v = session.job_request(self.tasks)
+            self._vector = (v[0], v[1], v[2])
+        return self._vector
+
+
+def live_tasks(job: Job) -> list[Task]:
+    return [t for t in job.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
+
+
+def can_be_victim(job: Job) -> bool:
+    """Preemptible, in a known queue, with something running: non-preemptible work is never a victim."""
+    return job.preemptible and job.queue is not None and any(
+        t.status in VICTIM_STATUSES and t.node >= 0 for t in job.tasks)
+
+
+def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]:
+    """Pods above minMember one at a time (last podset, reverse task order), then the core as one chunk.
+
+    A min-runtime protected job offers only its pods above minMember; `whole` makes one chunk of everything.
+    """
+    live = live_tasks(job)
+    if not live:
+        return []
+    if whole:
+        return [] if protected else [Chunk(job, live, True)]
+    extras: list[Task] = []
+    for ps in sorted(job.podsets, key=podset_order_key, reverse=True):
+        surplus = ps.active_allocated - ps.min_available
+        if surplus <= 0:
+            continue
+        mine = sorted((t for t in live if t.podset is ps), key=task_order_key, reverse=True)
+        extras.extend(mine[:surplus])
+    chunks = [Chunk(job, [t], False) for t in extras]
+    rest = [t for t in live if t not in extras]
+    if rest and not protected:
+        chunks.append(Chunk(job, rest, True))
+    return chunks
+
+
+def _within_queue_key(chunk: Chunk, index: int) -> tuple[object, ...]:
+    # Lowest priority first, elastic pods above minimum before cores, newest job first.
+    rec = chunk.job.rec
+    return (chunk.job.priority, 1 if chunk.core else 0, -rec.created, rec.namespace, rec.name, index)
+
+
+def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
+    """Victim order (5.4): take next from the queue most over its share once the victims already taken from
+    it are discounted (so victims spread over over-served queues); inside a queue lowest priority first.
+    Queues of lower priority are taken from first."""
+    by_queue: dict[QueueState, list[tuple[tuple[object, ...], Chunk]]] = {}
+    for i, chunk in enumerate(chunks):
+        assert chunk.job.queue is not None
+        by_queue.setdefault(chunk.job.queue, []).append((_within_queue_key(chunk, i), chunk))
+    for items in by_queue.values():
+        items.sort(key=lambda kc: kc[0], reverse=True)  # consumed with pop() from the end
+    if len(by_queue) == 1:
+        [items] = by_queue.values()
+        return [c for _, c in reversed(items)]
+    taken: dict[QueueState, list[float]] = {q: [0.0, 0.0, 0.0] for q in by_queue}
+    heap = [(q.rec.priority, -_over_ratio(q, taken[q]), q.name, q) for q in by_queue]
+    heapq.heapify(heap)
+    out: list[Chunk] = []
+    while heap:
+        _, _, _, q = heapq.heappop(heap)
+        items = by_queue[q]
+        _, chunk = items.pop()
+        out.append(chunk)
+        v = chunk.vector(session)
+        for r in range(3):
+            taken[q][r] += v[r]
+        if items:
+            heapq.heappush(heap, (q.rec.priority, -_over_ratio(q, taken[q]), q.name, q))
+    return out
+
+
+def _over_ratio(q: QueueState, taken: Sequence[float]) -> float:
+    best = 0.0
+    for r in range(3):
+        alloc = q.allocated[r] - taken[r]
+        share = q.alloc_share[r]
+        best = max(best, alloc / share if share > _EPS else alloc * 1000.0)
+    return best
+
+
+# --- min-runtime ---------------------------------------------------------------------------------
+
+
+def _first_defined(start: QueueState | None, attr: str, default: float) -> float:
+    q = start
+    while q is not None:
+        value: float | None = getattr(q.rec, attr)
+        if value is not None:
+            return value
+        q = q.parent
+    return default
+
+
+def preempt_min_runtime(session: Session, victim: QueueState) -> float:
+    return _first_defined(victim, "preempt_min_runtime", session.config.default_preempt_min_runtime)
+
+
+def reclaim_min_runtime(session: Session, reclaimer: QueueState, victim: QueueState) -> float:
+    """`queue`: from the victim's leaf upward; `lca` (default): from the victim-side child of the lowest
+    common ancestor of reclaimer and victim upward."""
+    start: QueueState | None = victim
+    if session.config.reclaim_min_runtime_resolve != "queue":
+        mine = set(reclaimer.lineage())
+        lineage = victim.lineage()
+        for i, q in enumerate(lineage):
+            if q in mine:
+                start = lineage[i - 1] if i > 0 else q
+                break
+        else:
+            start = lineage[-1]
+    return _first_defined(start, "reclaim_min_runtime", session.config.default_reclaim_min_runtime)
+
+
+def protected(session: Session, job: Job, min_runtime: float) -> bool:
+    """`last-start-timestamp + minRuntime > now`; a job without the annotation is not protected."""
+    if min_runtime <= 0:
+        return False
+    started = parse_time(job.rec.last_start)
+    return bool(started) and started + min_runtime > session.now
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+def amount(vec: Sequence[float], r: int) -> str:
+    if r == 0:
+        return f"{humanize(vec[0])} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
+    if r == 1:
+        return f"{humanize(vec[1] / 1000)} CPU cores" if vec[1] != UNLIMITED else "unlimited CPU cores"
+    return f"{humanize(vec[2] / 1e9)} GB memory" if vec[2] != UNLIMITED else "unlimited memory"
+
+
+def main_resource(request: Sequence[float]) -> int:
+    """The resource a message talks about: GPUs when requested, else CPU, else memory."""
+    if request[0] > _EPS:
+        return 0
+    return 1 if request[1] > _EPS else 2
+
+
+def reclaim_message(task: Task, job: Job, reason: str) -> str:
+    kai = f"Pod {task.namespace}/{task.name} was preempted by workload {job.namespace}/{job.name}."
+    return f"{kai} Reclaimed by {job.key} (queue {job.queue.name if job.queue else '?'}): {reason}."
+
+
+def preempt_message(task: Task, victim: Job, job: Job) -> str:
+    kai = f"Pod {task.namespace}/{task.name} was preempted by higher priority workload {job.namespace}/{job.name}"
+    queue = job.queue.name if job.queue else "?"
+    return (f"{kai}. Preempted within queue {queue}: {job.key} has priority {job.priority}"
+            f"{_class(job)}, higher than {victim.priority}{_class(victim)} of {victim.key}.")
+
+
+def consolidation_message(task: Task, job: Job, node: str) -> str:
+    kai = (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
+           f"(resource consolidation) procedure")
+    return f"{kai}. Moved to node {node} to make room for {job.key}."
+
+
+def stale_eviction_message(task: Task, job: Job, active: int, since: float, now: float, grace: float) -> str:
+    unmet = [ps for ps in job.podsets if ps.active_used < ps.min_available]
+    if job.has_subgroups and unmet:
+        ps = unmet[0]
+        kai = (f"Workload doesn't meet the minimum required number of pods ({ps.min_available}) in sub-group "
+               f"{ps.name}, evicting remaining pod: {task.namespace}/{task.name}")
+    else:
+        kai = (f"Workload doesn't meet the minimum required number of pods ({job.min_total}), evicting remaining "
+               f"pod: {task.namespace}/{task.name}")
+    return (f"{kai}. Gang {job.key} has had {active} of {job.min_total} required pods active for "
+            f"{humanize(now - since)}s, longer than the {humanize(grace)}s grace period.")
+
+
+def _class(job: Job) -> str:
+    return f" ({job.rec.priority_class})" if job.rec.priority_class else ""
