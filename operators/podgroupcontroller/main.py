@@ -154,8 +154,4 @@ def main(argv: list[str]) -> int:
     component.setup_logging(args.log_level, "podgroup-controller")
     registry = build_registry(args)
 
-    async def run() -> None:
-        await kopf.operator(registry=registry, settings=component.kopf_settings("podgroup-controller"),
-                            standalone=True, clusterwide=True)
-
-    return component.run(run)
+    return component.run(lambda: component.run_kopf_operator("podgroup-controller", registry, args))

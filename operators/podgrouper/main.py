@@ -245,8 +245,4 @@ def main(argv: list[str]) -> int:
     component.setup_logging(args.log_level, "pod-grouper")
     registry = build_registry(args)
 
-    async def run() -> None:
-        await kopf.operator(registry=registry, settings=component.kopf_settings("pod-grouper"),
-                            standalone=True, clusterwide=True)
-
-    return component.run(run)
+    return component.run(lambda: component.run_kopf_operator("pod-grouper", registry, args))

@@ -197,8 +197,4 @@ def main(argv: list[str]) -> int:
     component.setup_logging(args.log_level, "queue-controller")
     registry = build_registry(args)
 
-    async def run() -> None:
-        await kopf.operator(registry=registry, settings=component.kopf_settings("queue-controller"),
-                            standalone=True, clusterwide=True)
-
-    return component.run(run)
+    return component.run(lambda: component.run_kopf_operator("queue-controller", registry, args))

@@ -21,7 +21,7 @@ log = logging.getLogger("scheduler")
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("scheduler")
     add_arguments(p)
-    p.add_argument("--lease-name", default="kai-scheduler-default")
+    p.set_defaults(lease_name="kai-scheduler-default")
     return p
 
 
@@ -39,7 +39,8 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         if args.leader_elect:
             await loop.wait_synced()
-            await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=loop.run)
+            await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=loop.run,
+                                **component.lease_options(args))
         else:
             await loop.run()
     finally:

@@ -1,0 +1,162 @@
+"""The binder component: `kai run binder`. Turns BindRequests into bound pods (contract 9).
+
+Kopf runs the process (login, startup, cleanup) and reports BindRequest events, which only enqueue keys into a
+bounded work queue; the reconcile reads the BindRequest fresh, so a burst of events costs one bind. Pods come
+from two informers (kai-scheduler pods carrying GPU group labels, and the reservation namespace) that trigger
+reservation garbage collection; Kopf never handles Pods. The I/O itself is in `binding.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import logging
+from typing import Any
+
+import kopf
+
+from operators.binder.binding import Binder, BinderConfig
+from operators.core import component, keys
+from operators.core.kube import api_client
+from operators.core.leader import run_as_leader
+
+log = logging.getLogger("binder")
+
+
+def _bool(value: str) -> bool:
+    lowered = str(value).lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
+
+
+def _json_object(value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value) if value else {}
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object (ResourceRequirements)")
+    return parsed
+
+
+def parser() -> argparse.ArgumentParser:
+    p = component.base_parser("binder")
+    p.add_argument("--resource-reservation-namespace", default=keys.RESERVATION_NAMESPACE)
+    p.add_argument("--resource-reservation-service-account", default=keys.RESERVATION_SERVICE_ACCOUNT)
+    p.add_argument("--resource-reservation-app-label", default=keys.RESERVATION_APP_LABEL_VALUE)
+    p.add_argument("--resource-reservation-pod-image", default=BinderConfig.image)
+    p.add_argument("--resource-reservation-allocation-timeout", type=float, default=40.0, help="seconds")
+    p.add_argument("--resource-reservation-pod-resources", type=_json_object, default={},
+                   help="ResourceRequirements JSON added to reservation pods (cpu, memory, ...)")
+    p.add_argument("--runtime-class-name", default="")
+    # Go-style booleans: `--fake-gpu-nodes`, `--fake-gpu-nodes=true|false`.
+    p.add_argument("--fake-gpu-nodes", type=_bool, nargs="?", const=True, default=False,
+                   help=f"every node is a fake GPU node (nodes labelled {keys.FAKE_GPU_NODE_LABEL}=true are anyway)")
+    p.add_argument("--cdi-enabled", type=_bool, nargs="?", const=True, default=False)
+    p.add_argument("--max-concurrent-reconciles", type=int, default=10)
+    p.add_argument("--rate-limiter-base-delay", type=float, default=1.0, help="seconds")
+    p.add_argument("--rate-limiter-max-delay", type=float, default=60.0, help="seconds")
+    p.set_defaults(lease_name="kai-binder")
+    # Accepted for compatibility with KAI's flags; there is no node-scale-adjuster, volume binding or DRA yet.
+    p.add_argument("--scale-adjust-namespace", default="kai-scale-adjust", help=argparse.SUPPRESS)
+    p.add_argument("--volume-binding-timeout-seconds", type=float, default=120.0, help=argparse.SUPPRESS)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> BinderConfig:
+    return BinderConfig(
+        scheduler_name=args.scheduler_name,
+        reservation_namespace=args.resource_reservation_namespace,
+        service_account=args.resource_reservation_service_account,
+        app_label=args.resource_reservation_app_label,
+        image=args.resource_reservation_pod_image,
+        allocation_timeout=args.resource_reservation_allocation_timeout,
+        runtime_class_name=args.runtime_class_name or None,
+        reservation_resources=args.resource_reservation_pod_resources or None,
+        fake_gpu_nodes=args.fake_gpu_nodes,
+        cdi_enabled=args.cdi_enabled,
+        workers=max(1, args.max_concurrent_reconciles),
+        base_delay=args.rate_limiter_base_delay,
+        max_delay=args.rate_limiter_max_delay,
+    )
+
+
+def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+    # Not component.kopf_registry(): its login (kopf.login_via_async_client) reads the kubeconfig named by
+    # $KUBECONFIG at import time and ignores --kubeconfig, so Kopf could watch another cluster than we write to.
+    registry = kopf.OperatorRegistry()
+    state: dict[str, Any] = {}
+
+    @kopf.on.login(registry=registry)
+    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
+        api = await api_client(args.kubeconfig)
+        try:
+            cfg = api.configuration
+            header: Any = cfg.get_api_key_with_prefix("BearerToken")
+            if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
+                header = await header
+            scheme, _sep, token = str(header or "").rpartition(" ")
+            return kopf.ConnectionInfo(
+                server=str(cfg.host), ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+                username=cfg.username or None, password=cfg.password or None, scheme=scheme or None,
+                token=token or None, certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+                trust_env=settings.networking.trust_env)
+        finally:
+            await api.close()
+
+    @kopf.on.startup(registry=registry)
+    async def startup(**_: Any) -> None:
+        # Watches pin connections: keep them off the client that does the binds.
+        api = await api_client(args.kubeconfig)
+        watch_api = await api_client(args.kubeconfig)
+        binder = Binder(api, watch_api, config_from_args(args))
+        state.update(binder=binder, clients=[api, watch_api])
+        work = (run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=binder.work,
+                                 **component.lease_options(args))
+                if args.leader_elect else binder.work())
+        state["tasks"] = [asyncio.create_task(c) for c in (binder.members.run(), binder.reservations.run(), work)]
+        await component.serve_probes(args, ready=lambda: binder.ready)
+
+    @kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, keys.BINDREQUEST_PLURAL, registry=registry)
+    async def bindrequest_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+        binder: Binder | None = state.get("binder")
+        if binder is None:
+            return
+        if type == "DELETED":
+            binder.on_bindrequest_deleted(body)
+            return
+        # Finished requests need no event-driven work: failures are retried with backoff by the queue (and
+        # our own status writes would otherwise requeue them at once).
+        if (body.get("status") or {}).get("phase") in (keys.BIND_PHASE_SUCCEEDED, keys.BIND_PHASE_FAILED):
+            return
+        meta = body.get("metadata") or {}
+        if meta.get("name") and not meta.get("deletionTimestamp"):
+            binder.binds.add(f"{meta.get('namespace')}/{meta['name']}")
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        tasks = state.get("tasks", [])
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for api in state.get("clients", []):
+            await api.close()
+
+    return registry
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    component.setup_logging(args.log_level, "binder")
+    registry = build_registry(args)
+
+    async def run() -> None:
+        await kopf.operator(registry=registry, settings=component.kopf_settings("binder"),
+                            standalone=True, clusterwide=True)
+
+    return component.run(run)
