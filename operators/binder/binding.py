@@ -1,0 +1,551 @@
+"""The binder's I/O: one BindRequest reconcile (contract 9.1), GPU reservations (9.2) and their GC (9.3).
+
+Decisions are the pure helpers of `gpusharing` and `reservation`; this module reads and writes the API. Every
+step is idempotent so a restarted binder can redo any request: a pod with `spec.nodeName` is never bound again,
+ConfigMaps are created or patched, labels merge-patched, and a reservation found by label is reused.
+
+Locking. One asyncio lock per GPU group serialises "find or create the reservation pod, label the workload pod"
+against the group's garbage collection. A pod is labelled before the lock is released, so GC always sees the
+user of a fresh reservation pod (a Pending labelled pod keeps its reservation alive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Hashable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Counter, Histogram
+
+from operators.binder.gpusharing import (
+    GpuSharingError,
+    configmap_bodies,
+    configmap_merge_patch,
+    configmap_names,
+    gpu_group_labels_patch,
+    gpu_group_labels_removal_patch,
+    is_fake_gpu_node,
+    pod_gpu_groups,
+)
+from operators.binder.reservation import (
+    FOUND_POD_WITHOUT_RESERVATION,
+    make_random_suffix,
+    reservation_pod_manifest,
+    reserved_device_id,
+    sync_decisions,
+)
+from operators.core import keys
+from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODS, Informer
+from operators.core.events import EventRecorder, ObjectRef
+from operators.core.kube import JSON_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, raw_stream
+from operators.core.workqueue import WorkQueue
+
+log = logging.getLogger("binder")
+
+STRATEGIC_MERGE: Final = "application/strategic-merge-patch+json"
+COMPONENT: Final = "binder"
+
+BIND_LATENCY = Histogram("kai_binder_bind_latency_milliseconds", "Time to bind one BindRequest's pod",
+                         buckets=[5 * 2**k for k in range(10)])
+BINDS = Counter("kai_binder_binds", "BindRequests handled, by result", ["result"])
+RECONCILE_ERRORS = Counter("kai_binder_reconcile_errors", "BindRequest reconciles that failed")
+# Binds to one node within this many seconds share one reservation sync of the node's GPU groups.
+SYNC_FRESHNESS: Final = 2.0
+
+RESERVATION_PODS_DELETED = Counter("kai_binder_reservation_pods_deleted", "Reservation pods garbage-collected")
+
+
+class BindError(Exception):
+    """A failed bind; the message becomes the BindRequest's `status.reason`."""
+
+
+class InvalidBindRequest(BindError):
+    """The request itself is wrong; it is deleted so that the scheduler writes a new one."""
+
+
+@dataclass(frozen=True)
+class BinderConfig:
+    scheduler_name: str = keys.SCHEDULER_NAME
+    reservation_namespace: str = keys.RESERVATION_NAMESPACE
+    service_account: str = keys.RESERVATION_SERVICE_ACCOUNT
+    app_label: str = keys.RESERVATION_APP_LABEL_VALUE
+    image: str = "registry/local/kai-scheduler/resource-reservation"
+    allocation_timeout: float = 40.0
+    runtime_class_name: str | None = None
+    reservation_resources: Mapping[str, Any] | None = None
+    fake_gpu_nodes: bool = False
+    cdi_enabled: bool = False
+    workers: int = 10
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+
+
+class Member(NamedTuple):
+    """What the GC triggers need of a pod in a GPU group (the informers keep only pods with group labels)."""
+
+    node: str
+    phase: str
+    groups: tuple[str, ...]
+
+
+def member_record(obj: dict[str, Any]) -> Member | None:
+    groups = pod_gpu_groups(obj)
+    if not groups:
+        return None
+    return Member(str((obj.get("spec") or {}).get("nodeName") or ""),
+                  str((obj.get("status") or {}).get("phase") or "Pending"), tuple(groups))
+
+
+class KeyedLocks:
+    """One asyncio.Lock per key, dropped when nobody holds or waits for it (GPU groups come and go)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[Hashable, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: Hashable) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+def error_message(exc: BaseException) -> str:
+    """The API server's own message for an API error (`nodes "n1" not found`), else the exception text."""
+    if isinstance(exc, ApiException):
+        try:
+            body = json.loads(exc.body or "")
+            if isinstance(body, dict) and body.get("message"):
+                return str(body["message"])
+        except (TypeError, ValueError):
+            pass
+        return f"{exc.status} {exc.reason}".strip()
+    return str(exc) or type(exc).__name__
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+class Binder:
+    def __init__(self, api: client.ApiClient, watch_api: client.ApiClient, config: BinderConfig) -> None:
+        self.api = api
+        self.config = config
+        self.events = EventRecorder(api, COMPONENT, min_interval=5)
+        self.locks = KeyedLocks()
+        self._last_sync: dict[str, float] = {}  # group -> monotonic start of its last completed sync
+        by_node: dict[str, Any] = {"node": lambda m: [m.node] if m.node else []}
+        # Fraction pods are kai-scheduler pods; reservation pods live in their own namespace.
+        self.members: Informer[Member] = Informer(
+            watch_api, PODS, member_record, field_selector=f"spec.schedulerName={config.scheduler_name}",
+            indexes=by_node)
+        self.reservations: Informer[Member] = Informer(
+            watch_api, PODS, member_record, namespace=config.reservation_namespace, indexes=by_node)
+        self.binds = WorkQueue(self.reconcile, workers=config.workers, base_delay=config.base_delay,
+                               max_delay=config.max_delay, name="bindrequests")
+        self.group_syncs = WorkQueue(lambda group: self.sync_group(str(group)), workers=4,
+                                     base_delay=config.base_delay, max_delay=config.max_delay, name="gpu-groups")
+        self.members.add_listener(self._on_member)
+        self.reservations.add_listener(self._on_member)
+
+    # --- triggers ------------------------------------------------------------------------------------
+    def _on_member(self, _: str, old: Member | None, new: Member | None) -> None:
+        """A group member finished, went away or left the group: its groups may hold a GPU for nobody."""
+        if old is None:
+            return
+        ended = new is None or (new.phase in ("Succeeded", "Failed") and old.phase not in ("Succeeded", "Failed"))
+        for group in old.groups:
+            if ended or new is None or group not in new.groups:
+                self.group_syncs.add(group)
+
+    def on_bindrequest_deleted(self, body: Mapping[str, Any]) -> None:
+        spec = body.get("spec") or {}
+        if spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION:
+            for group in spec.get("selectedGPUGroups") or []:
+                self.group_syncs.add(group)
+
+    def known_groups(self) -> set[str]:
+        return {g for informer in (self.members, self.reservations) for m in informer.values() for g in m.groups}
+
+    async def enqueue_pending_bindrequests(self) -> int:
+        """Enqueue every BindRequest not Succeeded (start-up: a restarted binder loses no request)."""
+        count, cont = 0, None
+        while True:
+            page = await raw(self.api, "GET", BINDREQUESTS.path(), query={"limit": 500, "continue": cont})
+            for br in page.get("items") or []:
+                if (br.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
+                    self.binds.add(f"{_meta(br).get('namespace')}/{_meta(br).get('name')}")
+                    count += 1
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return count
+
+    @property
+    def ready(self) -> bool:
+        return self.members.synced.is_set() and self.reservations.synced.is_set()
+
+    async def work(self) -> None:
+        """Once the caches are synced: GC of every group, every open BindRequest, then the work queues."""
+        await self.members.wait_synced()
+        await self.reservations.wait_synced()
+        groups = self.known_groups()
+        for group in groups:
+            self.group_syncs.add(group)
+        while True:
+            try:
+                pending = await self.enqueue_pending_bindrequests()
+                break
+            except Exception as exc:
+                log.warning("listing BindRequests failed (%s); retrying", error_message(exc))
+                await asyncio.sleep(2)
+        log.info("binder started: %d GPU group(s) to check, %d BindRequest(s) to handle", len(groups), pending)
+        await asyncio.gather(self.binds.run(), self.group_syncs.run())
+
+    # --- BindRequest reconcile (contract 9.1) ---------------------------------------------------------
+    async def reconcile(self, key: Hashable) -> None:
+        namespace, name = str(key).split("/", 1)
+        br = await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
+        if br is None or _meta(br).get("deletionTimestamp"):
+            return
+        if (br.get("status") or {}).get("phase") == keys.BIND_PHASE_SUCCEEDED:
+            return
+        spec = br.get("spec") or {}
+        node_name = str(spec.get("selectedNode") or "")
+        started = time.monotonic()
+        pod: dict[str, Any] | None = None
+        try:
+            pod = await self._get(f"{PODS.path(namespace)}/{spec.get('podName')}")
+            if pod is None:
+                raise BindError(f'pods "{spec.get("podName")}" not found')
+            owner = next((o.get("uid") for o in _meta(br).get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
+            if owner and owner != _meta(pod).get("uid"):
+                # The pod was recreated under the same name: this decision was for its predecessor.
+                raise BindError(f'pods "{spec.get("podName")}" not found (uid {owner})')
+            bound_already = bool((pod.get("spec") or {}).get("nodeName"))
+            if not bound_already:
+                await self.bind(br, pod)
+        except InvalidBindRequest as exc:
+            BINDS.labels("invalid").inc()
+            await self._feedback(pod, node_name, str(exc))
+            log.warning("deleting invalid BindRequest %s: %s", key, exc)
+            await self._delete(f"{BINDREQUESTS.path(namespace)}/{name}")
+            return
+        except Exception as exc:
+            RECONCILE_ERRORS.inc()
+            BINDS.labels("failure").inc()
+            BIND_LATENCY.observe((time.monotonic() - started) * 1000)
+            message = error_message(exc)
+            log.debug("binding %s to %s failed: %s", key, node_name, message)
+            await self._report(br, pod, node_name, message)
+            raise BindError(message) from exc
+        if bound_already:
+            # By us before a restart, or a lost response: never bind twice, only finish the bookkeeping.
+            BINDS.labels("already_bound").inc()
+            await self._report(br, pod, node_name, None, announce=not _has_pod_bound(pod))
+            return
+        BINDS.labels("success").inc()
+        BIND_LATENCY.observe((time.monotonic() - started) * 1000)
+        await self._report(br, pod, node_name, None)
+
+    async def bind(self, br: Mapping[str, Any], pod: dict[str, Any]) -> None:
+        spec = br.get("spec") or {}
+        node_name = str(spec.get("selectedNode") or "")
+        node = await self._get(f"{NODES.path()}/{node_name}")
+        if node is None:
+            raise BindError(f'nodes "{node_name}" not found')
+        await self.sync_node(node_name)
+        fraction = spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION
+        groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
+        if fraction and not groups:
+            raise InvalidBindRequest("invalid binding request: a Fraction request without selectedGPUGroups")
+        try:
+            if fraction:
+                devices = [await self.reserve_gpu(group, node, pod) for group in groups]
+                portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
+                await self.write_configmaps(pod, devices, portion)
+            resource_type = str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR)
+            await self._patch_pod(pod, {"metadata": {"annotations": {keys.RECEIVED_RESOURCE_TYPE: resource_type}}})
+            await self._post_binding(pod, node_name)
+        except Exception:
+            fresh = await self._get_pod(pod)
+            if fresh is not None and (fresh.get("spec") or {}).get("nodeName") == node_name:
+                log.info("pod %s/%s is on %s after all", _meta(pod).get("namespace"), _meta(pod).get("name"),
+                         node_name)
+                return
+            if fraction:
+                await self._rollback(fresh, node_name, groups)
+            raise
+
+    async def _post_binding(self, pod: Mapping[str, Any], node_name: str) -> None:
+        # raw(): the typed create_namespaced_pod_binding raises on the Status the server answers with.
+        meta = _meta(pod)
+        body = {"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        await raw(self.api, "POST", f"{PODS.path(meta['namespace'])}/{meta['name']}/binding", body=body)
+
+    async def _rollback(self, pod: Mapping[str, Any] | None, node_name: str, groups: list[str]) -> None:
+        """Undo a failed fractional bind: ConfigMaps, group labels, then let GC judge the groups again."""
+        if pod is not None:
+            meta = _meta(pod)
+            try:
+                names = configmap_names(pod)
+                for cm in (names.capabilities, names.direct_env):
+                    await self._delete(f"{CONFIGMAPS.path(meta['namespace'])}/{cm}")
+            except GpuSharingError:
+                pass  # no ConfigMap names: none were written
+            except Exception as exc:
+                log.warning("rollback: deleting ConfigMaps of %s/%s failed: %s", meta.get("namespace"),
+                            meta.get("name"), error_message(exc))
+            ops = gpu_group_labels_removal_patch(pod)
+            if ops:
+                try:
+                    await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=ops,
+                              content_type=JSON_PATCH)
+                except Exception as exc:
+                    log.warning("rollback: removing GPU group labels of %s/%s failed: %s", meta.get("namespace"),
+                                meta.get("name"), error_message(exc))
+        try:
+            await self.sync_node(node_name, also=groups, fresh_within=0)
+        except Exception as exc:
+            log.warning("rollback: reservation sync on %s failed: %s", node_name, error_message(exc))
+            for group in groups:
+                self.group_syncs.add(group)
+
+    # --- GPU sharing (contract 9.2) -------------------------------------------------------------------
+    async def reserve_gpu(self, group: str, node: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
+        """The device id of `group` on `node`, creating its reservation pod if needed; labels the pod."""
+        node_name = str(_meta(node).get("name"))
+        async with self.locks.hold(group):
+            found = await self._list(PODS.path(self.config.reservation_namespace),
+                                     f"{keys.GPU_GROUP_LABEL}={group}")
+            live = [p for p in found if not _meta(p).get("deletionTimestamp")]
+            if live:
+                reservation = live[0]
+                on = (reservation.get("spec") or {}).get("nodeName")
+                if on and on != node_name:
+                    raise BindError(f"GPU group {group} is reserved on node {on}, not on {node_name}")
+                device = reserved_device_id(reservation)
+                if device is None:
+                    raise BindError(f"failed to find annotation on reservation pod {_meta(reservation)['name']}")
+            else:
+                device = await self._create_reservation(group, node)
+            await self._patch_pod(pod, gpu_group_labels_patch(pod, [group]))
+            return device
+
+    async def _create_reservation(self, group: str, node: Mapping[str, Any]) -> str:
+        node_name = str(_meta(node).get("name"))
+        cfg = self.config
+        manifest = reservation_pod_manifest(
+            node_name, group, suffix=make_random_suffix(), image=cfg.image, namespace=cfg.reservation_namespace,
+            service_account=cfg.service_account, app_label_value=cfg.app_label,
+            runtime_class_name=cfg.runtime_class_name or None, extra_resources=cfg.reservation_resources,
+            fake_gpu=is_fake_gpu_node(node, fake_gpu_nodes=cfg.fake_gpu_nodes))
+        created = await raw(self.api, "POST", PODS.path(cfg.reservation_namespace), body=manifest)
+        name = _meta(created)["name"]
+        log.info("created reservation pod %s/%s for GPU group %s on %s", cfg.reservation_namespace, name, group,
+                 node_name)
+        device = reserved_device_id(created) or await self._wait_for_device(created)
+        if device is None:
+            await self._delete(f"{PODS.path(cfg.reservation_namespace)}/{name}", grace_period=0)
+            raise BindError(f"failed waiting for GPU reservation pod to allocate: "
+                            f"{cfg.reservation_namespace}/{name}")
+        return device
+
+    async def _wait_for_device(self, pod: Mapping[str, Any]) -> str | None:
+        """Watch the reservation pod until it reports its GPU (annotation), or the allocation timeout."""
+        namespace, name = _meta(pod)["namespace"], _meta(pod)["name"]
+        version = _meta(pod).get("resourceVersion")
+        timeout = self.config.allocation_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    query = {"watch": "true", "fieldSelector": f"metadata.name={name}", "resourceVersion": version,
+                             "allowWatchBookmarks": "true", "timeoutSeconds": int(timeout) + 1}
+                    resp = await raw_stream(self.api, "GET", PODS.path(namespace), query=query,
+                                            timeout=(10, timeout + 10))
+                    async with resp:
+                        while line := await resp.content.readline():
+                            event = json.loads(line)
+                            obj = event.get("object") or {}
+                            if event.get("type") == "ERROR":
+                                break  # e.g. 410: re-read below
+                            if event.get("type") == "DELETED":
+                                return None
+                            version = _meta(obj).get("resourceVersion") or version
+                            if event.get("type") != "BOOKMARK" and (device := reserved_device_id(obj)):
+                                return device
+                    current = await self._get(f"{PODS.path(namespace)}/{name}")
+                    if current is None:
+                        return None
+                    if device := reserved_device_id(current):
+                        return device
+                    version = _meta(current).get("resourceVersion")
+        except TimeoutError:
+            return None
+
+    async def write_configmaps(self, pod: Mapping[str, Any], devices: list[str], portion: str) -> None:
+        """Create or patch ConfigMaps C and E, owned by the pod (contract 9.2 step 5)."""
+        namespace = _meta(pod)["namespace"]
+        for body in configmap_bodies(pod, device_ids=devices, portion=portion, cdi=self.config.cdi_enabled):
+            path = CONFIGMAPS.path(namespace)
+            try:
+                await raw(self.api, "POST", path, body=body)
+                continue
+            except Exception as exc:
+                if not is_conflict(exc):
+                    raise
+            existing = await raw(self.api, "GET", f"{path}/{body['metadata']['name']}")
+            patch = configmap_merge_patch(existing, body)
+            if patch is not None:
+                await raw(self.api, "PATCH", f"{path}/{body['metadata']['name']}", body=patch,
+                          content_type=MERGE_PATCH)
+
+    # --- reservation garbage collection (contract 9.3) ------------------------------------------------
+    async def sync_node(self, node_name: str, also: Iterable[str] = (),
+                        fresh_within: float = SYNC_FRESHNESS) -> None:
+        """GC of every GPU group with a member on the node (the caches say which; fresh LISTs decide).
+
+        A group whose sync started less than `fresh_within` seconds ago is not synced again: a burst of binds
+        to one node would otherwise serialise on the node's group locks, each repeating the same LISTs. The
+        event-driven syncs (a member finished or left) still run for every change.
+        """
+        groups = set(also)
+        for informer in (self.members, self.reservations):
+            for member in informer.by_index("node", node_name):
+                groups.update(member.groups)
+        horizon = time.monotonic() - fresh_within
+        stale = [g for g in sorted(groups) if self._last_sync.get(g, -1.0) < horizon]
+        await asyncio.gather(*(self.sync_group(group) for group in stale))
+
+    async def sync_group(self, group: str) -> None:
+        async with self.locks.hold(group):
+            started = time.monotonic()
+            await self._sync_group_locked(group)
+            self._last_sync[group] = started
+            if len(self._last_sync) > 10000:  # forget long-gone groups
+                self._last_sync = {g: t for g, t in self._last_sync.items() if t > started - 60}
+
+    async def _sync_group_locked(self, group: str) -> None:
+        pods = await self._group_pods(group)
+        decision = sync_decisions(pods, reservation_namespace=self.config.reservation_namespace)
+        for pod in decision.reservation_pods_to_delete:
+            meta = _meta(pod)
+            log.info("deleting reservation pod %s/%s: GPU group %s has no running or pending pods",
+                     meta.get("namespace"), meta.get("name"), group)
+            await self._delete(f"{PODS.path(meta['namespace'])}/{meta['name']}", grace_period=0)
+            RESERVATION_PODS_DELETED.inc()
+        for pod in decision.fraction_pods_to_delete:
+            meta = _meta(pod)
+            log.warning("deleting pod %s/%s of GPU group %s: %s", meta.get("namespace"), meta.get("name"),
+                        group, FOUND_POD_WITHOUT_RESERVATION)
+            await self._delete(f"{PODS.path(meta['namespace'])}/{meta['name']}")
+
+    async def _group_pods(self, group: str) -> list[dict[str, Any]]:
+        """Every pod of the group, by either label form, read fresh (a cache may miss a just-created pod)."""
+        single, multi = await asyncio.gather(
+            self._list(PODS.path(), f"{keys.GPU_GROUP_LABEL}={group}"),
+            self._list(PODS.path(), f"{keys.GPU_GROUP_LABEL}/{group}={group}"))
+        unique = {_meta(p).get("uid"): p for p in [*single, *multi]}
+        return list(unique.values())
+
+    # --- status and feedback ---------------------------------------------------------------------------
+    async def _report(self, br: Mapping[str, Any], pod: Mapping[str, Any] | None, node_name: str,
+                      error: str | None, *, announce: bool = True) -> None:
+        # Pod feedback first: a binder killed after it redoes the request, which writes the missing status
+        # (and, seeing PodBound, no second event); a Succeeded status would never be looked at again.
+        if announce:
+            await self._feedback(pod, node_name, error)
+        meta = _meta(br)
+        status = br.get("status") or {}
+        phase = keys.BIND_PHASE_FAILED if error else keys.BIND_PHASE_SUCCEEDED
+        if status.get("phase") != phase or (error and status.get("reason") != error):
+            try:
+                await raw(self.api, "PATCH", f"{BINDREQUESTS.path(meta['namespace'])}/{meta['name']}/status",
+                          body={"status": {"phase": phase, "reason": error}}, content_type=MERGE_PATCH)
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+
+    async def _feedback(self, pod: Mapping[str, Any] | None, node_name: str, error: str | None) -> None:
+        """Pod condition PodBound and the Bound / BindingError event (the event is best effort)."""
+        if pod is None:
+            return
+        meta = _meta(pod)
+        if error is None:
+            condition = {"status": "True", "reason": keys.EVENT_BOUND,
+                         "message": f"Pod bound successfully to node {node_name}"}
+            event = ("Normal", keys.EVENT_BOUND, condition["message"])
+        else:
+            message = f"Failed to bind pod {meta.get('namespace')}/{meta.get('name')} to node {node_name}: {error}"
+            condition = {"status": "False", "reason": keys.EVENT_BINDING_ERROR, "message": message}
+            event = ("Warning", keys.EVENT_BINDING_ERROR, message)
+        current = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                        if c.get("type") == keys.CONDITION_POD_BOUND), None)
+        if current is None or any(current.get(k) != v for k, v in condition.items()):
+            body = {"status": {"conditions": [{"type": keys.CONDITION_POD_BOUND, **condition,
+                                               "lastTransitionTime": _now()}]}}
+            try:
+                await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}/status", body=body,
+                          content_type=STRATEGIC_MERGE)
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise  # before the status is written, so the retry writes the condition
+        await self.events.emit(ObjectRef.of({"apiVersion": "v1", "kind": "Pod", **pod}), *event)
+
+    # --- small API helpers ---------------------------------------------------------------------------
+    async def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            obj: dict[str, Any] = await raw(self.api, "GET", path)
+            return obj
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    async def _get_pod(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+        try:
+            return await self._get(f"{PODS.path(_meta(pod)['namespace'])}/{_meta(pod)['name']}")
+        except Exception:
+            return None
+
+    async def _list(self, path: str, selector: str) -> list[dict[str, Any]]:
+        page = await raw(self.api, "GET", path, query={"labelSelector": selector})
+        return list(page.get("items") or [])
+
+    async def _patch_pod(self, pod: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        meta = _meta(pod)
+        await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=patch,
+                  content_type=MERGE_PATCH)
+
+    async def _delete(self, path: str, *, grace_period: int | None = None) -> None:
+        body = None if grace_period is None else {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                  "gracePeriodSeconds": grace_period}
+        try:
+            await raw(self.api, "DELETE", path, body=body)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+
+
+def _has_pod_bound(pod: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == keys.CONDITION_POD_BOUND and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
