@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import logging
 from typing import Any
@@ -87,27 +86,8 @@ def config_from_args(args: argparse.Namespace) -> BinderConfig:
 
 
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
-    # Not component.kopf_registry(): its login (kopf.login_via_async_client) reads the kubeconfig named by
-    # $KUBECONFIG at import time and ignores --kubeconfig, so Kopf could watch another cluster than we write to.
-    registry = kopf.OperatorRegistry()
+    registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
-
-    @kopf.on.login(registry=registry)
-    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
-        api = await api_client(args.kubeconfig)
-        try:
-            cfg = api.configuration
-            header: Any = cfg.get_api_key_with_prefix("BearerToken")
-            if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
-                header = await header
-            scheme, _sep, token = str(header or "").rpartition(" ")
-            return kopf.ConnectionInfo(
-                server=str(cfg.host), ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
-                username=cfg.username or None, password=cfg.password or None, scheme=scheme or None,
-                token=token or None, certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
-                trust_env=settings.networking.trust_env)
-        finally:
-            await api.close()
 
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:

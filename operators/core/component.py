@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import os
 import signal
@@ -91,12 +92,32 @@ def kopf_settings(component: str) -> kopf.OperatorSettings:
     return settings
 
 
-def kopf_registry() -> kopf.OperatorRegistry:
+def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
+    """A registry whose login uses the same kubeconfig (or in-cluster config) as our own clients.
+
+    Not `kopf.login_via_async_client`: it reads the kubeconfig named by $KUBECONFIG and ignores --kubeconfig, so
+    Kopf could watch another cluster than the one the component writes to.
+    """
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
-    async def login(**kwargs: Any) -> Any:
-        return await kopf.login_via_async_client(**kwargs)
+    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
+        from operators.core.kube import api_client
+
+        api = await api_client(kubeconfig)
+        try:
+            cfg = api.configuration
+            header: Any = cfg.get_api_key_with_prefix("BearerToken")
+            if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
+                header = await header
+            scheme, _sep, token = str(header or "").rpartition(" ")
+            return kopf.ConnectionInfo(
+                server=str(cfg.host), ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+                username=cfg.username or None, password=cfg.password or None, scheme=scheme or None,
+                token=token or None, certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+                trust_env=settings.networking.trust_env)
+        finally:
+            await api.close()
 
     return registry
 

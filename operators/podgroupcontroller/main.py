@@ -102,7 +102,7 @@ class PodGroupController:
 
 
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
-    registry = component.kopf_registry()
+    registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
 
     @kopf.on.startup(registry=registry)

@@ -16,6 +16,7 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -182,22 +183,22 @@ class SchedulerLoop:
     # --- writes ----------------------------------------------------------------------------------
     async def commit(self, d: Decisions) -> None:
         calls: list[Callable[[], Awaitable[None]]] = []
-        calls += [lambda b=b: self.bind(b) for b in d.binds]
-        calls += [lambda e=e: self.evict(e) for e in d.evictions]
-        calls += [lambda u=u: self.explain(u) for u in d.unschedulable]
+        calls += [partial(self.bind, b) for b in d.binds]
+        calls += [partial(self.evict, e) for e in d.evictions]
+        calls += [partial(self.explain, u) for u in d.unschedulable]
         for p in d.pipelined:
-            calls.append(lambda p=p: self.events.emit(self._pod_ref(p.namespace, p.pod), "Normal",
-                                                      keys.EVENT_PIPELINED, p.message))
+            calls.append(partial(self.events.emit, self._pod_ref(p.namespace, p.pod), "Normal",
+                                 keys.EVENT_PIPELINED, p.message))
         for n in d.not_ready:
-            calls.append(lambda n=n: self.events.emit(self._pg_ref(n.namespace, n.pod_group), "Normal",
-                                                      keys.EVENT_NOT_READY, n.message))
+            calls.append(partial(self.events.emit, self._pg_ref(n.namespace, n.pod_group), "Normal",
+                                 keys.EVENT_NOT_READY, n.message))
         for s in d.stale:
-            calls.append(lambda s=s: self.events.emit(self._pg_ref(s.namespace, s.pod_group), "Normal",
-                                                      keys.EVENT_STALE_JOB, s.message))
+            calls.append(partial(self.events.emit, self._pg_ref(s.namespace, s.pod_group), "Normal",
+                                 keys.EVENT_STALE_JOB, s.message))
         by_pg: dict[tuple[str, str], dict[str, str | None]] = {}
         for a in d.annotations:
             by_pg.setdefault((a.namespace, a.pod_group), {})[a.key] = a.value
-        calls += [lambda k=k, v=v: self.annotate(k[0], k[1], v) for k, v in by_pg.items()]
+        calls += [partial(self.annotate, k[0], k[1], v) for k, v in by_pg.items()]
         await self._bounded(calls)
         for share in d.queues:
             for resource, gauge in FAIR_SHARE.items():
@@ -370,4 +371,4 @@ class SchedulerLoop:
                     raise
             self.bindrequests._put(f"{ns}/{name}", None, "DELETED")
 
-        await self._bounded([lambda b=b: delete(b.namespace, b.name) for b in doomed])
+        await self._bounded([partial(delete, b.namespace, b.name) for b in doomed])
