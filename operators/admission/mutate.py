@@ -12,14 +12,9 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from operators.admission.validate import (
-    CONTAINER_REF_ERROR,
-    ContainerRef,
-    ContainerRefError,
-    fraction_container_ref,
-    requests_gpu_sharing,
-)
+from operators.admission.validate import requests_gpu_sharing
 from operators.core import keys
+from operators.core.gpusharing import CONTAINER_REF_ERROR, ContainerRef, ContainerRefError, fraction_container_ref
 from operators.core.resources import QuantityError, parse_quantity
 
 JsonPatch = list[dict[str, Any]]

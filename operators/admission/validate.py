@@ -13,10 +13,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from operators.core import keys
+from operators.core.gpusharing import (
+    CONTAINER_REF_ERROR,
+    ContainerRefError,
+    fraction_container_ref,
+)
 
 SHARING_DISABLED: Final = (
     "attempting to create a pod %s/%s with gpu sharing request, while GPU sharing is disabled"
@@ -30,8 +34,6 @@ NUM_DEVICES_WITHOUT_PORTION: Final = (
 INVALID_GPU_MEMORY: Final = "gpu-memory annotation value must be a positive integer greater than 0"
 INVALID_GPU_FRACTION: Final = "gpu-fraction annotation value must be a positive number smaller than 1.0"
 INVALID_NUM_DEVICES: Final = "fraction count annotation value must be a positive integer greater than 0"
-CONTAINER_REF_ERROR: Final = "failed to get fraction container ref: %s"
-CONTAINER_NOT_FOUND: Final = "container with name %s not found for fraction request"
 
 _UINT64_MAX: Final = 2**64 - 1
 _GO_UINT: Final = re.compile(r"[0-9]+")
@@ -39,44 +41,6 @@ _GO_DECIMAL_FLOAT: Final = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]
 _GO_HEX_FLOAT: Final = re.compile(
     r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)")
 _GO_SPECIAL_FLOAT: Final = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
-    """The container that receives the GPU-sharing env: its list and index in that list."""
-
-    kind: Literal["initContainers", "containers"]
-    index: int
-    container: Mapping[str, Any]
-
-    @property
-    def is_init(self) -> bool:
-        return self.kind == "initContainers"
-
-
-class ContainerRefError(ValueError):
-    """`gpu-fraction-container-name` names no container of the pod."""
-
-
-def fraction_container_ref(pod: Mapping[str, Any]) -> ContainerRef:
-    """Resolve the target container: the named one (init containers searched first) or containers[0].
-
-    Raises ContainerRefError with KAI's message when the name matches nothing, and when the pod has no
-    container at all (KAI would index out of range there; the API server rejects such pods anyway).
-    """
-    spec = pod.get("spec") or {}
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    name = annotations.get(keys.GPU_FRACTION_CONTAINER_NAME)
-    if name is None:
-        containers = spec.get("containers") or []
-        if not containers:
-            raise ContainerRefError("pod has no containers")
-        return ContainerRef("containers", 0, containers[0])
-    for kind in ("initContainers", "containers"):
-        for index, container in enumerate(spec.get(kind) or []):
-            if container.get("name") == name:
-                return ContainerRef(kind, index, container)
-    raise ContainerRefError(CONTAINER_NOT_FOUND % name)
 
 
 def go_parse_uint(text: str) -> int | None:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from operators.core import keys
+from operators.core.gpusharing import CONTAINER_REF_ERROR, ContainerRef, ContainerRefError
+from operators.core.gpusharing import fraction_container_ref as core_fraction_container_ref
 
 JsonPatch = list[dict[str, Any]]
 
@@ -47,37 +49,12 @@ class GpuSharingError(ValueError):
 # --- the target container and the ConfigMap names -------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
-    kind: Literal["initContainers", "containers"]
-    index: int
-    container: Mapping[str, Any]
-
-    @property
-    def is_init(self) -> bool:
-        return self.kind == "initContainers"
-
-
 def fraction_container_ref(pod: Mapping[str, Any]) -> ContainerRef:
-    """The container named by `gpu-fraction-container-name` (init containers first), else containers[0].
-
-    The same rule as the admission webhook's, which already refused pods where it fails; it is repeated here
-    because components do not import each other.
-    """
-    spec = pod.get("spec") or {}
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    name = annotations.get(keys.GPU_FRACTION_CONTAINER_NAME)
-    if name is None:
-        containers = spec.get("containers") or []
-        if not containers:
-            raise GpuSharingError("failed to get fraction container ref: pod has no containers")
-        return ContainerRef("containers", 0, containers[0])
-    for kind in ("initContainers", "containers"):
-        for index, container in enumerate(spec.get(kind) or []):
-            if container.get("name") == name:
-                return ContainerRef(kind, index, container)
-    raise GpuSharingError(
-        f"failed to get fraction container ref: container with name {name} not found for fraction request")
+    """The container that receives the GPU env (the admission webhook already refused pods where this fails)."""
+    try:
+        return core_fraction_container_ref(pod)
+    except ContainerRefError as exc:
+        raise GpuSharingError(CONTAINER_REF_ERROR % exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
