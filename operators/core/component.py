@@ -44,6 +44,47 @@ def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8
     return p
 
 
+def add_webhook_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--webhook-addr", default=":9443", help="host:port of the HTTPS webhook server")
+    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs",
+                   help="directory with tls.crt and tls.key (reloaded when they change)")
+
+
+class Lifecycle:
+    """What a component's start-up handler starts and its clean-up handler stops (in reverse order)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.closers: list[Callable[[], Awaitable[Any]]] = []
+
+    def spawn(self, *coroutines: Awaitable[Any]) -> None:
+        self.tasks += [asyncio.ensure_future(c) for c in coroutines]
+
+    def on_close(self, closer: Callable[[], Awaitable[Any]]) -> None:
+        self.closers.append(closer)
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for closer in reversed(self.closers):
+            try:
+                await closer()
+            except Exception:
+                log.exception("clean-up step failed")
+
+
+async def serve_webhook(life: Lifecycle, args: argparse.Namespace,
+                        routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+    """Start the component's validating webhook server (TLS from --cert-dir) and stop it on clean-up."""
+    from operators.core.webhook import WebhookServer, cert_paths
+
+    certfile, keyfile = cert_paths(args.cert_dir)
+    server = WebhookServer(routes, address=args.webhook_addr, certfile=certfile, keyfile=keyfile)
+    await server.start()
+    life.on_close(server.stop)
+
+
 def lease_options(args: argparse.Namespace) -> dict[str, float]:
     return {"lease_duration": args.leader_elect_lease_duration, "renew_deadline": args.leader_elect_renew_deadline,
             "retry_period": args.leader_elect_retry_period}

@@ -18,7 +18,7 @@ import kopf
 from operators.core import component, keys, slim
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
 from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
-from operators.core.webhook import WebhookServer, cert_paths, verdict
+from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import resources_status, status_patch
 from operators.podgroupcontroller.validation import validate_podgroup
@@ -104,21 +104,17 @@ class PodGroupController:
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
+    life = component.Lifecycle()
 
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = state["api"] = await api_client(args.kubeconfig)
-        controller = PodGroupController(api, args)
-        state["controller"] = controller
-        state["tasks"] = [asyncio.create_task(t) for t in (
-            controller.pods.run(), controller.podgroups.run(), controller.nodes.run(),
-            controller.priority_classes.run(), controller.work.run(), controller.resync())]
+        api = await api_client(args.kubeconfig)
+        life.on_close(api.close)
+        controller = state["controller"] = PodGroupController(api, args)
+        life.spawn(controller.pods.run(), controller.podgroups.run(), controller.nodes.run(),
+                   controller.priority_classes.run(), controller.work.run(), controller.resync())
         if args.enable_podgroup_webhook:
-            certfile, keyfile = cert_paths(args.cert_dir)
-            server = WebhookServer({VALIDATE_PATH: controller.validate}, address=args.webhook_addr,
-                                   certfile=certfile, keyfile=keyfile)
-            await server.start()
-            state["server"] = server
+            await component.serve_webhook(life, args, {VALIDATE_PATH: controller.validate})
         await component.serve_probes(args, ready=lambda: controller.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
@@ -130,20 +126,14 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        for task in state.get("tasks", []):
-            task.cancel()
-        if "server" in state:
-            await state["server"].stop()
-        if "api" in state:
-            await state["api"].close()
+        await life.close()
 
     return registry
 
 
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("podgroup-controller")
-    p.add_argument("--webhook-addr", default=":9443")
-    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs")
+    component.add_webhook_arguments(p)
     p.add_argument("--enable-podgroup-webhook", default=True,
                    type=lambda v: str(v).lower() in ("1", "true", "yes"))
     return p

@@ -82,6 +82,7 @@ class PodGrouper:
         resource = await self.discovery.resolve(api_version, kind)
         if resource is None:
             raise LookupError(f"the API server does not serve {kind} in {api_version}")
+        obj: dict[str, Any] | None
         try:
             obj = await raw(self.api, "GET", resource.path(namespace, name))
         except Exception as exc:
@@ -206,14 +207,14 @@ class PodGrouper:
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
+    life = component.Lifecycle()
 
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
         api = await api_client(args.kubeconfig)
-        grouper = PodGrouper(api, args)
-        state["grouper"] = grouper
-        state["tasks"] = [asyncio.create_task(t) for t in (
-            grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync())]
+        life.on_close(api.close)
+        grouper = state["grouper"] = PodGrouper(api, args)
+        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync())
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
@@ -227,8 +228,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        for task in state.get("tasks", []):
-            task.cancel()
+        await life.close()
 
     return registry
 

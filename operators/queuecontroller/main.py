@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 from operators.core import component
 from operators.core.cache import PODGROUPS, QUEUES, Informer
 from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
-from operators.core.webhook import WebhookServer, cert_paths, verdict
+from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
 from operators.queuecontroller.status import all_queue_statuses, status_patch
@@ -144,20 +144,16 @@ class QueueController:
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
+    life = component.Lifecycle()
 
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = state["api"] = await api_client(args.kubeconfig)
-        controller = QueueController(api, args)
-        state["controller"] = controller
-        state["tasks"] = [asyncio.create_task(t) for t in (
-            controller.queues.run(), controller.podgroups.run(), controller.work.run(), controller.resync())]
-        certfile, keyfile = cert_paths(args.cert_dir)
+        api = await api_client(args.kubeconfig)
+        life.on_close(api.close)
+        controller = state["controller"] = QueueController(api, args)
+        life.spawn(controller.queues.run(), controller.podgroups.run(), controller.work.run(), controller.resync())
         if args.enable_webhook:
-            server = WebhookServer({VALIDATE_PATH: controller.validate}, address=args.webhook_addr,
-                                   certfile=certfile, keyfile=keyfile)
-            await server.start()
-            state["server"] = server
+            await component.serve_webhook(life, args, {VALIDATE_PATH: controller.validate})
         await component.serve_probes(args, ready=lambda: controller.ready)
 
     @kopf.on.event("scheduling.run.ai", "v2", "queues", registry=registry)
@@ -173,20 +169,14 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        for task in state.get("tasks", []):
-            task.cancel()
-        if "server" in state:
-            await state["server"].stop()
-        if "api" in state:
-            await state["api"].close()
+        await life.close()
 
     return registry
 
 
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("queue-controller")
-    p.add_argument("--webhook-addr", default=":9443")
-    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs")
+    component.add_webhook_arguments(p)
     p.add_argument("--enable-webhook", default=True, type=lambda v: str(v).lower() in ("1", "true", "yes"))
     p.add_argument("--metrics-namespace", default="kai")
     return p
