@@ -99,6 +99,7 @@ class SchedulerLoop:
         self._pg_condition: dict[str, tuple[Any, ...]] = {}
         self._evicted: dict[str, float] = {}
         self._deleted_bindrequests: dict[str, float] = {}
+        self._explaining: asyncio.Task[None] | None = None
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, _: str, old: Any, new: Any) -> None:
@@ -182,24 +183,33 @@ class SchedulerLoop:
 
     # --- writes ----------------------------------------------------------------------------------
     async def commit(self, d: Decisions) -> None:
+        """Write what changes the cluster now; explanations go to a background writer.
+
+        Binds, evictions and PodGroup annotations (min-runtime reads last-start) are awaited. Events and
+        conditions explaining pending work are written in the background so that thousands of them never delay
+        the next cycle; while a previous batch is still being written, this cycle's is skipped (the next cycle
+        re-derives the same explanations, and unchanged ones cost nothing).
+        """
         calls: list[Callable[[], Awaitable[None]]] = []
         calls += [partial(self.bind, b) for b in d.binds]
         calls += [partial(self.evict, e) for e in d.evictions]
-        calls += [partial(self.explain, u) for u in d.unschedulable]
-        for p in d.pipelined:
-            calls.append(partial(self.events.emit, self._pod_ref(p.namespace, p.pod), "Normal",
-                                 keys.EVENT_PIPELINED, p.message))
-        for n in d.not_ready:
-            calls.append(partial(self.events.emit, self._pg_ref(n.namespace, n.pod_group), "Normal",
-                                 keys.EVENT_NOT_READY, n.message))
-        for s in d.stale:
-            calls.append(partial(self.events.emit, self._pg_ref(s.namespace, s.pod_group), "Normal",
-                                 keys.EVENT_STALE_JOB, s.message))
         by_pg: dict[tuple[str, str], dict[str, str | None]] = {}
         for a in d.annotations:
             by_pg.setdefault((a.namespace, a.pod_group), {})[a.key] = a.value
         calls += [partial(self.annotate, k[0], k[1], v) for k, v in by_pg.items()]
         await self._bounded(calls)
+        explanations: list[Callable[[], Awaitable[None]]] = [partial(self.explain, u) for u in d.unschedulable]
+        for p in d.pipelined:
+            explanations.append(partial(self.events.emit, self._pod_ref(p.namespace, p.pod), "Normal",
+                                        keys.EVENT_PIPELINED, p.message))
+        for n in d.not_ready:
+            explanations.append(partial(self.events.emit, self._pg_ref(n.namespace, n.pod_group), "Normal",
+                                        keys.EVENT_NOT_READY, n.message))
+        for s in d.stale:
+            explanations.append(partial(self.events.emit, self._pg_ref(s.namespace, s.pod_group), "Normal",
+                                        keys.EVENT_STALE_JOB, s.message))
+        if explanations and (self._explaining is None or self._explaining.done()):
+            self._explaining = asyncio.create_task(self._bounded(explanations))
         for share in d.queues:
             for resource, gauge in FAIR_SHARE.items():
                 value = share.fair_share.get(resource, 0.0)
@@ -306,6 +316,10 @@ class SchedulerLoop:
         key = f"{namespace}/{pod}"
         if self._pod_condition.get(key) == f"{reason}:{message}":
             return
+        record = self.pods.get(key)
+        if reason == keys.REASON_UNSCHEDULABLE and (
+                record is None or record.node_name or key in self.bindrequests.store):
+            return  # bound or being bound since the cycle decided: an explanation written late would be wrong
         condition = {"type": keys.CONDITION_POD_SCHEDULED, "status": "False", "reason": reason,
                      "message": message, "lastTransitionTime": _now_rfc3339()}
         try:
