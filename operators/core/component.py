@@ -36,8 +36,9 @@ def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8
     p.add_argument("--leader-elect", action="store_true", help="hold a Lease; only the leader works")
     p.add_argument("--lease-name", default=component, help="name of the Lease in --namespace")
     # Shorter than client-go's 15/10/2 s so that a standby takes over well within 15 s of a crash.
-    p.add_argument("--leader-elect-lease-duration", type=float, default=8.0, metavar="SECONDS")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=6.0, metavar="SECONDS")
+    # Whole seconds: the Lease's spec.leaseDurationSeconds is an integer.
+    p.add_argument("--leader-elect-lease-duration", type=int, default=8, metavar="SECONDS")
+    p.add_argument("--leader-elect-renew-deadline", type=int, default=6, metavar="SECONDS")
     p.add_argument("--leader-elect-retry-period", type=float, default=1.0, metavar="SECONDS")
     p.add_argument("--log-level", default=os.environ.get("KAI_LOG_LEVEL", "INFO"))
     p.add_argument("--dev", action="store_true", help=argparse.SUPPRESS)

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from tests.support import SHARED, TEST_LABEL, Cluster, load_yaml
-from tests.unit.test_chart import CHART, DEPLOYMENTS, helm_binary
+from tests.unit.test_chart_render import CHART, DEPLOYMENTS, helm_binary
 
 pytestmark = pytest.mark.cluster
 

@@ -1,0 +1,179 @@
+"""Cheap skips and caches of the disruptive actions: each must never skip work that could succeed, and the
+cached / lazy forms must equal the plain computation."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
+
+from operators.scheduler.actions.consolidate import fits_free
+from operators.scheduler.actions.preempt import could_preempt
+from operators.scheduler.actions.reclaim import ReclaimValidator
+from operators.scheduler.actions.victims import (
+    MergedVictims,
+    order_chunks,
+    victim_chunks,
+    within_queue_order,
+)
+from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.session import Session
+from operators.scheduler.snapshot import snapshot_from_objects
+
+LATER = "2025-01-01T01:00:00Z"
+
+
+def session_of(objs: list[dict[str, Any]]) -> Session:
+    return Session(snapshot_from_objects(objs), SchedulerConfig(), 1e9)
+
+
+def running_job(name: str, q: str, created: str, node_name: str = "n1", pclass: str = "train", gpus: int = 1
+                ) -> list[dict[str, Any]]:
+    return [podgroup(name, q, priority_class=pclass, created=created),
+            pod(f"{name}-0", name, gpus=gpus, node_name=node_name, phase="Running")]
+
+
+def pending_job(name: str, q: str, gpus: int, pclass: str = "train", created: str = LATER) -> list[dict[str, Any]]:
+    return [podgroup(name, q, priority_class=pclass, created=created), pod(f"{name}-0", name, gpus=gpus,
+                                                                           created=created)]
+
+
+# --- preempt ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hopeless_queue", ["qa", "qz"])  # served before / after the queue that can preempt
+def test_preempt_skips_jobs_without_lower_priority_victims_but_not_the_others(hopeless_queue: str) -> None:
+    objs = [node("n1", gpus=2), node("n2", gpus=2), queue(hopeless_queue, gpu=(2, -1, 1)),
+            queue("qm", gpu=(2, -1, 1)), *PRIORITY_CLASSES,
+            # Same priority as the pending job of its queue: nothing to preempt there.
+            *running_job("va", hopeless_queue, "2025-01-01T00:00:00Z", "n1", pclass="build-preemptible", gpus=2),
+            *pending_job("pa", hopeless_queue, 1, pclass="build-preemptible"),
+            *running_job("vm", "qm", "2025-01-01T00:00:00Z", "n2", gpus=2),
+            *pending_job("pm", "qm", 1, pclass="build-preemptible")]
+    d = cycle(objs, SchedulerConfig(actions=("allocate", "preempt")))
+    assert [(e.pod, e.for_pod_group) for e in d.evictions] == [("vm-0", "ns/pm")]
+    assert [p.pod for p in d.pipelined] == ["pm-0"]
+
+
+def test_could_preempt_needs_strictly_lower_priority_in_the_same_queue() -> None:
+    objs = [node("n1", gpus=4), queue("qa"), queue("qb"), *PRIORITY_CLASSES,
+            *running_job("v", "qa", "2025-01-01T00:00:00Z"),
+            *pending_job("eq", "qa", 1), *pending_job("hi", "qa", 1, pclass="build-preemptible"),
+            *pending_job("other", "qb", 1, pclass="build-preemptible")]
+    s = session_of(objs)
+    jobs = {j.name: j for j in s.jobs}
+    lowest = {id(jobs["v"].queue): jobs["v"].priority}
+    assert could_preempt(jobs["hi"], lowest)
+    assert not could_preempt(jobs["eq"], lowest)
+    assert not could_preempt(jobs["other"], lowest)
+
+
+# --- consolidation -----------------------------------------------------------------------------------
+
+
+def test_consolidation_runs_when_a_later_job_fits_the_free_total() -> None:
+    # The first pending job (5 GPUs) is larger than all free GPUs (4): the action must not stop there.
+    objs = [node("n0", gpus=4), node("n1", gpus=4), queue("q", gpu=(0, -1, 1)), *PRIORITY_CLASSES,
+            *running_job("a", "q", "2025-01-01T00:00:00Z", "n0", gpus=2),
+            *running_job("b", "q", "2025-01-01T00:00:01Z", "n1", gpus=2),
+            *pending_job("big", "q", 5, created="2025-01-01T00:30:00Z"), *pending_job("p3", "q", 3)]
+    d = cycle(objs, SchedulerConfig(actions=("allocate", "consolidation")))
+    assert len(d.evictions) == 1 and d.evictions[0].for_pod_group == "ns/p3"
+    assert "p3-0" in {p.pod for p in d.pipelined}
+
+
+def test_fits_free_is_per_resource_with_tolerance() -> None:
+    assert fits_free([4.0, 1000.0, 1e9], [4.0, 1000.0, 1e9])
+    assert fits_free([4.0 + 1e-9, 0.0, 0.0], [4.0, 0.0, 0.0])
+    assert not fits_free([5.0, 0.0, 0.0], [4.0, 1e6, 1e12])
+    assert not fits_free([0.0, 2000.0, 0.0], [8.0, 1000.0, 1e12])
+
+
+# --- reclaim -----------------------------------------------------------------------------------------
+
+
+def reclaim_cluster() -> list[dict[str, Any]]:
+    """qa far above its share, qb slightly above, qc at its share; qd (pending work) below its share."""
+    objs: list[dict[str, Any]] = [node("n1", gpus=8), node("n2", gpus=8), *PRIORITY_CLASSES,
+                                  queue("qa", gpu=(2, -1, 1)), queue("qb", gpu=(4, -1, 1)),
+                                  queue("qc", gpu=(2, -1, 1)), queue("qd", gpu=(6, -1, 1))]
+    for i in range(7):
+        objs += running_job(f"a{i}", "qa", f"2025-01-01T00:0{i}:00Z", "n1" if i < 5 else "n2")
+    for i in range(5):
+        objs += running_job(f"b{i}", "qb", f"2025-01-01T00:1{i}:00Z", "n2")
+    for i in range(2):
+        objs += running_job(f"c{i}", "qc", f"2025-01-01T00:2{i}:00Z", "n1" if i else "n2")
+    for i in range(3):
+        objs += pending_job(f"d{i}", "qd", 2)
+    return objs
+
+
+def test_reclaim_viable_is_a_necessary_condition_of_the_validator() -> None:
+    s = session_of(reclaim_cluster())
+    reclaimer = next(j for j in s.jobs if j.name == "d0")
+    chunks = [c for j in s.jobs if j.queue is not reclaimer.queue for c in victim_chunks(j, protected=False)]
+    validator = ReclaimValidator(s, reclaimer, [2.0, 2000.0, 2 * 1024.0 ** 3])
+    assert any(validator.viable(c) for c in chunks) and not all(validator.viable(c) for c in chunks)
+    refused = 0
+    for size in (1, 2, 3):
+        for scenario in itertools.permutations(chunks, size) if size < 3 else itertools.combinations(chunks, 3):
+            if not all(validator.viable(c) for c in scenario):
+                assert validator(list(scenario)) is None
+                refused += 1
+    assert refused
+
+
+def test_reclaim_decisions_with_the_viability_skip() -> None:
+    # qd takes back from the queues above their share (never from qc, which is at its share).
+    d = cycle(reclaim_cluster(), SchedulerConfig(actions=("allocate", "reclaim")))
+    assert d.evictions and all(e.action == "reclaim" for e in d.evictions)
+    assert not any(e.pod.startswith("c") for e in d.evictions)
+
+
+def test_merged_victims_equal_order_chunks() -> None:
+    s = session_of(reclaim_cluster())
+    chunks = [c for j in s.jobs for c in victim_chunks(j, protected=False)]
+    by_queue: dict[Any, list[Any]] = {}
+    for c in chunks:
+        by_queue.setdefault(c.job.queue, []).append(c)
+    merged = MergedVictims(s, [(q, within_queue_order(cs)) for q, cs in by_queue.items()])
+    expected = order_chunks(s, chunks)
+    assert len(merged) == len(expected)
+    assert list(merged) == expected
+    assert list(merged) == expected  # iterable again, from the start
+    single = MergedVictims(s, [(q, within_queue_order(cs)) for q, cs in by_queue.items() if q.name == "qa"])
+    assert list(single) == order_chunks(s, by_queue[next(q for q in by_queue if q.name == "qa")])
+
+
+# --- cluster free ------------------------------------------------------------------------------------
+
+
+def naive_free(s: Session) -> list[float]:
+    g = c = m = 0.0
+    for n in s.nodes:
+        if not n.ok:
+            continue
+        g += n.idle_gpu + n.rel_gpu
+        if n.groups:
+            g += sum(gr.free for gr in n.groups.values() if not gr.fully_releasing)
+        c += n.idle_cpu + n.rel_cpu
+        m += n.idle_mem + n.rel_mem
+    return [g, c, m]
+
+
+def test_cluster_free_follows_statements_and_rollbacks() -> None:
+    s = session_of(reclaim_cluster())
+    assert s.cluster_free() == naive_free(s)
+    stmt = s.statement()
+    victim = next(t for j in s.jobs if j.name == "a6" for t in j.tasks)
+    stmt.evict(victim, "reclaim", "ns/d0", "")
+    assert s.cluster_free() == naive_free(s)
+    pending = next(t for j in s.jobs if j.name == "d0" for t in j.tasks)
+    placement = s.placer.find(pending)
+    assert placement is not None
+    stmt.pipeline(pending, placement)
+    assert s.cluster_free() == naive_free(s)
+    stmt.discard()
+    assert s.cluster_free() == naive_free(s)
