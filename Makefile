@@ -10,7 +10,7 @@ VENV := $(CACHE)/venv-$(VENV_KEY)
 KAI := $(VENV)/bin/kai
 PYTEST_ARGS ?=
 
-.PHONY: up down test unit lint setup binaries
+.PHONY: up down env test unit lint setup binaries
 
 setup: $(VENV)/.installed
 
@@ -30,6 +30,10 @@ up: binaries
 
 down: setup
 	$(KAI) dev down
+
+## Print the shell exports (KUBECONFIG, PATH with our kubectl) for the running cluster: eval "$$(make -s env)"
+env: setup
+	@$(KAI) dev env
 
 ## Set everything up and run all the tests (unit, integration and end-to-end on the local control plane).
 test: binaries
