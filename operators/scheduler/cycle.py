@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Sequence
 
 from operators.scheduler.actions import get_action
@@ -22,13 +23,22 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
     # passes over that heap cost more than the cycle itself, so collection is deferred until it ends.
     was_enabled = gc.isenabled()
     gc.disable()
+    timings: dict[str, float] = {}
     try:
+        started = time.perf_counter()
         session = Session(snapshot, config, now)
+        timings["open-session"] = (time.perf_counter() - started) * 1000
         for name in actions if actions is not None else config.effective_actions:
             action = get_action(name)
             if action.enabled:
+                started = time.perf_counter()
                 action.execute(session)
-        return session.close()
+                timings[name] = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        decisions = session.close()
+        timings["close-session"] = (time.perf_counter() - started) * 1000
+        decisions.timings = timings
+        return decisions
     finally:
         if was_enabled:
             gc.enable()

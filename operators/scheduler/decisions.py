@@ -160,6 +160,8 @@ class Decisions:
     stale: list[StaleJob] = field(default_factory=list)
     queues: list[QueueShare] = field(default_factory=list)
     annotations: list[AnnotationUpdate] = field(default_factory=list)
+    # Milliseconds spent per phase ("open-session", each action, "close-session"): for metrics, never printed.
+    timings: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -161,9 +161,11 @@ class SchedulerLoop:
         await self.commit(decisions)
         t3 = time.monotonic()
         CYCLES.inc()
-        OPEN_SESSION.set((t1 - t0) * 1000)
-        ACTION_LATENCY.labels("all").set((t2 - t1) * 1000)
-        CLOSE_SESSION.set((t3 - t2) * 1000)
+        OPEN_SESSION.set((t1 - t0) * 1000 + decisions.timings.get("open-session", 0.0))
+        for phase, ms in decisions.timings.items():
+            if phase not in ("open-session", "close-session"):
+                ACTION_LATENCY.labels(phase).set(ms)
+        CLOSE_SESSION.set((t3 - t2) * 1000 + decisions.timings.get("close-session", 0.0))
         E2E_LATENCY.set((t3 - t0) * 1000)
         if decisions.binds or decisions.evictions:
             log.info("cycle: %d binds, %d evictions, %d pipelined, %d unschedulable in %.0f ms",
