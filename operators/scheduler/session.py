@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from operator import attrgetter
+from functools import reduce
+from operator import add, attrgetter
 
 from operators.core import keys
 from operators.scheduler import explain
@@ -111,6 +112,9 @@ class Session:
         self.last_start: dict[str, str] = {}
         self._summaries: dict[tuple[object, ...], str] = {}
         self._unlimited_cache: dict[QueueState, bool] = {}
+        # cluster_free(): per-node terms, and the nodes changed since they were last read.
+        self._free_terms: tuple[list[float], list[float], list[float]] | None = None
+        self._free_dirty: set[int] = set()
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()
@@ -497,6 +501,33 @@ class Session:
             hit = cache[queue] = all(limit == UNLIMITED for q in queue.lineage() for limit in q.rec.limit)
         return hit
 
+    def cluster_free(self) -> list[float]:
+        """Idle plus releasing resources of schedulable nodes: (gpu, cpu, memory).
+
+        Per-node terms are cached and refreshed only for nodes changed since the last call; the totals add
+        the terms in node order from 0.0 (an absent term is 0.0), exactly as one loop over the nodes would.
+        """
+        nodes = self.nodes
+        terms = self._free_terms
+        changed: Iterable[int]
+        if terms is None:
+            terms = self._free_terms = ([0.0] * (2 * len(nodes)), [0.0] * len(nodes), [0.0] * len(nodes))
+            changed = range(len(nodes))
+        else:
+            changed = self._free_dirty
+        g, c, m = terms
+        for i in changed:
+            n = nodes[i]
+            if not n.ok:
+                continue
+            g[2 * i] = n.idle_gpu + n.rel_gpu
+            g[2 * i + 1] = sum((gr.free for gr in n.groups.values() if not gr.fully_releasing), 0.0) \
+                if n.groups else 0.0
+            c[i] = n.idle_cpu + n.rel_cpu
+            m[i] = n.idle_mem + n.rel_mem
+        self._free_dirty = set()
+        return [reduce(add, g, 0.0), reduce(add, c, 0.0), reduce(add, m, 0.0)]
+
     def outcome(self, job: Job) -> JobOutcome:
         out = self.outcomes.get(job.key)
         if out is None:
@@ -581,6 +612,7 @@ class Session:
         self._set_status(task, status)
         if self.pod_index is not None:
             self.pod_index.add(rec, node.idx)
+        self._free_dirty.add(node.idx)
         self.index.update(node)
         return taken
 
@@ -618,6 +650,7 @@ class Session:
             for p in rec.constraints.host_ports:
                 node.ports[p] -= 1
         task.node = -1
+        self._free_dirty.add(node.idx)
         self.index.update(node)
 
     def _set_status(self, task: Task, status: str) -> None:
@@ -657,6 +690,7 @@ class Session:
                 if g.fully_releasing:
                     node.rel_gpu += 1
         self._set_status(task, RELEASING)
+        self._free_dirty.add(node.idx)
         self.index.update(node)
 
     def _unevict(self, task: Task, prev: str) -> None:
@@ -674,6 +708,7 @@ class Session:
                 g.releasing -= task.portion
                 g.used += task.portion
         self._set_status(task, prev)
+        self._free_dirty.add(node.idx)
         self.index.update(node)
 
     def _restore_origin(self, task: Task, origin: tuple[int, tuple[str, ...], float]) -> None:

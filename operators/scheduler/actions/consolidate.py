@@ -10,6 +10,7 @@ not moved either (a move restarts the pod).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.actions.solver import Solver, cluster_free
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
 _EPS = 1e-6
 
 
+def fits_free(request: Sequence[float], free: Sequence[float]) -> bool:
+    """Moving pods never frees capacity: the cluster's idle + releasing total must already cover the job."""
+    return not any(request[r] > free[r] + _EPS for r in range(3))
+
+
 class Consolidation:
     name = "consolidation"
     enabled = True
@@ -46,11 +52,14 @@ class Consolidation:
         if not candidates:
             return
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        free = cluster_free(session)
+        # Nothing changes until a job succeeds, and none can while every job is short of the free total.
+        if not any(fits_free(session.job_request(tasks_to_allocate(j)), free) for j in jobs):
+            return
         depth = session.config.queue_depth_per_action.get(self.name)
         tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
-        free = cluster_free(session)
         ordered: list[Chunk] | None = None  # victims in victim order, until the next commit
         while not solver.exhausted and (job := tree.pop()) is not None:
             tasks = tasks_to_allocate(job)
@@ -58,7 +67,7 @@ class Consolidation:
                 continue
             signature = tuple(t.fit_key for t in tasks)
             request = session.job_request(tasks)
-            if signature in failed or any(request[r] > free[r] + _EPS for r in range(3)):
+            if signature in failed or not fits_free(request, free):
                 continue  # moving pods never frees capacity: the cluster must already have room in total
             if session.capacity_error(job, tasks) is not None:
                 continue

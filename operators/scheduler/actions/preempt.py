@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from operators.scheduler.session import Session
 
 
+def could_preempt(job: Job, lowest: dict[int, int]) -> bool:
+    """Necessary for `job` to preempt: some candidate victim in its queue has strictly lower priority
+    (`lowest`: the lowest candidate priority per id(queue))."""
+    low = lowest.get(id(job.queue))
+    return low is not None and low < job.priority
+
+
 class Preempt:
     name = "preempt"
     enabled = True
@@ -41,13 +48,26 @@ class Preempt:
         if not jobs:
             return
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        # A job can preempt only if its queue has a candidate of strictly lower priority. Candidates are fixed
+        # for the action and only lose pods, so a job without one never gets one: such jobs are skipped
+        # without any work, and the action ends once no job that has one is left (pops have no side effects).
+        lowest: dict[int, int] = {}
+        for other in candidates:
+            q = id(other.queue)
+            lowest[q] = min(lowest.get(q, other.priority), other.priority)
+        hopeful = sum(1 for j in jobs if could_preempt(j, lowest))
+        if not hopeful:
+            return
         depth = session.config.queue_depth_per_action.get(self.name)
         tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
         cache: dict[tuple[object, ...], list[Chunk]] = {}  # ordered victims per (queue, priority) until a commit
-        while not solver.exhausted and (job := tree.pop()) is not None:
+        while hopeful > 0 and not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
+            if not could_preempt(job, lowest):
+                continue
+            hopeful -= 1
             tasks = tasks_to_allocate(job)
             if not tasks:
                 continue
@@ -71,6 +91,7 @@ class Preempt:
                 solver.changed()
                 if any(p.pending for p in job.podsets):
                     tree.push(job)
+                    hopeful += 1
             else:
                 stmt.discard()
                 failed.add(signature)

@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING
 from operators.scheduler.actions.solver import Solver
 from operators.scheduler.actions.victims import (
     Chunk,
+    MergedVictims,
     amount,
     can_be_victim,
     main_resource,
-    order_chunks,
     protected,
     reclaim_message,
     reclaim_min_runtime,
     victim_chunks,
+    within_queue_order,
 )
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, QueueState, Task
@@ -53,10 +54,17 @@ def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, Que
     return r_side, v_side
 
 
+def _could_take(v_side: QueueState, used: Sequence[int]) -> bool:
+    """The validator's per-chunk test on the victim side's allocation before anything is taken from it."""
+    alloc, share, quota = v_side.allocated, v_side.alloc_share, v_side.rec.quota
+    return any(alloc[r] > share[r] + _EPS or (quota[r] != UNLIMITED and alloc[r] > quota[r] + _EPS) for r in used)
+
+
 class ReclaimValidator:
     """Fairness rules of one reclaimer against one scenario, on the accounting at the start of its search."""
 
-    def __init__(self, session: Session, job: Job, request: Sequence[float]) -> None:
+    def __init__(self, session: Session, job: Job, request: Sequence[float],
+                 sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None) -> None:
         assert job.queue is not None
         self.session = session
         self.job = job
@@ -64,6 +72,31 @@ class ReclaimValidator:
         self.request = request
         self.res = main_resource(request)
         self.multiplier = max(1.0, session.config.reclaimer_saturation_multiplier)
+        self.contested = [r for r in range(3) if request[r] > _EPS]
+        self._sides = sides if sides is not None else {}
+        self._viable: dict[tuple[QueueState, tuple[int, ...]], bool] = {}
+
+    def _diverge(self, victim: QueueState) -> tuple[QueueState, QueueState]:
+        pair = self._sides.get((self.queue, victim))
+        if pair is None:
+            pair = self._sides[(self.queue, victim)] = _diverge(self.queue, victim)
+        return pair
+
+    def _used(self, vec: Sequence[float]) -> tuple[int, ...]:
+        contested = self.contested
+        return tuple([r for r in contested if vec[r] > _EPS] or contested)
+
+    def viable(self, chunk: Chunk) -> bool:
+        """Necessary for any scenario holding `chunk`: its victim side is above its share or quota *now* in a
+        resource the chunk uses (taking chunks only lowers it, so the validator's test would fail at the latest
+        on this chunk). Valid for one search (the accounting does not change during it)."""
+        victim = chunk.job.queue
+        assert victim is not None
+        key = (victim, self._used(chunk.vector(self.session)))
+        ok = self._viable.get(key)
+        if ok is None:
+            ok = self._viable[key] = _could_take(self._diverge(victim)[1], key[1])
+        return ok
 
     def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
         alloc: dict[QueueState, list[float]] = {}
@@ -74,14 +107,14 @@ class ReclaimValidator:
                 v = alloc[q] = list(q.allocated)
             return v
 
-        contested = [r for r in range(3) if self.request[r] > _EPS]
+        contested = self.contested
         reasons: list[str] = []
         affected: set[QueueState] = set()
         for chunk in scenario:
             assert chunk.job.queue is not None
-            r_side, v_side = _diverge(self.queue, chunk.job.queue)
+            r_side, v_side = self._diverge(chunk.job.queue)
             vec = chunk.vector(self.session)
-            used = [r for r in contested if vec[r] > _EPS] or contested
+            used = self._used(vec)
             remaining = a(v_side)
             above_share = [r for r in used if remaining[r] > v_side.alloc_share[r] + _EPS]
             if above_share:
@@ -152,9 +185,18 @@ class Reclaim:
         failed: set[tuple[object, ...]] = set()
         # Ordered victims per (reclaimer queue, contested resources); valid until the next commit. Victim-side
         # queues and per-job chunks (with their min-runtime protection) stay valid until their job is evicted.
-        cache: dict[tuple[object, ...], list[Chunk]] = {}
-        self._sides: dict[tuple[QueueState, QueueState], QueueState] = {}
-        self._chunks: dict[tuple[int, QueueState], list[Chunk]] = {}
+        cache: dict[tuple[object, ...], MergedVictims] = {}
+        self._sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] = {}
+        # Candidates by leaf queue (in session order); per (victim queue, reclaimer queue) the victim queue's
+        # chunks in within-queue order, fixed when that reclaimer queue first needs them; per (victim queue,
+        # min-runtime) the latest such list with the queue's epoch (bumped when a commit touches its jobs).
+        self._by_queue: dict[QueueState, list[Job]] = {}
+        for other in candidates:
+            assert other.queue is not None
+            self._by_queue.setdefault(other.queue, []).append(other)
+        self._per_reclaimer: dict[tuple[QueueState, QueueState], list[Chunk]] = {}
+        self._shared: dict[tuple[QueueState, float], tuple[int, list[Chunk]]] = {}
+        self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
             tasks = tasks_to_allocate(job)
@@ -169,8 +211,7 @@ class Reclaim:
             key = (job.queue, tuple(r for r in range(3) if request[r] > _EPS))
             chunks = cache.get(key)
             if chunks is None:
-                chunks = cache[key] = self._victims(session, job, candidates, request)
-                solver.work -= len(candidates)
+                chunks = cache[key] = self._victims(session, job, request)
             if not chunks:
                 continue
             stmt = session.statement()
@@ -178,12 +219,17 @@ class Reclaim:
             def describe(task: Task, chunk: Chunk, reason: str, job: Job = job) -> str:
                 return reclaim_message(task, job, reason)
 
-            if solver.solve(stmt, job, tasks, chunks, describe=describe,
-                            validate=ReclaimValidator(session, job, request)):
+            validator = ReclaimValidator(session, job, request, self._sides)
+            if solver.solve(stmt, job, tasks, chunks, describe=describe, validate=validator,
+                            viable=validator.viable):
                 victims = {id(op.task.job): op.task.job for op in stmt.ops if op.kind == "evict" and op.task.job}
+                touched = {op.task.job.queue for op in stmt.ops if op.task.job is not None}
                 stmt.commit()
                 for victim in victims.values():
                     tree.invalidate(victim.queue)
+                for q in touched:
+                    if q is not None:
+                        self._epoch[q] = self._epoch.get(q, 0) + 1
                 solver.changed()
                 # Victim lists stay cached: the solver skips chunks already taken, and re-ranking the
                 # queues after every commit would cost more than it changes.
@@ -193,31 +239,47 @@ class Reclaim:
                 stmt.discard()
                 failed.add(signature)
 
-    def _victims(self, session: Session, job: Job, candidates: list[Job], request: Sequence[float]) -> list[Chunk]:
+    def _victims(self, session: Session, job: Job, request: Sequence[float]) -> MergedVictims:
+        """Victims of other queues whose victim side is above its share or quota now, in victim order.
+
+        The same as order_chunks() over every candidate's chunks, but cheaper: a queue's chunks, in their
+        within-queue order, are computed when the reclaimer's queue first needs that queue (as per-job chunk
+        lists always were) and shared with other reclaimer queues while none of its jobs changed and the
+        min-runtime that protects them is the same; the merge across queues is lazy.
+        """
         mine = job.queue
         assert mine is not None
         contested = [r for r in range(3) if request[r] > _EPS]
         takeable: dict[QueueState, bool] = {}
-        chunks: list[Chunk] = []
-        for other in candidates:
-            if other is job or other.queue is None or other.queue is mine:
+        per_queue: list[tuple[QueueState, list[Chunk]]] = []
+        for victim in self._by_queue:
+            if victim is mine:
                 continue
             # The validator needs the victim side above its share or its quota before anything is taken from it;
             # taking only lowers it, so queues failing that now can be left out of the search altogether.
-            v_side = self._sides.get((mine, other.queue))
-            if v_side is None:
-                v_side = self._sides[(mine, other.queue)] = _diverge(mine, other.queue)[1]
+            pair = self._sides.get((mine, victim))
+            if pair is None:
+                pair = self._sides[(mine, victim)] = _diverge(mine, victim)
+            v_side = pair[1]
             ok = takeable.get(v_side)
             if ok is None:
-                ok = takeable[v_side] = any(
-                    v_side.allocated[r] > v_side.alloc_share[r] + _EPS
-                    or (v_side.rec.quota[r] != UNLIMITED and v_side.allocated[r] > v_side.rec.quota[r] + _EPS)
-                    for r in contested)
-            if not ok:
-                continue
-            mine_chunks = self._chunks.get((id(other), mine))
-            if mine_chunks is None:
-                guarded = protected(session, other, reclaim_min_runtime(session, mine, other.queue))
-                mine_chunks = self._chunks[(id(other), mine)] = victim_chunks(other, guarded)
-            chunks.extend(mine_chunks)
-        return order_chunks(session, chunks)
+                ok = takeable[v_side] = _could_take(v_side, contested)
+            if ok:
+                per_queue.append((victim, self._queue_chunks(session, mine, victim)))
+        return MergedVictims(session, per_queue)
+
+    def _queue_chunks(self, session: Session, mine: QueueState, victim: QueueState) -> list[Chunk]:
+        hit = self._per_reclaimer.get((victim, mine))
+        if hit is not None:
+            return hit
+        runtime = reclaim_min_runtime(session, mine, victim)
+        epoch = self._epoch.get(victim, 0)
+        shared = self._shared.get((victim, runtime))
+        if shared is not None and shared[0] == epoch:
+            hit = shared[1]
+        else:
+            hit = within_queue_order([c for other in self._by_queue[victim]
+                                      for c in victim_chunks(other, protected(session, other, runtime))])
+            self._shared[(victim, runtime)] = (epoch, hit)
+        self._per_reclaimer[(victim, mine)] = hit
+        return hit

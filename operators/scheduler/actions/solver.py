@@ -13,7 +13,7 @@ victims are not re-placed (allocate already ran, so a victim would rarely find r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.actions.common import allocate_job
@@ -34,20 +34,13 @@ ACTION_WORK_BUDGET = 20_000
 Validator = Callable[[Sequence[Chunk]], "list[str] | None"]
 # (victim pod, its chunk, reason or destination node) -> the Eviction message.
 Describe = Callable[[Task, Chunk, str], str]
+# A necessary condition of the validator for one chunk (evaluated once per chunk and search).
+Viable = Callable[[Chunk], bool]
 
 
 def cluster_free(session: Session) -> list[float]:
     """Idle plus releasing resources of schedulable nodes: (gpu, cpu, memory)."""
-    g = c = m = 0.0
-    for n in session.nodes:
-        if not n.ok:
-            continue
-        g += n.idle_gpu + n.rel_gpu
-        if n.groups:
-            g += sum(gr.free for gr in n.groups.values() if not gr.fully_releasing)
-        c += n.idle_cpu + n.rel_cpu
-        m += n.idle_mem + n.rel_mem
-    return [g, c, m]
+    return session.cluster_free()
 
 
 def _short(request: Sequence[float], available: Sequence[float]) -> bool:
@@ -82,18 +75,20 @@ class Solver:
                 return False
         return True
 
-    def solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Sequence[Chunk], *,
+    def solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Iterable[Chunk], *,
               describe: Describe, validate: Validator | None = None, move_victims: bool = False,
-              max_victim_jobs: int | None = None) -> bool:
+              max_victim_jobs: int | None = None, viable: Viable | None = None) -> bool:
         """Find and apply (inside `stmt`) the first working scenario; False leaves `stmt` as it was.
 
+        `viable`, if given, is a necessary condition of the validator: a scenario holding a chunk it rejects
+        is refused without running the validator (and counted as if it had been, so the outcome is the same).
         The job's recorded explanation (why allocate failed) is kept whatever the simulations tried.
         """
         session = self.session
         known = session.outcomes.get(job.key)
         saved = (list(known.errors), known.failure) if known is not None else None
         try:
-            return self._solve(stmt, job, tasks, chunks, describe, validate, move_victims, max_victim_jobs)
+            return self._solve(stmt, job, tasks, chunks, describe, validate, move_victims, max_victim_jobs, viable)
         finally:
             if saved is None:
                 session.outcomes.pop(job.key, None)
@@ -101,9 +96,13 @@ class Solver:
                 out = session.outcome(job)
                 out.errors, out.failure = saved
 
-    def _solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Sequence[Chunk],
+    def _solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Iterable[Chunk],
                describe: Describe, validate: Validator | None, move_victims: bool,
-               max_victim_jobs: int | None) -> bool:
+               max_victim_jobs: int | None, viable: Viable | None) -> bool:
+        # Scenarios are tried in a fixed order: for each prefix of `chunks` (skipping chunks of the job itself
+        # and chunks already taken), the per-node scenarios of the newest chunk's nodes (sorted), then the whole
+        # prefix. Everything a scenario check needs is kept incrementally (no per-step copies or sums): within
+        # one search no chunk changes status (simulations either succeed and end it, or are rolled back).
         session = self.session
         request = session.job_request(tasks)
         if self._free is None:
@@ -111,72 +110,130 @@ class Solver:
         free = self._free
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
+        req0, req1, req2 = request
+        free0, free1, free2 = free
         # A single pod lands on one node: only that node's scenario can work, and only if the node then has room.
         single = len(tasks) == 1
-        freed = [0.0, 0.0, 0.0]
+        check_caps = self.max_pods >= 0 or self.max_gpus >= 0
+        nodes_of = session.nodes
+        prefix: list[Chunk] = []  # the chunks that passed so far, in order (the whole-prefix scenario)
+        f0 = f1 = f2 = 0.0  # their summed vectors (in order, as sum() would add them)
+        prefix_pods = 0
+        prefix_jobs: set[int] = set()
+        prefix_dead = False  # some chunk of the prefix fails `viable`
         on_node: dict[int, list[Chunk]] = {}
-        freed_on: dict[int, list[float]] = {}
-        tried: set[tuple[int, ...]] = set()
+        freed_on: dict[int, list[float]] = {}  # per node: the victims' pods' vectors on that node
+        sum_on: dict[int, list[float]] = {}  # per node: the full vectors of the chunks touching it
+        dead_on: set[int] = set()
         budget = MAX_SIMULATIONS
-        for k, newest in enumerate(chunks):
+        for newest in chunks:
             self.work -= 1
             if self.work <= 0:
                 return False
-            if newest.job is job or newest.tasks[0].status not in VICTIM_STATUSES:
+            first_task = newest.tasks[0]
+            if newest.job is job or first_task.status not in VICTIM_STATUSES:
                 continue  # never its own victim; or taken already (chunk lists are reused within an action)
             v = newest.vector(session)
-            for r in range(3):
-                freed[r] += v[r]
-            nodes: set[int] = set()
-            first = newest.tasks[0].node
-            if all(t.node == first for t in newest.tasks):  # the common case: one node, use the chunk's total
-                nodes.add(first)
-                on_node.setdefault(first, []).append(newest)
-                acc = freed_on.setdefault(first, [0.0, 0.0, 0.0])
-                for r in range(3):
-                    acc[r] += v[r]
+            v0, v1, v2 = v
+            f0 += v0
+            f1 += v1
+            f2 += v2
+            prefix.append(newest)
+            prefix_pods += len(newest.tasks)
+            if max_victim_jobs is not None:
+                prefix_jobs.add(id(newest.job))
+            dead = viable is not None and not viable(newest)
+            if dead:
+                prefix_dead = True
+            first = first_task.node
+            multi_node = False
+            for t in newest.tasks:
+                if t.node != first:
+                    multi_node = True
+                    break
+            if not multi_node:  # the common case: one node, use the chunk's total
+                nodes: list[int] = [first]
+                lst = on_node.get(first)
+                if lst is None:
+                    on_node[first] = [newest]
+                    freed_on[first] = [v0, v1, v2]
+                    sum_on[first] = [v0, v1, v2]
+                else:
+                    lst.append(newest)
+                    acc = freed_on[first]
+                    acc[0] += v0
+                    acc[1] += v1
+                    acc[2] += v2
+                    acc = sum_on[first]
+                    acc[0] += v0
+                    acc[1] += v1
+                    acc[2] += v2
+                if dead:
+                    dead_on.add(first)
             else:
+                seen: set[int] = set()
                 for t in newest.tasks:
-                    if t.node not in nodes:
-                        nodes.add(t.node)
+                    if t.node not in seen:
+                        seen.add(t.node)
                         on_node.setdefault(t.node, []).append(newest)
+                        acc = sum_on.setdefault(t.node, [0.0, 0.0, 0.0])
+                        for r in range(3):
+                            acc[r] += v[r]
+                        if dead:
+                            dead_on.add(t.node)
                     tv = session.task_vector(t)
                     acc = freed_on.setdefault(t.node, [0.0, 0.0, 0.0])
                     for r in range(3):
                         acc[r] += tv[r]
-            if not move_victims and _short(request, [free[r] + freed[r] for r in range(3)]):
+                nodes = sorted(seen)
+            if not move_victims and (req0 > free0 + f0 + _EPS or req1 > free1 + f1 + _EPS
+                                     or req2 > free2 + f2 + _EPS):
                 continue
-            scenarios: list[list[Chunk]] = []
-            for n in sorted(nodes):
+            # (scenario, known to fail the validator, its node or -1 for the whole prefix)
+            scenarios: list[tuple[list[Chunk], bool, int]] = []
+            for n in nodes:
                 if single:
-                    node = session.nodes[n]
+                    node = nodes_of[n]
                     if not node.ok:
                         continue
-                    room = [node.idle_gpu + node.rel_gpu + sum(g.free for g in node.groups.values()
-                                                               if not g.fully_releasing),
-                            node.idle_cpu + node.rel_cpu, node.idle_mem + node.rel_mem]
-                    if not move_victims and _short(request, [room[r] + freed_on[n][r] for r in range(3)]):
-                        continue
-                scenarios.append([c for c in on_node[n] if c.tasks[0].status in VICTIM_STATUSES])
+                    if not move_victims:
+                        fo = freed_on[n]
+                        room0 = node.idle_gpu + node.rel_gpu
+                        if node.groups:
+                            room0 += sum(g.free for g in node.groups.values() if not g.fully_releasing)
+                        if (req0 > room0 + fo[0] + _EPS or req1 > node.idle_cpu + node.rel_cpu + fo[1] + _EPS
+                                or req2 > node.idle_mem + node.rel_mem + fo[2] + _EPS):
+                            continue
+                scenarios.append((on_node[n], n in dead_on, n))
             if not single:
-                scenarios.append([c for c in chunks[: k + 1]
-                                  if c.job is not job and c.tasks[0].status in VICTIM_STATUSES])
-            for scenario in scenarios:
+                scenarios.append((prefix, prefix_dead, -1))
+            for i, (scenario, known_dead, n) in enumerate(scenarios):
                 if budget <= 0:
                     return False
-                key = tuple(id(c) for c in scenario)
-                if key in tried:
+                # Every scenario of this step ends with `newest`, so only this step's can repeat.
+                if any(len(other) == len(scenario) and other == scenario for other, _, _ in scenarios[:i]):
                     continue
-                tried.add(key)
-                if max_victim_jobs is not None and len({id(c.job) for c in scenario}) > max_victim_jobs:
-                    continue
-                if not self.within_cap(scenario):
-                    continue
-                if not move_victims:
-                    got = [free[r] + sum(c.vector(session)[r] for c in scenario) for r in range(3)]
-                    if _short(request, got):
+                if n < 0:
+                    if max_victim_jobs is not None and len(prefix_jobs) > max_victim_jobs:
                         continue
+                    if check_caps and ((self.max_pods >= 0 and prefix_pods > self.max_pods)
+                                       or (self.max_gpus >= 0 and f0 > self.max_gpus + _EPS)):
+                        continue
+                    # The prefix's total was checked above.
+                else:
+                    if max_victim_jobs is not None and len({id(c.job) for c in scenario}) > max_victim_jobs:
+                        continue
+                    if check_caps and not self.within_cap(scenario):
+                        continue
+                    if not move_victims:
+                        got = sum_on[n]
+                        if (req0 > free0 + got[0] + _EPS or req1 > free1 + got[1] + _EPS
+                                or req2 > free2 + got[2] + _EPS):
+                            continue
                 budget -= 1  # validations and simulations both count: keeps a job's search linear
+                if known_dead:
+                    self.work -= 1
+                    continue
                 self.work -= len(scenario)
                 reasons = validate(scenario) if validate is not None else [""] * len(scenario)
                 if reasons is None:

@@ -8,7 +8,7 @@ the job's remaining pods (its gang core) as a whole. Only pods whose placement a
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -96,7 +96,7 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
         [items] = by_queue.values()
         return [c for _, c in reversed(items)]
     taken: dict[QueueState, list[float]] = {q: [0.0, 0.0, 0.0] for q in by_queue}
-    heap = [(q.rec.priority, -_over_ratio(q, taken[q]), q.name, q) for q in by_queue]
+    heap = [(q.rec.priority, -_over_ratio(q.allocated, q.alloc_share, taken[q]), q.name, q) for q in by_queue]
     heapq.heapify(heap)
     out: list[Chunk] = []
     while heap:
@@ -108,17 +108,93 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
         for r in range(3):
             taken[q][r] += v[r]
         if items:
-            heapq.heappush(heap, (q.rec.priority, -_over_ratio(q, taken[q]), q.name, q))
+            heapq.heappush(heap, (q.rec.priority, -_over_ratio(q.allocated, q.alloc_share, taken[q]), q.name, q))
     return out
 
 
-def _over_ratio(q: QueueState, taken: Sequence[float]) -> float:
+def _over_ratio(allocated: Sequence[float], alloc_share: Sequence[float], taken: Sequence[float]) -> float:
     best = 0.0
     for r in range(3):
-        alloc = q.allocated[r] - taken[r]
-        share = q.alloc_share[r]
+        alloc = allocated[r] - taken[r]
+        share = alloc_share[r]
         best = max(best, alloc / share if share > _EPS else alloc * 1000.0)
     return best
+
+
+def within_queue_order(chunks: Iterable[Chunk]) -> list[Chunk]:
+    """One queue's chunks in the order order_chunks() takes them from that queue."""
+    keyed = [(_within_queue_key(c, i), c) for i, c in enumerate(chunks)]
+    keyed.sort(key=lambda kc: kc[0])
+    return [c for _, c in keyed]
+
+
+class MergedVictims:
+    """order_chunks() of several queues' chunks (each list already in within_queue_order()), merged lazily.
+
+    The merge uses the queue allocations of the moment the object is created, as order_chunks() would have
+    done then; chunks are produced as a search walks further, so a search that stops early pays only for the
+    prefix it saw. Iterable any number of times (each pass starts from the first chunk).
+    """
+
+    _BATCH = 64
+
+    def __init__(self, session: Session, per_queue: Iterable[tuple[QueueState, Sequence[Chunk]]]) -> None:
+        self._session = session
+        queues = [(q, chunks) for q, chunks in per_queue if chunks]
+        self._total = sum(len(chunks) for _, chunks in queues)
+        self._items: list[Chunk] = []
+        self._heap: list[tuple[int, float, str, QueueState]] = []
+        if len(queues) == 1:
+            self._items = list(queues[0][1])
+            return
+        self._lists = {q: chunks for q, chunks in queues}
+        self._pos = dict.fromkeys(self._lists, 0)
+        self._alloc = {q: (q.allocated[0], q.allocated[1], q.allocated[2]) for q, _ in queues}
+        self._taken: dict[QueueState, list[float]] = {q: [0.0, 0.0, 0.0] for q, _ in queues}
+        self._heap = [(q.rec.priority, -_over_ratio(self._alloc[q], q.alloc_share, self._taken[q]), q.name, q)
+                      for q, _ in queues]
+        heapq.heapify(self._heap)
+
+    def __len__(self) -> int:
+        return self._total
+
+    def _extend(self) -> bool:
+        heap = self._heap
+        if not heap:
+            return False
+        session, items, lists, pos, taken, alloc = (self._session, self._items, self._lists, self._pos,
+                                                    self._taken, self._alloc)
+        for _ in range(self._BATCH):
+            if not heap:
+                break
+            q = heapq.heappop(heap)[3]
+            chunks = lists[q]
+            i = pos[q]
+            chunk = chunks[i]
+            pos[q] = i + 1
+            items.append(chunk)
+            v = chunk.vector(session)
+            t = taken[q]
+            for r in range(3):
+                t[r] += v[r]
+            if i + 1 < len(chunks):
+                heapq.heappush(heap, (q.rec.priority, -_over_ratio(alloc[q], q.alloc_share, t), q.name, q))
+        return True
+
+    def __iter__(self) -> Iterator[Chunk]:
+        items = self._items
+        i = 0
+        while True:
+            if i < len(items):
+                yield items[i]
+                i += 1
+            elif not self._extend():
+                return
+
+    def materialize(self) -> list[Chunk]:
+        while self._extend():
+            pass
+        return list(self._items)
 
 
 # --- min-runtime ---------------------------------------------------------------------------------
