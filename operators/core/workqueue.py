@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable
 
+from prometheus_client import Counter, Gauge, Histogram
+
 log = logging.getLogger(__name__)
+
+RECONCILES = Counter("kai_controller_reconcile_total", "Reconciles by work queue and result", ["queue", "result"])
+RECONCILE_SECONDS = Histogram("kai_controller_reconcile_duration_seconds", "Reconcile duration", ["queue"])
+DEPTH = Gauge("kai_controller_workqueue_depth", "Keys waiting in the work queue", ["queue"])
 
 
 class WorkQueue:
@@ -59,12 +66,16 @@ class WorkQueue:
             key = await self._queue.get()
             self._queued.discard(key)
             self._active.add(key)
+            DEPTH.labels(self.name).set(self._queue.qsize())
+            started = time.monotonic()
             try:
                 await self.reconcile(key)
                 self._failures.pop(key, None)
+                RECONCILES.labels(self.name, "success").inc()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                RECONCILES.labels(self.name, "error").inc()
                 count = self._failures.get(key, 0) + 1
                 self._failures[key] = count
                 delay = min(self.base_delay * 2 ** (count - 1), self.max_delay)
@@ -72,6 +83,7 @@ class WorkQueue:
                 log.debug("%s: failure detail", self.name, exc_info=True)
                 self.add_after(key, delay)
             finally:
+                RECONCILE_SECONDS.labels(self.name).observe(time.monotonic() - started)
                 self._active.discard(key)
                 if key in self._dirty:
                     self._dirty.discard(key)

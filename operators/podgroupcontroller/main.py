@@ -52,7 +52,7 @@ class PodGroupController:
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
-        self.work = WorkQueue(self.reconcile, workers=8, name="podgroups")
+        self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller")
         self.pods.add_listener(self._on_pod)
         self.podgroups.add_listener(self._on_podgroup)
 

@@ -56,7 +56,7 @@ class PodGrouper:
         self.priority_classes: Informer[str] = Informer(api, PRIORITY_CLASSES, lambda o: o["metadata"]["name"])
         self.discovery = Discovery(api)
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
-        self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pods")
+        self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self.pods.add_listener(self._on_pod)
 

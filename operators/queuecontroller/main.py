@@ -46,7 +46,7 @@ class QueueController:
         self.queues: Informer[dict[str, Any]] = Informer(api, QUEUES, lambda o: o)
         self.podgroups: Informer[dict[str, Any]] = Informer(
             api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
-        self.work = WorkQueue(self.reconcile, workers=4, name="queues")
+        self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller")
         self.metrics = queue_metrics.QueueMetrics(
             queue_metrics.MetricsConfig(namespace=args.metrics_namespace), registry=REGISTRY)
         self.podgroups.add_listener(self._on_podgroup)
