@@ -63,7 +63,7 @@ async def create_nodes(api: client.ApiClient, names: list[str], shape: NodeShape
     async def one(name: str) -> None:
         async with gate:
             try:
-                await retry(lambda: core.create_node(node_manifest(name, shape, labels=labels)))
+                await retry(lambda: core.create_node(node_manifest(name, shape, labels=labels)))  # type: ignore[arg-type]
             except Exception as exc:
                 if not is_conflict(exc):
                     raise
