@@ -85,8 +85,17 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if missing:
         print(f"not implemented yet, not started: {', '.join(missing)}", file=sys.stderr)
-    # One process per component, as in production; this process only supervises.
-    procs = {n: subprocess.Popen([sys.executable, "-m", "operators.cli", "run", n, *args.extra]) for n in ready}
+    # One process per component, as in production; this process only supervises. Each gets its own
+    # metrics/probe/webhook ports (base 8800, +10 per component) unless the extra arguments set them.
+    procs = {}
+    for i, name in enumerate(components.COMPONENTS):
+        if name not in ready:
+            continue
+        ports = [f"--metrics-bind-address=:{8800 + 10 * i}", f"--health-probe-bind-address=:{8801 + 10 * i}"]
+        if name in ("admission", "queue-controller", "podgroup-controller"):
+            ports.append(f"--webhook-addr=:{8802 + 10 * i}")
+        extra = [a for a in ports if a.split("=")[0] not in {e.split("=")[0] for e in args.extra}]
+        procs[name] = subprocess.Popen([sys.executable, "-m", "operators.cli", "run", name, *extra, *args.extra])
     stop = False
 
     def _stop(*_: object) -> None:

@@ -70,6 +70,10 @@ class WebhookServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         if self.certfile and self.keyfile:
+            missing = [f for f in (self.certfile, self.keyfile) if not os.path.exists(f)]  # noqa: ASYNC240 (once, at start)
+            if missing:
+                raise SystemExit(f"webhook server: no certificate at {', '.join(missing)}; mount the TLS Secret "
+                                 "there or pass --cert-dir DIR with tls.crt and tls.key")
             self._ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             self._load()
             self._reloader = asyncio.create_task(self._watch_files())
