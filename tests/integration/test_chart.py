@@ -103,10 +103,7 @@ def chart_cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def helm(chart_cluster: Cluster) -> Helm:
-    binary = helm_binary()
-    if binary is None:
-        pytest.skip("helm is not built (kai dev build)")
-    return Helm(binary, chart_cluster.kubeconfig)
+    return Helm(helm_binary(), chart_cluster.kubeconfig)
 
 
 def identity(cluster: Cluster) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import filecmp
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -32,15 +31,14 @@ DEPLOYMENTS = {
 }
 
 
-def helm_binary() -> str | None:
-    from operators.devcluster import versions
+def helm_binary() -> str:
+    """Our pinned helm, built into the cache if it is not there yet (`make test` builds it beforehand)."""
+    from operators.devcluster import build
 
-    cached = sorted(Path.home().glob(f".cache/kai-dev/bin/helm-{versions.HELM}-*/helm"))
-    return str(cached[-1]) if cached else shutil.which("helm")
+    return str(build.ensure_binaries().helm)
 
 
 HELM = helm_binary()
-needs_helm = pytest.mark.skipif(HELM is None, reason="helm is not built yet (kai dev build)")
 
 
 def render(*sets: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -61,8 +59,6 @@ def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def default_docs() -> list[dict[str, Any]]:
-    if HELM is None:
-        pytest.skip("helm is not built yet")
     return render("global.gpuSharing=true")
 
 
@@ -80,7 +76,6 @@ def test_chart_crds_are_the_generated_ones() -> None:
 
 
 # --- lint and render ------------------------------------------------------------------------------------
-@needs_helm
 def test_helm_lint_is_clean() -> None:
     assert HELM
     for extra in ([], ["--set", "global.gpuSharing=true", "--set", "scheduler.replicaCount=2"]):
@@ -158,7 +153,6 @@ def _leader_elect(docs: list[dict[str, Any]]) -> dict[str, bool]:
             for name, d in by_kind(docs, "Deployment").items()}
 
 
-@needs_helm
 def test_leader_election_follows_replicas_and_switches() -> None:
     docs = render("scheduler.replicaCount=2", "binder.replicaCount=2", "admission.replicaCount=3")
     elect = _leader_elect(docs)
@@ -294,7 +288,6 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
     assert mutating["mutating-kai-admission"]["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
 
 
-@needs_helm
 def test_webhook_url_and_extra_sans_for_out_of_cluster_servers() -> None:
     docs = render("admission.webhook.url=https://127.0.0.1:9443", "global.webhookCert.ipAddresses={127.0.0.1}",
                   "global.namespaceLabelSelector.team=a", "admission.queueLabelSelector=true")
@@ -312,7 +305,6 @@ def test_webhook_url_and_extra_sans_for_out_of_cluster_servers() -> None:
     assert [str(ip) for ip in ips] == ["127.0.0.1"]
 
 
-@needs_helm
 def test_cert_manager_mode_issues_certificates_instead_of_secrets() -> None:
     docs = render("global.certManager.enabled=true")
     assert not by_kind(docs, "Secret")

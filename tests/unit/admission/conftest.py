@@ -61,8 +61,7 @@ def apply_patch() -> ApplyPatch:
 
 def load_examples(name: str) -> list[dict[str, Any]]:
     path = EXAMPLES / name
-    if not path.exists():
-        pytest.skip(f"example {path} not found (the shared examples live next to the repository)")
+    assert path.exists(), f"example {path} not found (the shared examples live next to the repository)"
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
