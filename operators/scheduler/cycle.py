@@ -37,7 +37,7 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
         started = time.perf_counter()
         decisions = session.close()
         timings["close-session"] = (time.perf_counter() - started) * 1000
-        decisions.timings = timings
+        decisions.timings.update(timings)  # the session adds its plugins' ("plugin/<name>")
         return decisions
     finally:
         if was_enabled:

@@ -51,6 +51,19 @@ ACTION_LATENCY = Gauge("kai_action_scheduling_latency_milliseconds", "Decision t
                        ["action"])
 TASK_LATENCY = Histogram("kai_task_scheduling_latency_milliseconds", "Pod creation to BindRequest",
                          buckets=_BUCKETS)
+BIND_LATENCY = Histogram("kai_task_bind_latency_milliseconds",
+                         "BindRequest creation to the pod bound, as the pod informer sees it", buckets=_BUCKETS)
+PLUGIN_LATENCY = Gauge("kai_plugin_scheduling_latency_milliseconds", "Plugin time of the last cycle",
+                       ["plugin", "OnSession"])
+SIMULATIONS = Counter("kai_scenarios_simulation_by_action", "Victim scenarios simulated", ["action"])
+FILTERED = Counter("kai_scenarios_filtered_by_action", "Victim scenarios refused without simulation",
+                   ["action"])
+EVICTED_PODS = Counter("kai_pod_group_evicted_pods_total", "Pods evicted per PodGroup",
+                       ["podgroup", "namespace", "uid", "nodepool", "action"])
+_COUNTERS = {"scenarios_simulation": SIMULATIONS, "scenarios_filtered": FILTERED}
+for _action in ("reclaim", "preempt", "consolidation"):  # the solver's actions: exposed from the start, at 0
+    SIMULATIONS.labels(_action)
+    FILTERED.labels(_action)
 SCHEDULED = Counter("kai_podgroups_scheduled_by_action", "PodGroups that got pods bound", ["action"])
 ACTED_ON = Counter("kai_podgroups_acted_on_by_action", "PodGroups evicted from", ["action"])
 EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the scheduler")
@@ -100,11 +113,20 @@ class SchedulerLoop:
         self._evicted: dict[str, float] = {}
         self._deleted_bindrequests: dict[str, float] = {}
         self._explaining: asyncio.Task[None] | None = None
+        # BindRequests created and not yet seen bound (pod key -> monotonic creation time), for BIND_LATENCY.
+        self._binding: dict[str, float] = {}
+        self.pods.add_listener(self._on_pod)
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, _: str, old: Any, new: Any) -> None:
         if old != new:
             self.wake.set()
+
+    def _on_pod(self, _: str, old: Any, new: Any) -> None:
+        if new is not None and new.node_name and (old is None or not old.node_name):
+            started = self._binding.pop(new.key, None)
+            if started is not None:
+                BIND_LATENCY.observe((time.monotonic() - started) * 1000)
 
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
@@ -163,8 +185,14 @@ class SchedulerLoop:
         CYCLES.inc()
         OPEN_SESSION.set((t1 - t0) * 1000 + decisions.timings.get("open-session", 0.0))
         for phase, ms in decisions.timings.items():
-            if phase not in ("open-session", "close-session"):
+            if phase.startswith("plugin/"):
+                PLUGIN_LATENCY.labels(phase.removeprefix("plugin/"), "OnSessionOpen").set(ms)
+            elif phase not in ("open-session", "close-session"):
                 ACTION_LATENCY.labels(phase).set(ms)
+        for name, count in decisions.counters.items():
+            what, _, action = name.partition("/")
+            if what in _COUNTERS:
+                _COUNTERS[what].labels(action).inc(count)
         CLOSE_SESSION.set((t3 - t2) * 1000 + decisions.timings.get("close-session", 0.0))
         E2E_LATENCY.set((t3 - t0) * 1000)
         if decisions.binds or decisions.evictions:
@@ -233,6 +261,7 @@ class SchedulerLoop:
         horizon = time.monotonic() - 300
         self._evicted = {k: t for k, t in self._evicted.items() if t > horizon}
         self._deleted_bindrequests = {k: t for k, t in self._deleted_bindrequests.items() if t > horizon}
+        self._binding = {k: t for k, t in self._binding.items() if t > horizon}
 
     def _pod_ref(self, namespace: str, name: str) -> ObjectRef:
         record = self.pods.get(f"{namespace}/{name}")
@@ -255,9 +284,12 @@ class SchedulerLoop:
                      "receivedGPU": {"count": b.gpu_count, "portion": b.gpu_portion},
                      "selectedGPUGroups": list(b.gpu_groups)},
         }
+        key = f"{b.namespace}/{b.pod}"
+        self._binding[key] = time.monotonic()
         try:
             created = await raw(self.api, "POST", BINDREQUESTS.path(b.namespace), body=body)
         except Exception as exc:
+            self._binding.pop(key, None)
             if is_conflict(exc):
                 return  # a BindRequest exists already: the pod is being bound
             message = f"Failed to bind pod {b.namespace}/{b.pod} to node {b.node}. {getattr(exc, 'body', exc)}"
@@ -296,6 +328,9 @@ class SchedulerLoop:
                 raise
         EVICTIONS.inc()
         ACTED_ON.labels(e.action).inc()
+        group = self.podgroups.get(f"{e.namespace}/{e.pod_group}")
+        EVICTED_PODS.labels(e.pod_group, e.namespace, group.uid if group else "", self.config.node_pool_name,
+                            e.action).inc()  # per pod: a gang's count grows by its size
         forpg = e.for_pod_group.split("/")
         annotations = {"num-evicted-pods": "1", "evictor-action-type": e.action,
                        "evictor-pod-group-name": forpg[-1] if e.for_pod_group else "",

@@ -29,6 +29,8 @@ ALIVE = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, PENDING, GATED
 QUEUE_ALLOCATED = frozenset({ALLOCATED, BOUND, BINDING, RUNNING})
 # Statuses that occupy node capacity.
 ON_NODE = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, RELEASING, UNKNOWN})
+# Statuses of pods that may be evicted (their placement already exists in the cluster).
+VICTIM_STATUSES = frozenset({RUNNING, BOUND, BINDING})
 
 
 @dataclass(slots=True, eq=False)

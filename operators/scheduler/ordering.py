@@ -32,7 +32,15 @@ def podset_order_key(ps: PodSet) -> tuple[object, ...]:
 
 
 def job_order_key(job: Job) -> tuple[object, ...]:
-    return (-job.priority, job.elastic_state(), job.rec.created, job.rec.uid, job.rec.namespace, job.rec.name)
+    rec = job.rec
+    podsets = job.podsets
+    if len(podsets) == 1:  # Job.elastic_state() of one podset
+        ps = podsets[0]
+        have, need = ps.active_allocated, ps.min_available
+        elastic = 0 if have < need else 1 if have == need else 2
+    else:
+        elastic = job.elastic_state()
+    return (-job.priority, elastic, rec.created, rec.uid, rec.namespace, rec.name)
 
 
 def tasks_to_allocate(job: Job) -> list[Task]:

@@ -8,6 +8,7 @@ rolled back in reverse order; `commit()` turns the surviving operations into dec
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from operators.scheduler.model import (
     RUNNING,
     SUCCEEDED,
     UNKNOWN,
+    VICTIM_STATUSES,
     GpuGroup,
     Job,
     NodeState,
@@ -101,6 +103,57 @@ class JobOutcome:
     failure: FailedAttempt | None = None
 
 
+# cluster_free(): which total each per-node term goes to (gpu, shared-gpu free, cpu, memory).
+_FREE_RESOURCE = (0, 0, 1, 2)
+
+
+class ExactSum:
+    """The sum of floats that are multiples of 2**-scale, kept as an exact integer (O(1) per replaced term).
+
+    When every term is such a multiple and the sum of their magnitudes stays below 2**53 (in units of
+    2**-scale), every partial sum of a left-to-right float sum is exactly representable, so that float sum is
+    exact and equals `total()` whatever the order; otherwise `usable()` is False and the caller sums the floats.
+    """
+
+    __slots__ = ("exact", "inexact", "magnitude", "unit")
+
+    def __init__(self, scale: int) -> None:
+        self.unit = float(1 << scale)  # x * unit is exact (a power of two) and integral iff x is a multiple
+        self.exact = 0  # sum of the terms, in units of 2**-scale
+        self.magnitude = 0  # sum of their absolute values, same units
+        self.inexact = 0  # terms that are not such multiples (or not finite)
+
+    def rebuild(self, terms: list[float]) -> None:
+        scaled = [x * self.unit for x in terms]
+        if all(map(float.is_integer, scaled)):
+            units = list(map(int, scaled))
+            self.exact, self.magnitude, self.inexact = sum(units), sum(map(abs, units)), 0
+        else:
+            units = [int(y) for y in scaled if y.is_integer()]
+            self.exact, self.magnitude = sum(units), sum(map(abs, units))
+            self.inexact = len(scaled) - len(units)
+
+    def replace(self, old: float, new: float) -> None:
+        y = old * self.unit
+        if y.is_integer():
+            self.exact -= int(y)
+            self.magnitude -= abs(int(y))
+        else:
+            self.inexact -= 1
+        y = new * self.unit
+        if y.is_integer():
+            self.exact += int(y)
+            self.magnitude += abs(int(y))
+        else:
+            self.inexact += 1
+
+    def usable(self) -> bool:
+        return self.inexact == 0 and self.magnitude < (1 << 53)
+
+    def total(self) -> float:
+        return self.exact / int(self.unit)  # correctly rounded int division: exact, the value is representable
+
+
 class Session:
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float) -> None:
         self.config = config
@@ -115,6 +168,10 @@ class Session:
         # cluster_free(): per-node terms, and the nodes changed since they were last read.
         self._free_terms: tuple[list[float], list[float], list[float]] | None = None
         self._free_dirty: set[int] = set()
+        self._free_exact = (ExactSum(30), ExactSum(20), ExactSum(0))
+        self._pending_jobs: list[Job] | None = None  # schedulable_jobs(): jobs with pending pods at its last call
+        self._victims: list[Job] = []  # victim_candidates(), as of its last call (or session open)
+        self._touched: set[Job] = set()  # jobs whose tasks changed status or node since then
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()
@@ -242,6 +299,7 @@ class Session:
                         if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
         self.jobs: list[Job] = []
         jobs_append = self.jobs.append
+        victims_append = self._victims.append
         lineages = {q: q.lineage() for q in self.queues.values()}
         node_pool = self.snapshot.node_pool
         queues = self.queues
@@ -273,6 +331,7 @@ class Session:
                 members.sort(key=task_order_key)
             a0 = a1 = a2 = r0 = r1 = r2 = 0.0
             job_tasks = job.tasks
+            victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
             for task in members:
                 rec = task.rec
                 if podsets is None:
@@ -285,6 +344,8 @@ class Session:
                 job_tasks.append(task)
                 ps.tasks.append(task)
                 status = task.status
+                if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                    victim = True
                 if status == PENDING:
                     ps.alive += 1
                     task.fit_key = (rec.constraints, rec.cpu, rec.memory, rec.gpu, rec.scalars, rec.nominated_node)
@@ -308,6 +369,8 @@ class Session:
                         a0 += v0
                         a1 += v1
                         a2 += v2
+            if victim and preemptible and queue is not None:
+                victims_append(job)
             if podsets is None:
                 job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
             else:
@@ -406,6 +469,7 @@ class Session:
             task.groups = groups
 
     def _open_fair_shares(self) -> None:
+        started = time.perf_counter()  # the proportion plugin's OnSessionOpen time, for metrics only
         ready = [n for n in self.nodes if n.rec.ready]
         self.total = (
             max(0.0, sum(n.cap_gpu for n in ready) - self.other_usage[0]),
@@ -423,6 +487,7 @@ class Session:
                 allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], self.total[1]),
                 allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], self.total[2]),
             )
+        self.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
 
     def _open_pod_index(self) -> PodIndex | None:
         # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
@@ -516,17 +581,29 @@ class Session:
         else:
             changed = self._free_dirty
         g, c, m = terms
+        exact = self._free_exact
+        initial = isinstance(changed, range)
         for i in changed:
             n = nodes[i]
             if not n.ok:
                 continue
-            g[2 * i] = n.idle_gpu + n.rel_gpu
-            g[2 * i + 1] = sum((gr.free for gr in n.groups.values() if not gr.fully_releasing), 0.0) \
-                if n.groups else 0.0
-            c[i] = n.idle_cpu + n.rel_cpu
-            m[i] = n.idle_mem + n.rel_mem
+            new = (n.idle_gpu + n.rel_gpu,
+                   sum((gr.free for gr in n.groups.values() if not gr.fully_releasing), 0.0) if n.groups else 0.0,
+                   n.idle_cpu + n.rel_cpu, n.idle_mem + n.rel_mem)
+            old = (g[2 * i], g[2 * i + 1], c[i], m[i])
+            if new == old:
+                continue
+            g[2 * i], g[2 * i + 1], c[i], m[i] = new
+            if not initial:
+                for k in range(4):
+                    if new[k] != old[k]:
+                        exact[_FREE_RESOURCE[k]].replace(old[k], new[k])
         self._free_dirty = set()
-        return [reduce(add, g, 0.0), reduce(add, c, 0.0), reduce(add, m, 0.0)]
+        lists = (g, c, m)
+        if initial:
+            for r in range(3):
+                exact[r].rebuild(lists[r])
+        return [exact[r].total() if exact[r].usable() else reduce(add, lists[r], 0.0) for r in range(3)]
 
     def outcome(self, job: Job) -> JobOutcome:
         out = self.outcomes.get(job.key)
@@ -655,6 +732,8 @@ class Session:
 
     def _set_status(self, task: Task, status: str) -> None:
         """Move a task between statuses, keeping podset counters, pending lists and queue accounting."""
+        if task.job is not None:
+            self._touched.add(task.job)
         old = task.status
         if old == status:
             return
@@ -714,6 +793,8 @@ class Session:
     def _restore_origin(self, task: Task, origin: tuple[int, tuple[str, ...], float]) -> None:
         """Undo of a move: the task is back (Releasing) on the node it was evicted from."""
         task.node, task.groups, task.portion = origin
+        if task.job is not None:
+            self._touched.add(task.job)
         if self.pod_index is not None:
             self.pod_index.add(task.rec, task.node)
 
@@ -757,9 +838,29 @@ class Session:
     def close(self) -> Decisions:
         d = self.decisions
         pool = self.config.node_pool_name
+        annotations = d.annotations
+        now_text = self.now_text
         for job in self.jobs:
-            self._annotations(job)
-            if all(p.alive == p.active_allocated for p in job.podsets):
+            # The stale-timestamp annotation (stale: some active pod, a podset below its minimum, no Succeeded
+            # pod; the task scan only if needed) and the counters test below, in one pass over the podsets.
+            below = active = False
+            settled = True
+            for p in job.podsets:
+                if p.active_used < p.min_available:
+                    below = True
+                if p.active_used:
+                    active = True
+                if p.alive != p.active_allocated:
+                    settled = False
+            stale = below and active and not any(t.status == SUCCEEDED for t in job.tasks)
+            since = job.rec.stale_since
+            if stale:
+                if since is None:
+                    annotations.append(AnnotationUpdate(job.namespace, job.name, keys.STALE_PODGROUP_TIMESTAMP,
+                                                        now_text))
+            elif since is not None:
+                annotations.append(AnnotationUpdate(job.namespace, job.name, keys.STALE_PODGROUP_TIMESTAMP, None))
+            if settled:
                 continue  # alive - active-allocated = Pending + Gated: nothing to explain (most jobs)
             pending = [t for t in job.tasks if t.status == PENDING]
             gated = any(t.status == GATED for t in job.tasks)
@@ -779,18 +880,6 @@ class Session:
             d.annotations.append(AnnotationUpdate(ns, name, keys.LAST_START_TIMESTAMP, stamp))
         d.queues = [self._queue_share(q) for q in sorted(self.queues.values(), key=lambda q: q.name)]
         return d
-
-    def _annotations(self, job: Job) -> None:
-        podsets = job.podsets
-        # Stale: some active pod, a podset below its minimum, no Succeeded pod (the task scan only if needed).
-        stale = (any(p.active_used < p.min_available for p in podsets) and any(p.active_used for p in podsets)
-                 and not any(t.status == SUCCEEDED for t in job.tasks))
-        if stale and job.rec.stale_since is None:
-            self.decisions.annotations.append(AnnotationUpdate(job.namespace, job.name,
-                                                               keys.STALE_PODGROUP_TIMESTAMP, self.now_text))
-        elif not stale and job.rec.stale_since is not None:
-            self.decisions.annotations.append(AnnotationUpdate(job.namespace, job.name,
-                                                               keys.STALE_PODGROUP_TIMESTAMP, None))
 
     def fit_summary(self, task: Task) -> str:
         """Per-node histogram for a task that found no node, on the current (virtual) state.
@@ -833,16 +922,19 @@ class Session:
         backoff = job.rec.scheduling_backoff
         # explain.pod_message() per pod: the failing task's summary, else the job message (computed once).
         other = explain.with_pool_prefix(explain.pod_message(None, errors) if not errors else message, pool, backoff)
-        if task_summary:
-            special = {name: explain.with_pool_prefix(explain.pod_message(text, errors), pool, backoff)
-                       for name, text in task_summary.items()}
-            pod_messages = {t.name: special.get(t.name, other) for t in pending}
-        else:
-            pod_messages = dict.fromkeys([t.name for t in pending], other)
-        has_allocated = any(p.active_allocated > 0 for p in job.podsets)
-        return Unschedulable(job.namespace, job.name, pool, explain.with_pool_prefix(message, pool, backoff),
-                             tuple(e.to_reason() for e in errors), pod_messages, has_allocated,
-                             job.rec.mark_unschedulable)
+        pod_messages = dict.fromkeys([t.rec.name for t in pending], other)
+        for name, text in task_summary.items():  # at most one: the failing task
+            if name in pod_messages:
+                pod_messages[name] = explain.with_pool_prefix(explain.pod_message(text, errors), pool, backoff)
+        has_allocated = False
+        for p in job.podsets:
+            if p.active_allocated > 0:
+                has_allocated = True
+                break
+        rec = job.rec
+        return Unschedulable(rec.namespace, rec.name, pool, explain.with_pool_prefix(message, pool, backoff),
+                             tuple([e.to_reason() for e in errors]), pod_messages, has_allocated,
+                             rec.mark_unschedulable)
 
     def _queue_share(self, q: QueueState) -> QueueShare:
         def vec(v: tuple[float, ...] | list[float]) -> dict[str, float]:
@@ -855,9 +947,53 @@ class Session:
     # --- candidates -----------------------------------------------------------------------------
 
     def schedulable_jobs(self) -> list[Job]:
-        """Jobs allocate may try: leaf queue exists, pending pods, gang ready."""
-        return [j for j in self.jobs
-                if j.queue is not None and j.queue.is_leaf and any(p.pending for p in j.podsets) and j.ready()]
+        """Jobs allocate may try: leaf queue exists, pending pods, gang ready.
+
+        A task becomes Pending again only when an operation on it is rolled back, so between actions the jobs
+        with pending pods are a subset of those that had some at the first call: later calls filter that list.
+        """
+        source = self._pending_jobs if self._pending_jobs is not None else self.jobs
+        out: list[Job] = []
+        pending: list[Job] = []
+        for j in source:
+            for p in j.podsets:
+                if p.pending:
+                    break
+            else:
+                continue
+            pending.append(j)
+            q = j.queue
+            if q is None or q.children:
+                continue
+            for p in j.podsets:
+                if p.alive - p.gated < p.min_available:
+                    break
+            else:
+                out.append(j)
+        self._pending_jobs = pending
+        return out
+
+    def victim_candidates(self) -> list[Job]:
+        """Preemptible jobs in a known queue with a pod placed and Running/Bound/Binding (`can_be_victim`).
+
+        Listed at session open; between actions a job only stops being a candidate (its pods get a victim status
+        back only when an eviction is rolled back), so a call re-checks only the jobs whose tasks changed status
+        or node since the last one.
+        """
+        touched = self._touched
+        if touched:
+            out: list[Job] = []
+            for j in self._victims:
+                if j in touched:
+                    for t in j.tasks:
+                        if t.node >= 0 and t.status in VICTIM_STATUSES:
+                            break
+                    else:
+                        continue
+                out.append(j)
+            self._victims = out
+            self._touched = set()
+        return list(self._victims)
 
 
 class Statement:

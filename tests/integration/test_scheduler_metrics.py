@@ -29,15 +29,16 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float = 90) -> T:
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: object = None
     while time.monotonic() < deadline:
         try:
-            last = check()
+            got = check()
         except (AssertionError, OSError, KeyError) as exc:
             last = exc
         else:
-            if last:
-                return last
+            if got:
+                return got
+            last = got
         time.sleep(1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 

@@ -24,12 +24,19 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
     if error is not None:
         session.outcome(job).errors.append(error)
         return False
-    gang = any(p.active_allocated < p.min_available for p in job.podsets) and job.min_total > 1
-    found_before = sum(p.active_allocated for p in job.podsets)
+    # Needed only to explain a failure, on the state before this attempt: a single task fails before anything
+    # changed, so its job's values are computed then.
+    several = len(tasks) > 1
+    if several:
+        gang = any(p.active_allocated < p.min_available for p in job.podsets) and job.min_total > 1
+        found_before = sum(p.active_allocated for p in job.podsets)
     checkpoint = stmt.checkpoint()
     for placed, task in enumerate(tasks):
         if not place_task(session, stmt, task, pipeline_only):
             assert task.podset is not None
+            if not several:
+                gang = any(p.active_allocated < p.min_available for p in job.podsets) and job.min_total > 1
+                found_before = sum(p.active_allocated for p in job.podsets)
             subgroup = task.podset.name if gang and job.has_subgroups else None
             required = task.podset.min_available if subgroup is not None else job.min_total
             session.outcome(job).failure = FailedAttempt(task, found_before + placed, required, subgroup, gang,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from operators.scheduler.actions.solver import Solver, cluster_free
 from operators.scheduler.actions.victims import (
     Chunk,
-    can_be_victim,
     consolidation_message,
     order_chunks,
     preempt_min_runtime,
@@ -37,6 +36,19 @@ def fits_free(request: Sequence[float], free: Sequence[float]) -> bool:
     return not any(request[r] > free[r] + _EPS for r in range(3))
 
 
+def _may_fit(session: Session, job: Job, free: Sequence[float]) -> bool:
+    """fits_free(job_request(tasks_to_allocate(job)), free). With one podset the first pending pod is among
+    the tasks, and a float sum of non-negative vectors is at least each of them, so a first pod that does not
+    fit settles it without building the request."""
+    if len(job.podsets) == 1:
+        pending = job.podsets[0].pending
+        if pending:
+            v = session.task_vector(pending[0])
+            if v[0] > free[0] + _EPS or v[1] > free[1] + _EPS or v[2] > free[2] + _EPS:
+                return False
+    return fits_free(session.job_request(tasks_to_allocate(job)), free)
+
+
 class Consolidation:
     name = "consolidation"
     enabled = True
@@ -48,13 +60,13 @@ class Consolidation:
         jobs = [j for j in session.schedulable_jobs() if j.preemptible]
         if not jobs:
             return
-        candidates = [j for j in session.jobs if can_be_victim(j)]
+        candidates = session.victim_candidates()
         if not candidates:
             return
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
         free = cluster_free(session)
         # Nothing changes until a job succeeds, and none can while every job is short of the free total.
-        if not any(fits_free(session.job_request(tasks_to_allocate(j)), free) for j in jobs):
+        if not any(_may_fit(session, j, free) for j in jobs):
             return
         depth = session.config.queue_depth_per_action.get(self.name)
         tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from operators.scheduler.actions.solver import Solver
 from operators.scheduler.actions.victims import (
     Chunk,
-    can_be_victim,
     order_chunks,
     preempt_message,
     preempt_min_runtime,
@@ -42,7 +41,7 @@ class Preempt:
         jobs = session.schedulable_jobs()
         if not jobs:
             return
-        candidates = [j for j in session.jobs if can_be_victim(j)]
+        candidates = session.victim_candidates()
         queues_with_victims = {id(j.queue) for j in candidates}
         jobs = [j for j in jobs if id(j.queue) in queues_with_victims]
         if not jobs:

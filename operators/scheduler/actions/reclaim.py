@@ -20,7 +20,6 @@ from operators.scheduler.actions.victims import (
     Chunk,
     MergedVictims,
     amount,
-    can_be_victim,
     main_resource,
     protected,
     reclaim_message,
@@ -175,7 +174,7 @@ class Reclaim:
         jobs = session.schedulable_jobs()
         if not jobs:
             return
-        candidates = [j for j in session.jobs if can_be_victim(j)]
+        candidates = session.victim_candidates()
         if not candidates:
             return
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.actions.common import allocate_job
-from operators.scheduler.actions.victims import VICTIM_STATUSES, Chunk
-from operators.scheduler.model import Job, Task
+from operators.scheduler.actions.victims import Chunk
+from operators.scheduler.model import VICTIM_STATUSES, Job, Task
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session, Statement
@@ -233,15 +233,24 @@ class Solver:
                 budget -= 1  # validations and simulations both count: keeps a job's search linear
                 if known_dead:
                     self.work -= 1
+                    self._count("scenarios_filtered")
                     continue
                 self.work -= len(scenario)
                 reasons = validate(scenario) if validate is not None else [""] * len(scenario)
                 if reasons is None:
+                    self._count("scenarios_filtered")
                     continue
                 self.work -= 50
+                self._count("scenarios_simulation")
                 if self._simulate(stmt, job, scenario, reasons, describe, move_victims):
                     return True
         return False
+
+    def _count(self, what: str) -> None:
+        """For metrics (`Decisions.counters`, never printed): scenarios filtered or simulated per action."""
+        counters = self.session.decisions.counters
+        key = f"{what}/{self.action}"
+        counters[key] = counters.get(key, 0) + 1
 
     def _simulate(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], reasons: Sequence[str],
                   describe: Describe, move_victims: bool) -> bool:

@@ -3,7 +3,7 @@
 
 Stale: no Succeeded pod, at least one active pod, and some podset with fewer active pods than its minimum.
 The session stamps `kai.scheduler/stale-podgroup-timestamp` when it first sees a job stale and clears it when
-the job recovers (`Session._annotations`); once `now - stamp >= stale_grace_period` (negative: never) every
+the job recovers (`Session.close`); once `now - stamp >= stale_grace_period` (negative: never) every
 pod of the job that holds a placement is evicted, with a `StaleJob` event on the PodGroup.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from operators.scheduler import explain
-from operators.scheduler.actions.victims import VICTIM_STATUSES, stale_eviction_message
+from operators.scheduler.actions.victims import stale_eviction_message
 from operators.scheduler.decisions import StaleJob
-from operators.scheduler.model import SUCCEEDED, Job
+from operators.scheduler.model import SUCCEEDED, VICTIM_STATUSES, Job
 from operators.scheduler.records import parse_time
 
 if TYPE_CHECKING:

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING
 
 from operators.scheduler.explain import humanize
 from operators.scheduler.fairshare import UNLIMITED
-from operators.scheduler.model import BINDING, BOUND, RUNNING, Job, QueueState, Task
+from operators.scheduler.model import VICTIM_STATUSES, Job, QueueState, Task
 from operators.scheduler.ordering import podset_order_key, task_order_key
 from operators.scheduler.records import parse_time
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
 
-VICTIM_STATUSES = frozenset({RUNNING, BOUND, BINDING})
 _EPS = 1e-9
 
 
@@ -47,7 +46,8 @@ def live_tasks(job: Job) -> list[Task]:
 
 
 def can_be_victim(job: Job) -> bool:
-    """Preemptible, in a known queue, with something running: non-preemptible work is never a victim."""
+    """Preemptible, in a known queue, with something running: non-preemptible work is never a victim.
+    (`Session.victim_candidates()` lists the session's jobs passing this test.)"""
     return job.preemptible and job.queue is not None and any(
         t.status in VICTIM_STATUSES and t.node >= 0 for t in job.tasks)
 
@@ -61,6 +61,11 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
     if not live:
         return []
     if whole:
+        return [] if protected else [Chunk(job, live, True)]
+    for ps in job.podsets:
+        if ps.active_allocated > ps.min_available:
+            break
+    else:  # no podset above its minimum: no elastic pods, only the core
         return [] if protected else [Chunk(job, live, True)]
     extras: list[Task] = []
     for ps in sorted(job.podsets, key=podset_order_key, reverse=True):

@@ -108,12 +108,20 @@ class Placer:
 
     def _releasing(self, task: Task, mask: bytearray, sharing_only: bool) -> Placement | None:
         """Nodes that fit only with releasing resources, in full score order (rare: evictions in flight)."""
-        cpu_task = task.rec.gpu.is_empty
-        gpu = task.rec.gpu
+        rec = task.rec
+        cpu_task = rec.gpu.is_empty
+        gpu = rec.gpu
+        cpu, mem, whole = rec.cpu, rec.memory, gpu.whole
+        nodes = self.nodes
+        keys = self.index.cpu_key if cpu_task else self.index.gpu_key
         tiered: list[tuple[int, int, float, int]] = []
         for i in self.index.releasing:
-            node = self.nodes[i]
             if not mask[i]:
+                continue
+            node = nodes[i]
+            # try_node(idle_only=False)'s first tests: a node failing them is refused whatever its rank.
+            if (cpu > node.idle_cpu + node.rel_cpu + _EPS or mem > node.idle_mem + node.rel_mem + _EPS
+                    or node.n_pods >= node.max_pods or (whole and whole > node.idle_gpu + node.rel_gpu + _EPS)):
                 continue
             sharing = 0
             if gpu.is_shared and not self.gpu_spread:
@@ -123,10 +131,10 @@ class Placer:
                 if sharing_only and not sharing:
                     continue
             restype = int(cpu_task and node.cap_gpu == 0)
-            key, idx = self.index.sort_key(node, cpu_task)
-            tiered.append((-sharing, -restype, key, idx))
-        for _, _, _, i in sorted(tiered):
-            hit = self.try_node(task, self.nodes[i], False)
+            tiered.append((-sharing, -restype, keys[i], i))  # index.sort_key(node, cpu_task)
+        tiered.sort()
+        for _, _, _, i in tiered:
+            hit = self.try_node(task, nodes[i], False)
             if hit is not None:
                 return hit
         return None
