@@ -14,12 +14,13 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
 
 from operators.core import keys, metrics
+from operators.core.webhook import Handler
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class Lifecycle:
 
 
 async def serve_webhook(life: Lifecycle, args: argparse.Namespace,
-                        routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+                        routes: Mapping[str, Handler]) -> None:
     """Start the component's validating webhook server (TLS from --cert-dir) and stop it on clean-up."""
     from operators.core.webhook import WebhookServer, cert_paths
 

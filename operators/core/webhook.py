@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import os
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from aiohttp import web
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+# A handler answers a review; it may be a coroutine function when it must read the cluster.
+Handler = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]"]
 
 
 def _response_for_error(review: dict[str, Any], message: str) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def _response_for_error(review: dict[str, Any], message: str) -> dict[str, Any]:
 
 
 class WebhookServer:
-    def __init__(self, routes: dict[str, Handler], *, address: str, certfile: str | None, keyfile: str | None,
+    def __init__(self, routes: Mapping[str, Handler], *, address: str, certfile: str | None, keyfile: str | None,
                  reload_interval: float = 30.0) -> None:
         self.routes = routes
         self.address = address
@@ -99,6 +101,8 @@ class WebhookServer:
                 return web.Response(status=400, text="expected an AdmissionReview")
             try:
                 answer = handler(review)
+                if inspect.isawaitable(answer):
+                    answer = await answer
             except Exception as exc:  # a bug must deny with a reason, not hang the API server
                 log.exception("webhook %s failed", request.path)
                 answer = _response_for_error(review, f"internal error: {exc}")

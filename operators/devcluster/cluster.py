@@ -172,7 +172,10 @@ def up(opts: Options) -> State:
         down(opts.name, quiet=True)
     bins = build.ensure_binaries()
     ports = _ports(opts.port_base)
-    busy = [f"{k}={p}" for k, p in ports.items() if not _port_free(p)]
+    # Ports of a cluster stopped a moment ago can linger in closing TCP states for a few seconds.
+    deadline = time.monotonic() + 30
+    while (busy := [f"{k}={p}" for k, p in ports.items() if not _port_free(p)]) and time.monotonic() < deadline:
+        time.sleep(0.5)
     if busy:
         raise StartError(f"ports in use: {', '.join(busy)}; choose another --port-base")
     root = state_dir(opts.name)

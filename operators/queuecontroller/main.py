@@ -129,11 +129,21 @@ class QueueController:
                 self.work.add(queue["metadata"]["name"])
 
     # --- admission -------------------------------------------------------------------------------
-    def validate(self, review: dict[str, Any]) -> dict[str, Any]:
+    async def validate(self, review: dict[str, Any]) -> dict[str, Any]:
         request = review.get("request") or {}
         queue = request.get("object") or {}
-        others = [q for q in self.queues.values() if q["metadata"]["name"] != queue.get("metadata", {}).get("name")]
-        errors = validate_queue(queue, [*others, queue], creating=request.get("operation") == "CREATE")
+        name = queue.get("metadata", {}).get("name")
+        others = {q["metadata"]["name"]: q for q in self.queues.values() if q["metadata"]["name"] != name}
+        parent = (queue.get("spec") or {}).get("parentQueue")
+        if parent and parent not in others:
+            # A parent created a moment ago (one `kubectl apply` of parent and child) may not have reached the
+            # informer yet: ask the API server before calling it missing.
+            try:
+                others[parent] = await raw(self.api, "GET", f"{QUEUES.path()}/{parent}", timeout=5)
+            except Exception as exc:
+                if not is_not_found(exc):
+                    log.warning("cannot look up parent queue %s: %s", parent, exc)
+        errors = validate_queue(queue, [*others.values(), queue], creating=request.get("operation") == "CREATE")
         return verdict(review, errors[0] if errors else None, warnings=errors[:1] or None)
 
     @property

@@ -298,3 +298,10 @@ def test_bad_podgroups_are_rejected(cluster: Cluster, namespace: str) -> None:
     # UPDATE is validated too
     updated = podgroup_doc("good", [{"name": "x", "minMember": 1}, {"name": "x", "minMember": 1}])
     assert "duplicate subgroup name x" in rejected(cluster, "apply", updated, namespace)
+
+
+def test_parent_and_child_created_in_one_apply_are_both_admitted(cluster: Cluster, namespace: str) -> None:
+    """The seeds apply a parent queue and its child in one file: the child must not race the parent's informer."""
+    for i in range(10):
+        parent, child = f"race-{i}-{namespace}", f"race-{i}-child-{namespace}"
+        create(cluster, [queue_doc(parent), queue_doc(child, parent)])
