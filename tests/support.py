@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+T = TypeVar("T")
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 TEST_LABEL = "kai.test/owned"
 
@@ -47,3 +50,19 @@ def labelled(docs: list[dict[str, Any]]) -> str:
             doc.setdefault("metadata", {}).setdefault("labels", {})[TEST_LABEL] = "true"
         out.append(doc)
     return yaml.safe_dump_all(out)
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:
+    """Poll `check` until it returns something truthy; errors while polling count as "not yet"."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (AssertionError, subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+            last = exc
+        else:
+            if last:
+                return last  # type: ignore[no-any-return]
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

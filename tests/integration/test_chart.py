@@ -24,14 +24,14 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 import yaml
 
-from tests.support import SHARED, TEST_LABEL, Cluster, load_yaml
+from tests.support import SHARED, TEST_LABEL, Cluster, load_yaml, wait_for
 from tests.unit.test_chart_render import CHART, DEPLOYMENTS, helm_binary
 
 pytestmark = pytest.mark.cluster
@@ -54,19 +54,6 @@ def ports(component: str) -> tuple[int, int, int]:
     return base, base + 1, base + 2
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (AssertionError, subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 class Helm:

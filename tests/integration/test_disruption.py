@@ -11,17 +11,17 @@ grace period is measured from.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 import pytest
 
 from operators.devcluster.nodes import NodeShape, node_manifest
 from tests.support import Cluster, labelled
+from tests.support import wait_for as support_wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -30,19 +30,7 @@ GPU = "nvidia.com/gpu"
 STALE = "kai.scheduler/stale-podgroup-timestamp"
 
 
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 90, interval: float = 1.0) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (AssertionError, subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+wait_for = partial(support_wait_for, timeout=90, interval=1.0)
 
 
 def apply(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> None:
