@@ -40,7 +40,8 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("create", "namespace", ns)
     cluster.kubectl("label", "namespace", ns, f"{TEST_LABEL}=true")
     yield ns
-    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+    # Wait for the namespace to go: its pods (and their GPU shares) must not leak into the next test.
+    cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
     # Cluster-scoped objects a test created carry the test label.
     for kind in ("queues.scheduling.run.ai", "priorityclasses", "nodes"):
         cluster.kubectl("delete", kind, "-l", f"{TEST_LABEL}=true", "--wait=false", check=False)

@@ -250,7 +250,8 @@ class Stack:
     def errors(self, name: str) -> list[str]:
         """Authorization failures in a component's log: the RBAC was not enough."""
         text = self.logs[name].read_text(errors="replace")
-        return [line for line in text.splitlines() if re.search(r"\b403\b|[Ff]orbidden", line)]
+        # Not a bare "403": log timestamps carry milliseconds (",403").
+        return [line for line in text.splitlines() if re.search(r"[Ff]orbidden|\(403\)", line)]
 
 
 @pytest.fixture(scope="module")
