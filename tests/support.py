@@ -66,3 +66,15 @@ def wait_for(what: str, check: Callable[[], T | None], timeout: float = 60, inte
                 return last  # type: ignore[no-any-return]
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def poll(predicate: Callable[[], T | None], what: str, timeout: float = 60, interval: float = 0.5) -> T:
+    """Poll until `predicate` returns something truthy (errors propagate); fail naming `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
+        time.sleep(interval)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import SHARED, Cluster, labelled, load_yaml
+from tests.support import poll
 
 pytestmark = pytest.mark.cluster
 
@@ -31,16 +31,7 @@ QUEUE_LABEL = "kai.scheduler/queue"
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 
-def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 60, interval: float = 0.5) -> T:
-    """Poll until `predicate` returns something truthy; fail naming `what` and the last observation."""
-    deadline = time.monotonic() + timeout
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
-        time.sleep(interval)
+wait_for = poll
 
 
 def apply(cluster: Cluster, docs: list[dict[str, Any]], namespace: str) -> None:

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from operators.core.resources import parse_quantity
 from tests.conftest import Cluster, labelled
+from tests.support import poll
 
 pytestmark = pytest.mark.cluster
 
@@ -30,15 +31,7 @@ UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 
-def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = 60, interval: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
-        time.sleep(interval)
+wait_for = poll
 
 
 def wait_equal(fetch: Callable[[], Any], expected: Any, what: str, timeout: float = 60) -> None:
