@@ -11,10 +11,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import Counter
-
 from operators.admission.review import mutate_review, validate_review
 from operators.core import component
+from operators.core.metrics import Counter
 from operators.core.webhook import WebhookServer, cert_paths
 
 MUTATE_PATH = "/mutate--v1-pod"

@@ -22,7 +22,7 @@ from typing import Any, Final, NamedTuple
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
-from prometheus_client import Counter, Histogram
+from prometheus_client import Histogram
 
 from operators.binder.gpusharing import (
     GpuSharingError,
@@ -45,6 +45,7 @@ from operators.core import keys
 from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import JSON_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, raw_stream
+from operators.core.metrics import Counter
 from operators.core.workqueue import WorkQueue
 
 log = logging.getLogger("binder")
@@ -54,12 +55,12 @@ COMPONENT: Final = "binder"
 
 BIND_LATENCY = Histogram("kai_binder_bind_latency_milliseconds", "Time to bind one BindRequest's pod",
                          buckets=[5 * 2**k for k in range(10)])
-BINDS = Counter("kai_binder_binds", "BindRequests handled, by result", ["result"])
-RECONCILE_ERRORS = Counter("kai_binder_reconcile_errors", "BindRequest reconciles that failed")
+BINDS = Counter("kai_binder_binds_total", "BindRequests handled, by result", ["result"])
+RECONCILE_ERRORS = Counter("kai_binder_reconcile_errors_total", "BindRequest reconciles that failed")
 # Binds to one node within this many seconds share one reservation sync of the node's GPU groups.
 SYNC_FRESHNESS: Final = 2.0
 
-RESERVATION_PODS_DELETED = Counter("kai_binder_reservation_pods_deleted", "Reservation pods garbage-collected")
+RESERVATION_PODS_DELETED = Counter("kai_binder_reservation_pods_deleted_total", "Reservation pods garbage-collected")
 
 
 class BindError(Exception):

@@ -11,7 +11,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Gauge, Histogram
+
+from operators.core.metrics import Counter
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Gauge, Histogram
 
 from operators.core import keys
 from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
+from operators.core.metrics import Counter
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.cycle import run_cycle
 from operators.scheduler.decisions import Bind, Decisions, Eviction, Unschedulable
@@ -72,8 +73,28 @@ FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", ["queu
 USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", ["queue_name"]) for r in ("gpu", "cpu", "memory")}
 DESERVED = Gauge("kai_queue_deserved_gpus_scheduler", "Deserved GPUs as the scheduler computes them",
                  ["queue_name"])
+# KAI times its usage-database queries here; without a usage database (time-based fair share is not
+# supported) no query is made and the histogram stays at zero, as KAI's does without one.
+USAGE_QUERY_LATENCY = Histogram("kai_usage_query_latency_milliseconds", "Usage database query latency",
+                                buckets=_BUCKETS)
+# Beyond KAI: pods left Pending by the last cycle, by the first reason of their PodGroup.
+PENDING_PODS = Gauge("kai_pending_pods", "Pods left pending by the last cycle, by reason", ["reason"])
 CYCLES = Counter("kai_scheduler_cycles_total", "Scheduling cycles run")
 LOOP_LAG = Gauge("kai_scheduler_eventloop_lag_seconds", "Event loop lag")
+
+
+def pending_pods_by_reason(unschedulable: Iterable[Unschedulable]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for u in unschedulable:
+        reason = u.reasons[0].reason if u.reasons else "Unschedulable"
+        out[reason] = out.get(reason, 0) + max(len(u.pod_messages), 1)
+    return out
+
+
+def _set_pending(unschedulable: Iterable[Unschedulable]) -> None:
+    PENDING_PODS.clear()
+    for reason, count in pending_pods_by_reason(unschedulable).items():
+        PENDING_PODS.labels(reason).set(count)
 
 
 def _now_rfc3339() -> str:
@@ -195,6 +216,7 @@ class SchedulerLoop:
                 _COUNTERS[what].labels(action).inc(count)
         CLOSE_SESSION.set((t3 - t2) * 1000 + decisions.timings.get("close-session", 0.0))
         E2E_LATENCY.set((t3 - t0) * 1000)
+        _set_pending(decisions.unschedulable)
         if decisions.binds or decisions.evictions:
             log.info("cycle: %d binds, %d evictions, %d pipelined, %d unschedulable in %.0f ms",
                      len(decisions.binds), len(decisions.evictions), len(decisions.pipelined),
