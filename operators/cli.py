@@ -141,8 +141,19 @@ def _snapshot(args: argparse.Namespace) -> int:
     return int(snapshotcmd.main(args.extra))
 
 
+def version() -> str:
+    """The installed package's version (the chart's appVersion and the image tag are the same)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kai-scheduler-py")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kai", description=__doc__)
+    p.add_argument("--version", action="version", version=f"kai {version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="the local control plane").add_subparsers(dest="dev", required=True)

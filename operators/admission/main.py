@@ -67,5 +67,5 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "admission")
+    component.setup_logging(args.log_level, "admission", args.log_format)
     return component.run(lambda: serve(args))

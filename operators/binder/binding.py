@@ -157,7 +157,7 @@ class Binder:
         self.reservations: Informer[Member] = Informer(
             watch_api, PODS, member_record, namespace=config.reservation_namespace, indexes=by_node)
         self.binds = WorkQueue(self.reconcile, workers=config.workers, base_delay=config.base_delay,
-                               max_delay=config.max_delay, name="bindrequests")
+                               max_delay=config.max_delay, name="bindrequests", kind="BindRequest")
         self.group_syncs = WorkQueue(lambda group: self.sync_group(str(group)), workers=4,
                                      base_delay=config.base_delay, max_delay=config.max_delay, name="gpu-groups")
         self.members.add_listener(self._on_member)

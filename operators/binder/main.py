@@ -134,7 +134,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "binder")
+    component.setup_logging(args.log_level, "binder", args.log_format)
     registry = build_registry(args)
 
     async def run() -> None:

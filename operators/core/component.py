@@ -13,13 +13,12 @@ import inspect
 import logging
 import os
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
 
-from operators.core import keys, metrics
+from operators.core import keys, logs, metrics
 from operators.core.webhook import Handler
 
 log = logging.getLogger(__name__)
@@ -42,6 +41,8 @@ def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8
     p.add_argument("--leader-elect-renew-deadline", type=int, default=6, metavar="SECONDS")
     p.add_argument("--leader-elect-retry-period", type=float, default=1.0, metavar="SECONDS")
     p.add_argument("--log-level", default=os.environ.get("KAI_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-format", choices=logs.FORMATS, default=os.environ.get("KAI_LOG_FORMAT", "text"),
+                   help="text, or one JSON object per line with component, object and reason fields")
     p.add_argument("--dev", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -114,11 +115,8 @@ async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, arg
                             **lease_options(args))
 
 
-def setup_logging(level: str, component: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s {component} %(name)s: %(message)s")
-    for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+def setup_logging(level: str, component: str, fmt: str = "text") -> None:
+    logs.setup(level, component, fmt)
 
 
 def kopf_settings(component: str) -> kopf.OperatorSettings:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from operators.core import logs
 from operators.core.kube import MERGE_PATCH, raw
 
 log = logging.getLogger(__name__)
@@ -92,5 +93,8 @@ class EventRecorder:
             }
             await raw(self.api, "POST", f"/api/v1/namespaces/{ref.namespace}/events", body=event)
             self._seen[key] = (name, 1, now)
+            # The first occurrence only (repeats bump the count above): one line per distinct event.
+            log.info("%s event %s: %s", event_type, reason, message[:1024],
+                     extra=logs.about(ref.kind, ref.namespace, ref.name, reason))
         except Exception as exc:
             log.debug("event %s/%s on %s/%s not recorded: %s", event_type, reason, ref.namespace, ref.name, exc)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 from prometheus_client import Gauge, Histogram
 
+from operators.core import logs
 from operators.core.metrics import Counter
 
 log = logging.getLogger(__name__)
@@ -24,8 +25,10 @@ DEPTH = Gauge("kai_controller_workqueue_depth", "Keys waiting in the work queue"
 
 class WorkQueue:
     def __init__(self, reconcile: Callable[[Hashable], Awaitable[None]], *, workers: int = 10,
-                 base_delay: float = 1.0, max_delay: float = 60.0, name: str = "queue") -> None:
+                 base_delay: float = 1.0, max_delay: float = 60.0, name: str = "queue", kind: str = "") -> None:
         self.reconcile = reconcile
+        # The kind of object a key names: lines logged during its reconcile carry it as their `object`.
+        self.kind = kind
         self.workers = workers
         self.base_delay = base_delay
         self.max_delay = max_delay
@@ -71,7 +74,11 @@ class WorkQueue:
             DEPTH.labels(self.name).set(self._queue.qsize())
             started = time.monotonic()
             try:
-                await self.reconcile(key)
+                if self.kind:
+                    with logs.working_on(self.kind, key):
+                        await self.reconcile(key)
+                else:
+                    await self.reconcile(key)
                 self._failures.pop(key, None)
                 RECONCILES.labels(self.name, "success").inc()
             except asyncio.CancelledError:
@@ -81,7 +88,8 @@ class WorkQueue:
                 count = self._failures.get(key, 0) + 1
                 self._failures[key] = count
                 delay = min(self.base_delay * 2 ** (count - 1), self.max_delay)
-                log.warning("%s: reconciling %s failed (%s); retry in %.0fs", self.name, key, exc, delay)
+                with logs.working_on(self.kind or self.name, key):
+                    log.warning("%s: reconciling %s failed (%s); retry in %.0fs", self.name, key, exc, delay)
                 log.debug("%s: failure detail", self.name, exc_info=True)
                 self.add_after(key, delay)
             finally:

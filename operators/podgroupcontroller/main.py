@@ -52,7 +52,7 @@ class PodGroupController:
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
-        self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller")
+        self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller", kind="PodGroup")
         self.pods.add_listener(self._on_pod)
         self.podgroups.add_listener(self._on_podgroup)
 
@@ -141,7 +141,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "podgroup-controller")
+    component.setup_logging(args.log_level, "podgroup-controller", args.log_format)
     registry = build_registry(args)
 
     return component.run(lambda: component.run_kopf_operator("podgroup-controller", registry, args))

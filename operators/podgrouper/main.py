@@ -56,7 +56,7 @@ class PodGrouper:
         self.priority_classes: Informer[str] = Informer(api, PRIORITY_CLASSES, lambda o: o["metadata"]["name"])
         self.discovery = Discovery(api)
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
-        self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper")
+        self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper", kind="Pod")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self.pods.add_listener(self._on_pod)
 
@@ -244,7 +244,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "pod-grouper")
+    component.setup_logging(args.log_level, "pod-grouper", args.log_format)
     registry = build_registry(args)
 
     return component.run(lambda: component.run_kopf_operator("pod-grouper", registry, args))

@@ -46,7 +46,7 @@ class QueueController:
         self.queues: Informer[dict[str, Any]] = Informer(api, QUEUES, lambda o: o)
         self.podgroups: Informer[dict[str, Any]] = Informer(
             api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
-        self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller")
+        self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller", kind="Queue")
         self.metrics = queue_metrics.QueueMetrics(
             queue_metrics.MetricsConfig(namespace=args.metrics_namespace), registry=REGISTRY)
         self.podgroups.add_listener(self._on_podgroup)
@@ -194,7 +194,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "queue-controller")
+    component.setup_logging(args.log_level, "queue-controller", args.log_format)
     registry = build_registry(args)
 
     return component.run(lambda: component.run_kopf_operator("queue-controller", registry, args))

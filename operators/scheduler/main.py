@@ -51,5 +51,5 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "scheduler")
+    component.setup_logging(args.log_level, "scheduler", args.log_format)
     return component.run(lambda: serve(args))
