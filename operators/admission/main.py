@@ -38,16 +38,21 @@ def parser() -> argparse.ArgumentParser:
                    help="directory with tls.crt and tls.key (reloaded when they change)")
     p.add_argument("--gpu-sharing-enabled", default="false", help="accept gpu-fraction / gpu-memory pods")
     p.add_argument("--gpu-pod-runtime-class-name", default="",
-                   help="runtimeClassName set on GPU pods; empty disables (KAI's default is nvidia)")
+                   help="runtimeClassName set on every GPU pod (KAI up to v0.15); empty disables")
+    p.add_argument("--gpu-fraction-runtime-class-name", default="",
+                   help="runtimeClassName set on GPU-sharing pods only (KAI v0.16+; its default is nvidia); "
+                        "empty disables")
     return p
 
 
 def routes(args: argparse.Namespace) -> dict[str, Review]:
     sharing = str(args.gpu_sharing_enabled).lower() in ("1", "true", "yes")
     runtime_class = args.gpu_pod_runtime_class_name or None
+    fraction_runtime_class = args.gpu_fraction_runtime_class_name or None
     return {
         MUTATE_PATH: _counted("mutate", lambda review: mutate_review(
-            review, runtime_class_name=runtime_class, scheduler_name=args.scheduler_name)),
+            review, runtime_class_name=runtime_class, scheduler_name=args.scheduler_name,
+            fraction_runtime_class_name=fraction_runtime_class)),
         VALIDATE_PATH: _counted("validate", lambda review: validate_review(
             review, gpu_sharing_enabled=sharing, scheduler_name=args.scheduler_name)),
     }

@@ -242,14 +242,17 @@ def requests_gpu(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-def _enforce_runtime_class(patch: _Patch, runtime_class_name: str | None) -> None:
-    if not runtime_class_name:
-        return
+def _enforce_runtime_class(patch: _Patch, runtime_class_name: str | None,
+                           fraction_runtime_class_name: str | None = None) -> None:
+    # `runtime_class_name` goes to every GPU pod (KAI up to v0.15, gpuPodRuntimeClassName); the fraction one
+    # only to GPU-sharing pods (KAI v0.16+, gpuFractionRuntimeClassName) and wins for them.
     metadata = patch.doc.get("metadata") or {}
     name = metadata.get("name") or metadata.get("generateName") or ""
-    if name.startswith(RESERVATION_POD_PREFIX) or not requests_gpu(patch.doc):
+    if name.startswith(RESERVATION_POD_PREFIX) or (patch.doc.get("spec") or {}).get("runtimeClassName"):
         return
-    if not (patch.doc.get("spec") or {}).get("runtimeClassName"):
+    if fraction_runtime_class_name and requests_gpu_sharing(patch.doc):
+        patch.set(["spec", "runtimeClassName"], fraction_runtime_class_name)
+    elif runtime_class_name and requests_gpu(patch.doc):
         patch.set(["spec", "runtimeClassName"], runtime_class_name)
 
 
@@ -260,6 +263,7 @@ def mutate_pod(
     runtime_class_name: str | None,
     random_suffix: Callable[[], str] = make_random_suffix,
     scheduler_name: str = keys.SCHEDULER_NAME,
+    fraction_runtime_class_name: str | None = None,
 ) -> JsonPatch:
     """JSON patch operations that mutate a pod on CREATE (contract 3.2).
 
@@ -272,5 +276,5 @@ def mutate_pod(
     patch = _Patch(pod)
     _fill_namespace(patch, namespace)
     _wire_gpu_sharing(patch, random_suffix)
-    _enforce_runtime_class(patch, runtime_class_name)
+    _enforce_runtime_class(patch, runtime_class_name, fraction_runtime_class_name)
     return patch.ops

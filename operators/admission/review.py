@@ -93,6 +93,7 @@ def mutate_review(
     runtime_class_name: str | None,
     random_suffix: Callable[[], str] = make_random_suffix,
     scheduler_name: str = keys.SCHEDULER_NAME,
+    fraction_runtime_class_name: str | None = None,
 ) -> dict[str, Any]:
     """Answer a mutating AdmissionReview (registered for pod CREATE only; anything else passes untouched)."""
     request = review_request(review)
@@ -104,7 +105,8 @@ def mutate_review(
         return errored(uid, "bad object type")
     try:
         ops = mutate_pod(pod, str(request.get("namespace") or ""), runtime_class_name=runtime_class_name,
-                         random_suffix=random_suffix, scheduler_name=scheduler_name)
+                         random_suffix=random_suffix, scheduler_name=scheduler_name,
+                         fraction_runtime_class_name=fraction_runtime_class_name)
     except AdmissionDenied as exc:
         return denied(uid, exc.message)
     return allowed(uid, ops)

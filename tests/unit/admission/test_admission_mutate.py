@@ -380,3 +380,28 @@ def test_empty_annotation_is_regenerated(apply_patch: ApplyPatch) -> None:
     subject["metadata"]["annotations"]["runai/shared-gpu-configmap"] = ""
     result = mutated(apply_patch, subject, "ns")
     assert result["metadata"]["annotations"]["runai/shared-gpu-configmap"] == f"p-{SUFFIX}-shared-gpu"
+
+
+@pytest.mark.parametrize(
+    ("name", "annotations", "limits", "expected"),
+    [
+        ("fraction", {"gpu-fraction": "0.5"}, {}, "nvidia-fraction"),
+        ("gpu memory", {"gpu-memory": "1024"}, {}, "nvidia-fraction"),
+        ("whole GPU", {}, {"nvidia.com/gpu": "1"}, "nvidia-whole"),
+        ("cpu", {}, {"cpu": "1"}, None),
+    ],
+)
+def test_fraction_runtime_class_goes_to_sharing_pods_only(
+    apply_patch: ApplyPatch, name: str, annotations: dict[str, str], limits: dict[str, str], expected: str | None
+) -> None:
+    """KAI v0.16+ `gpuFractionRuntimeClassName`: GPU-sharing pods only; the every-GPU-pod class still applies
+    to the others when it is set too."""
+    pod = {"metadata": {"name": "p", "namespace": "ns", "annotations": annotations},
+           "spec": {"schedulerName": "kai-scheduler",
+                    "containers": [{"name": "main", "resources": {"limits": limits}}]}}
+    ops = mutate_pod(pod, "ns", runtime_class_name="nvidia-whole", fraction_runtime_class_name="nvidia-fraction",
+                     random_suffix=fixed)
+    assert apply_patch(pod, ops)["spec"].get("runtimeClassName") == expected, name
+    only_fraction = apply_patch(pod, mutate_pod(pod, "ns", runtime_class_name=None,
+                                                fraction_runtime_class_name="nvidia-fraction", random_suffix=fixed))
+    assert only_fraction["spec"].get("runtimeClassName") == (expected if expected == "nvidia-fraction" else None)
