@@ -109,6 +109,36 @@ def _actions_from_map(raw: Mapping[str, Any], base: tuple[str, ...]) -> tuple[st
     return tuple(sorted(enabled, key=lambda n: (-enabled[n], n)))
 
 
+def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
+    """SchedulingShard `plugins: {name: {enabled, priority, arguments}}` -> the SchedulerConfig fields that
+    plugin arguments set (proportion, minruntime, nodeplacement). Arguments are strings in KAI's shard; other
+    plugins, and `enabled`/`priority`, set nothing here."""
+    def args_of(name: str) -> Mapping[str, Any]:
+        entry = plugins.get(name) or {}
+        arguments = entry.get("arguments") if isinstance(entry, Mapping) else None
+        return arguments if isinstance(arguments, Mapping) else {}
+
+    changes: dict[str, Any] = {}
+    proportion, minruntime, placement = args_of("proportion"), args_of("minruntime"), args_of("nodeplacement")
+    if "kValue" in proportion:
+        changes["k_value"] = float(proportion["kValue"])
+    if "relcaimerSaturationMultiplier" in proportion:  # KAI's spelling
+        changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
+    for arg, attr in (("defaultPreemptMinRuntime", "default_preempt_min_runtime"),
+                      ("defaultReclaimMinRuntime", "default_reclaim_min_runtime")):
+        if arg in minruntime:
+            changes[attr] = parse_duration(minruntime[arg])
+    if "reclaimResolveMethod" in minruntime:
+        method = str(minruntime["reclaimResolveMethod"])
+        if method not in ("lca", "queue"):
+            raise ValueError(f"reclaimResolveMethod must be lca or queue, got {method!r}")
+        changes["reclaim_min_runtime_resolve"] = method
+    for resource in ("gpu", "cpu"):
+        if placement.get(resource):
+            changes[f"{resource}_placement"] = _strategy(placement[resource])
+    return changes
+
+
 def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = None) -> SchedulerConfig:
     cfg = base or SchedulerConfig()
     spec = raw.get("spec", raw) if isinstance(raw.get("spec"), Mapping) else raw
@@ -161,6 +191,8 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"
         if camel in spec:
             changes[attr] = parse_duration(spec[camel])
+    if isinstance(spec.get("plugins"), Mapping):
+        changes.update(plugin_settings(spec["plugins"]))
     return replace(cfg, **changes)
 
 

@@ -56,11 +56,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* The one image; arguments: (list $ componentTag), the component's own image.tag winning over global.tag. */}}
 {{- define "kai.image" -}}
-{{- $g := .Values.global -}}
+{{- $root := index . 0 -}}
+{{- $g := $root.Values.global -}}
 {{- $repo := $g.image.repository -}}
 {{- if $g.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" $g.registry) $repo }}{{ end -}}
-{{- printf "%s:%s" $repo (default .Chart.AppVersion $g.tag) -}}
+{{- printf "%s:%s" $repo ((index . 1) | default $g.tag | default $root.Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* Leader election of one component: its own switch if set, else global.leaderElection or replicas > 1. */}}
@@ -219,4 +221,92 @@ objectSelector:
 matchConditions:
   - name: scheduler-name-match
     expression: {{ printf "object.spec.schedulerName == '%s'" .Values.global.schedulerName | quote }}
+{{- end -}}
+
+{{/* Is the component of values key `index . 1` installed (`<component>.enabled`, KAI's switch)? */}}
+{{- define "kai.componentEnabled" -}}
+{{- $v := index (index . 0).Values (index . 1) -}}
+{{- if kindIs "invalid" $v.enabled }}true{{ else }}{{ $v.enabled }}{{ end -}}
+{{- end -}}
+
+{{/*
+Effective values where KAI renamed a key: the current spelling unless only the deprecated one is given (the
+deprecated keys have no default, so a value there was set by the user). "kai.deprecations" names them for NOTES.
+*/}}
+{{- define "kai.fractionRuntimeClass" -}}
+{{- $a := .Values.admission -}}
+{{- if and (hasKey $a "gpuPodRuntimeClassName") (not (hasKey $a "gpuFractionRuntimeClassName")) -}}
+{{- $a.gpuPodRuntimeClassName | default "" -}}
+{{- else if and (hasKey $a "gpuPodRuntimeClassName") (eq (toString $a.gpuFractionRuntimeClassName) "nvidia") -}}
+{{- /* the default of the new key: the deprecated key was the one set */ -}}
+{{- $a.gpuPodRuntimeClassName | default "" -}}
+{{- else -}}
+{{- $a.gpuFractionRuntimeClassName | default "" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kai.priorityClasses" -}}
+{{- $new := .Values.defaultPriorityClasses | default dict -}}
+{{- $old := .Values.priorityClasses | default dict -}}
+{{- $enabled := $new.enabled -}}
+{{- if hasKey $old "create" }}{{ $enabled = and $enabled $old.create }}{{ end -}}
+{{- toYaml (dict "enabled" $enabled "classes" ($old.classes | default $new.classes)) -}}
+{{- end -}}
+
+{{- define "kai.reservationCreate" -}}
+{{- $rr := .Values.global.resourceReservation -}}
+{{- $ns := $rr.createNamespace -}}{{- $sa := $rr.createServiceAccount -}}
+{{- if hasKey $rr "create" }}{{ $ns = and $ns $rr.create }}{{ $sa = and $sa $rr.create }}{{ end -}}
+{{- toYaml (dict "namespace" $ns "serviceAccount" $sa) -}}
+{{- end -}}
+
+{{/* PodDisruptionBudget of a component: {enabled, minAvailable | maxUnavailable}; admission.pdb is deprecated. */}}
+{{- define "kai.pdb" -}}
+{{- $v := index (index . 0).Values (index . 1) -}}
+{{- $pdb := deepCopy ($v.podDisruptionBudget | default dict) -}}
+{{- with $v.pdb -}}
+{{- if hasKey . "enabled" }}{{ $_ := set $pdb "enabled" .enabled }}{{ end -}}
+{{- if hasKey . "minAvailable" }}{{ $_ := set $pdb "minAvailable" .minAvailable }}{{ $_ := unset $pdb "maxUnavailable" }}{{ end -}}
+{{- end -}}
+{{- toYaml $pdb -}}
+{{- end -}}
+
+{{/* Deprecated keys the user set, one "- old: use new" line each (NOTES.txt). */}}
+{{- define "kai.deprecations" -}}
+{{- if hasKey .Values.admission "gpuPodRuntimeClassName" }}
+- admission.gpuPodRuntimeClassName: use admission.gpuFractionRuntimeClassName (same meaning, KAI v0.16+)
+{{- end }}
+{{- if hasKey .Values.admission "pdb" }}
+- admission.pdb: use admission.podDisruptionBudget.{enabled, maxUnavailable}
+{{- end }}
+{{- if hasKey .Values "priorityClasses" }}
+- priorityClasses: use defaultPriorityClasses.{enabled, classes}
+{{- end }}
+{{- if hasKey .Values.global.resourceReservation "create" }}
+- global.resourceReservation.create: use global.resourceReservation.createNamespace / createServiceAccount
+{{- end }}
+{{- if kindIs "string" .Values.scheduler.actions }}{{ if .Values.scheduler.actions }}
+- scheduler.actions as a string: use the map {<action>: {enabled, priority}}
+{{- end }}{{ end }}
+{{- end -}}
+
+{{/* KAI keys accepted for values files written for KAI that have no effect here (NOTES.txt). */}}
+{{- define "kai.ignored" -}}
+{{- range $key := list "operator" "nodescaleadjuster" "crdupgrader" "topologyMigration" "postCleanup" "prometheus" "kaiConfig" }}
+{{- if hasKey $.Values $key }}
+- {{ $key }}: KAI's {{ $key }} has no counterpart here (no operator; the chart renders the components itself)
+{{- end }}
+{{- end }}
+{{- if $.Values.global.clusterAutoscaling }}
+- global.clusterAutoscaling: the node-scale-adjuster is not part of this project
+{{- end }}
+{{- range $key := list "admission" "binder" "podgrouper" "podgroupcontroller" "queuecontroller" "scheduler" }}
+{{- $v := index $.Values $key }}
+{{- if and $v.image $v.image.name }}
+- {{ $key }}.image.name: one image ({{ include "kai.image" (list $ "") }}) runs every component
+{{- end }}
+{{- end }}
+{{- if and .Values.binder.resourceReservationImage .Values.binder.resourceReservationImage.name }}
+- binder.resourceReservationImage: use global.resourceReservation.image (a full image reference)
+{{- end }}
 {{- end -}}
