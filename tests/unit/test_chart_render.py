@@ -119,7 +119,8 @@ def test_every_deployment_flag_is_one_its_component_accepts(default_docs: list[d
     """The chart passes nothing a component's parser rejects (argparse would exit the container)."""
     parsed = {name: _parse_args(d) for name, d in by_kind(default_docs, "Deployment").items()}
     assert parsed["admission"].gpu_sharing_enabled == "true"
-    assert parsed["admission"].gpu_pod_runtime_class_name == "nvidia"
+    assert parsed["admission"].gpu_fraction_runtime_class_name == "nvidia"
+    assert parsed["admission"].gpu_pod_runtime_class_name == ""
     assert parsed["binder"].resource_reservation_namespace == "kai-resource-reservation"
     assert parsed["kai-scheduler-default"].config == "/etc/config/config.yaml"
     assert parsed["pod-grouper"].queue_label_key == "kai.scheduler/queue"
@@ -133,8 +134,17 @@ def test_every_deployment_flag_is_one_its_component_accepts(default_docs: list[d
     parsed = {name: _parse_args(d) for name, d in by_kind(everything, "Deployment").items()}
     assert parsed["binder"].resource_reservation_pod_resources == {"requests": {"cpu": "2m"}}
     assert parsed["binder"].runtime_class_name == "nvidia"
-    assert parsed["kai-scheduler-default"].actions == "allocate,reclaim"
+    assert parsed["kai-scheduler-default"].actions is None, "actions live in the scheduler's configuration"
+    assert scheduler_config(everything).actions == ("allocate", "reclaim")
     assert parsed["kai-scheduler-default"].schedule_period == "2s"
+
+
+def scheduler_config(docs: list[dict[str, Any]]) -> Any:
+    """The scheduler's configuration as `kai run scheduler --config` loads it from the chart's ConfigMap."""
+    from operators.scheduler.config import config_from_mapping
+
+    config = by_kind(docs, "ConfigMap")["kai-scheduler-default"]
+    return config_from_mapping(yaml.safe_load(config["data"]["config.yaml"]))
 
 
 def test_scheduler_config_is_a_shard_spec_the_scheduler_loads(default_docs: list[dict[str, Any]]) -> None:
@@ -163,7 +173,9 @@ def test_leader_election_follows_replicas_and_switches() -> None:
     assert set(roles) == {"kai-scheduler-default-leader-election", "binder-leader-election", "kai-binder-reservation"}
     lease_rule = roles["binder-leader-election"]["rules"][1]
     assert lease_rule["resourceNames"] == ["kai-binder"] and "delete" not in lease_rule["verbs"]
-    assert by_kind(docs, "PodDisruptionBudget")["admission"]["spec"]["minAvailable"] == 1
+    budgets = by_kind(docs, "PodDisruptionBudget")
+    assert set(budgets) == {"admission", "binder", "kai-scheduler-default"}, "replicas > 1 only"
+    assert budgets["admission"]["spec"]["maxUnavailable"] == 1
     strategies = {n: d["spec"]["strategy"]["type"] for n, d in by_kind(docs, "Deployment").items()}
     assert strategies["kai-scheduler-default"] == "RollingUpdate"
     assert strategies["queue-controller"] == "Recreate", "a singleton without a lease never runs twice"
@@ -336,9 +348,11 @@ def test_priority_classes_queues_and_reservation_namespace(default_docs: list[di
     assert [d["metadata"]["name"] for d in sa] == ["kai-resource-reservation"]
     binding = by_kind(default_docs, "RoleBinding")["kai-resource-reservation"]
     assert binding["roleRef"]["name"] == "kai-resource-reservation"
-    off = render("priorityClasses.create=false", "defaultQueue.createDefaultQueue=false",
-                 "global.resourceReservation.create=false")
+    off = render("defaultPriorityClasses.enabled=false", "defaultQueue.createDefaultQueue=false",
+                 "global.resourceReservation.createNamespace=false")
     assert not by_kind(off, "PriorityClass") and not by_kind(off, "Queue") and not by_kind(off, "Namespace")
+    assert [d["metadata"]["name"] for d in off if d["kind"] == "ServiceAccount"
+            and d["metadata"]["namespace"] == "kai-resource-reservation"] == ["kai-resource-reservation"]
 
 
 def test_grafana_dashboard_is_valid_and_uses_exported_metrics(default_docs: list[dict[str, Any]]) -> None:
@@ -383,3 +397,123 @@ def test_services_expose_metrics_for_every_component(default_docs: list[dict[str
         assert svc["spec"]["selector"] == {"app": name}
         assert any(p["name"] == "http-metrics" for p in svc["spec"]["ports"])
     assert services["kai-scheduler-default"]["spec"]["clusterIP"] == "None"
+
+
+# --- KAI's values -----------------------------------------------------------------------------------------
+KAI_VALUES = ROOT / "tests" / "data" / "kai-values.yaml"
+
+
+def args_of(docs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    return {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
+            for name, d in by_kind(docs, "Deployment").items()}
+
+
+def test_a_kai_values_file_renders_with_kais_meaning() -> None:
+    docs = render(values=yaml.safe_load(KAI_VALUES.read_text()))
+    deployments = by_kind(docs, "Deployment")
+    assert set(deployments) == set(DEPLOYMENTS)
+    parsed = {name: _parse_args(d) for name, d in deployments.items()}
+    assert {name: args.log_format for name, args in parsed.items()} == dict.fromkeys(DEPLOYMENTS, "json")
+    assert parsed["admission"].gpu_fraction_runtime_class_name == "", "KAI: an empty class disables the injection"
+    assert parsed["admission"].gpu_sharing_enabled == "true"
+    assert parsed["binder"].runtime_class_name == "nvidia" and parsed["binder"].cdi_enabled == "true"
+    assert parsed["binder"].resource_reservation_pod_resources == {"requests": {"cpu": "1m", "memory": "10Mi"}}
+    assert parsed["pod-grouper"].queue_label_key == "example.com/queue"
+    assert all(parsed[n].leader_elect for n in DEPLOYMENTS if n != "admission")
+    grouper = deployments["pod-grouper"]["spec"]["template"]["spec"]
+    assert grouper["containers"][0]["imagePullPolicy"] == "Always"
+    assert grouper["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0][
+        "topologyKey"] == "kubernetes.io/hostname"
+    assert not [a for a in args_of(docs)["kai-scheduler-default"] if a.startswith("--actions")]
+    config = scheduler_config(docs)
+    # Map-form actions: consolidation and stale-gang eviction off, reclaim (550) before allocate (500).
+    assert config.effective_actions == ("reclaim", "allocate", "preempt")
+    assert (config.gpu_placement, config.cpu_placement) == ("spread", "spread")
+    assert config.k_value == 2.0 and config.default_preempt_min_runtime == 300
+    assert config.reclaim_min_runtime_resolve == "queue"
+    assert config.node_pool_label == "example.com/node-pool"
+    budgets = by_kind(docs, "PodDisruptionBudget")
+    assert set(budgets) == {"kai-scheduler-default"}, "the only component with 2 replicas"
+    assert budgets["kai-scheduler-default"]["spec"]["maxUnavailable"] == 1
+    assert not by_kind(docs, "PriorityClass"), "defaultPriorityClasses.enabled=false"
+    assert not by_kind(docs, "Namespace"), "createNamespace=false"
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"
+            and d["metadata"]["namespace"] == "kai-resource-reservation"] == ["kai-resource-reservation"]
+
+
+def test_actions_in_every_accepted_shape_load() -> None:
+    for actions in ({"allocate": {}, "reclaim": {"enabled": False}}, ["allocate", "preempt"], "allocate,preempt"):
+        config = scheduler_config(render(values={"scheduler": {"actions": actions}}))
+        assert config.actions[0] == "allocate" and "reclaim" not in config.actions, actions
+    assert scheduler_config(render()).actions == ("allocate", "consolidation", "reclaim", "preempt",
+                                                  "stalegangeviction")
+
+
+def test_disabled_components_are_not_installed() -> None:
+    docs = render("admission.enabled=false", "podgroupcontroller.enabled=false")
+    assert set(by_kind(docs, "Deployment")) == set(DEPLOYMENTS) - {"admission", "podgroup-controller"}
+    assert set(by_kind(docs, "Service")) == set(DEPLOYMENTS) - {"admission", "podgroup-controller"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"} == {
+        "binder", "pod-grouper", "queue-controller", "scheduler", "kai-resource-reservation"}
+    assert "kai-podgroup-controller" not in by_kind(docs, "ClusterRole")
+    webhooks = {d["metadata"]["name"] for d in docs if d["kind"].endswith("WebhookConfiguration")}
+    assert webhooks == {"kai-queue-validation-v2"}
+    assert "kai-admission-webhook-tls-secret" not in by_kind(docs, "Secret")
+
+
+def test_deprecated_spellings_still_apply() -> None:
+    docs = render("admission.gpuPodRuntimeClassName=custom", "priorityClasses.create=false",
+                  "global.resourceReservation.create=false", "admission.replicaCount=3", "admission.pdb.minAvailable=2")
+    assert _parse_args(by_kind(docs, "Deployment")["admission"]).gpu_fraction_runtime_class_name == "custom"
+    assert not by_kind(docs, "PriorityClass") and not by_kind(docs, "Namespace")
+    assert not [d for d in docs if d["kind"] == "ServiceAccount"
+                and d["metadata"]["namespace"] == "kai-resource-reservation"]
+    assert by_kind(docs, "PodDisruptionBudget")["admission"]["spec"] == {
+        "minAvailable": 2, "selector": {"matchLabels": {"app": "admission"}}}
+
+
+def notes(*sets: str, values: dict[str, Any] | None = None) -> str:
+    """NOTES.txt as `helm install` prints it (a client-side dry run: no cluster)."""
+    argv = [HELM, "install", "kai-scheduler", str(CHART), "-n", NS, "--dry-run=client", "-f", "-"]
+    for s in sets:
+        argv += ["--set", s]
+    proc = subprocess.run(argv, capture_output=True, text=True, input=yaml.safe_dump(values or {}), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_name_deprecated_and_ignored_values() -> None:
+    assert "WARNING" not in notes() and "NOTE:" not in notes()
+    text = notes("admission.gpuPodRuntimeClassName=custom", "priorityClasses.create=false",
+                 values={"operator": {"replicaCount": 1}, "global": {"clusterAutoscaling": True}})
+    assert "admission.gpuPodRuntimeClassName: use admission.gpuFractionRuntimeClassName" in text
+    assert "priorityClasses: use defaultPriorityClasses" in text
+    assert "operator: KAI's operator has no counterpart here" in text
+    assert "global.clusterAutoscaling" in text
+
+
+@pytest.mark.parametrize(("sets", "error"), [
+    (["scheduler.unknownKey=1"], "unknownKey"),
+    (["global.jsonLogs=true"], "jsonLogs"),
+    (["scheduler.replicaCount=two"], "replicaCount"),
+    (["global.jsonLog=yes"], "jsonLog"),
+    (["scheduler.actions.alocate.enabled=false"], "alocate"),
+    (["scheduler.placementStrategy=diagonal"], "placementStrategy"),
+    (["schedulingShards[0].placementStrategy.gpu=spread"], "name"),
+])
+def test_schema_refuses_unknown_or_mistyped_keys(sets: list[str], error: str) -> None:
+    argv = [HELM, "template", "kai-scheduler", str(CHART), "-n", NS]
+    for s in sets:
+        argv += ["--set", s]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "values don't meet the specifications of the schema" in proc.stderr and error in proc.stderr, proc.stderr
+
+
+def test_schema_accepts_the_keys_of_shards_and_config() -> None:
+    shard = {"name": "pool-a", "partitionLabelValue": "a", "placementStrategy": {"gpu": "spread", "cpu": "binpack"},
+             "args": {"detailed-fit-errors": "true"}, "queueDepthPerAction": {"allocate": 10},
+             "minRuntime": {"preemptMinRuntime": "1m"}, "plugins": {"proportion": {"arguments": {"kValue": "1.5"}}},
+             "actions": {"consolidation": {"enabled": False}}}
+    render(values={"schedulingShards": [shard], "config": {"create": False},
+                   "global": {"nodePoolLabelKey": "example.com/pool"}})
