@@ -120,5 +120,6 @@ def setup(level: str, component: str, fmt: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    logging.captureWarnings(True)  # library warnings become log lines too (JSON in JSON mode)
     for noisy in ("aiohttp.access", "kubernetes_asyncio.client.rest", "kopf.objects"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

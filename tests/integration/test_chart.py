@@ -148,7 +148,7 @@ def test_upgrade_with_the_same_values_changes_nothing(chart_cluster: Cluster, he
 def dev_values() -> list[str]:
     """The chart's development switches: webhooks at the local processes (the kwok pods run nothing)."""
     sets = ["global.gpuSharing=true", "global.webhookCert.ipAddresses={127.0.0.1}",
-            "admission.gpuPodRuntimeClassName=", "scheduler.leaderElection=true", "binder.leaderElection=true",
+            "admission.gpuFractionRuntimeClassName=", "scheduler.leaderElection=true", "binder.leaderElection=true",
             "global.resourceReservation.fakeGpuNodes=true"]
     for key, component in (("admission", "admission"), ("queuecontroller", "queue-controller"),
                            ("podgroupcontroller", "podgroup-controller")):
@@ -518,3 +518,42 @@ def test_uninstall_removes_the_suite_and_keeps_queues(chart_cluster: Cluster, he
     crds = {c["metadata"]["name"] for c in chart_cluster.get_json("crds")["items"]}
     assert {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai", "bindrequests.scheduling.run.ai"} <= crds
     assert chart_cluster.kubectl("get", "namespace", "kai-resource-reservation").returncode == 0
+
+
+# --- 7. a values file written for KAI -----------------------------------------------------------------------
+KAI_VALUES = Path(__file__).resolve().parents[1] / "data" / "kai-values.yaml"
+
+
+def test_a_kai_values_file_installs_and_the_components_run_with_it(chart_cluster: Cluster, helm: Helm,
+                                                                    stack: Stack) -> None:
+    stack.stop_all()
+    out = helm("upgrade", "-i", RELEASE, str(CHART), "-n", NS, "-f", str(KAI_VALUES), *dev_values()).stdout
+    assert "STATUS: deployed" in out
+    assert "operator: KAI's operator has no counterpart here" in out, "KAI-only values are named in the notes"
+    try:
+        deployments = {d["metadata"]["name"]: d for d in chart_cluster.get_json("deployments", namespace=NS)["items"]}
+        assert set(deployments) == set(DEPLOYMENTS)
+        args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"] for name, d in deployments.items()}
+        assert all("--log-format=json" in a for a in args.values()), args
+        assert "--queue-label-key=example.com/queue" in args["pod-grouper"]
+        assert "--runtime-class-name=nvidia" in args["binder"] and "--cdi-enabled=true" in args["binder"]
+        assert not [a for a in args["kai-scheduler-default"] if a.startswith("--actions")]
+        budgets = {p["metadata"]["name"] for p in chart_cluster.get_json("pdb", namespace=NS)["items"]}
+        assert budgets == {"kai-scheduler-default"}
+        config = yaml.safe_load(chart_cluster.get_json("configmap", "kai-scheduler-default", namespace=NS)["data"][
+            "config.yaml"])
+        assert config["actions"] == {"consolidation": {"enabled": False}, "stalegangeviction": {"enabled": False},
+                                     "reclaim": {"priority": 550}}
+        assert config["plugins"]["proportion"] == {"arguments": {"kValue": "2.0"}}
+        # The scheduler and the pod-grouper run with exactly these flags and this configuration (their chart
+        # ServiceAccount's token), log JSON, and become ready.
+        for component in ("scheduler", "pod-grouper"):
+            stack.start(component)
+            stack.wait_ready(component, component)
+        for component in ("scheduler", "pod-grouper"):
+            lines = [json.loads(line) for line in stack.logs[component].read_text().splitlines() if line.strip()]
+            assert lines and {line["component"] for line in lines} == {component}, stack.tail(component)
+            assert all({"object", "reason", "msg", "level"} <= set(line) for line in lines)
+    finally:
+        stack.stop_all()
+        helm("uninstall", RELEASE, "-n", NS, "--wait")
