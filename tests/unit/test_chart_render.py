@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import filecmp
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -416,7 +417,7 @@ def test_a_kai_values_file_renders_with_kais_meaning() -> None:
     assert {name: args.log_format for name, args in parsed.items()} == dict.fromkeys(DEPLOYMENTS, "json")
     assert parsed["admission"].gpu_fraction_runtime_class_name == "", "KAI: an empty class disables the injection"
     assert parsed["admission"].gpu_sharing_enabled == "true"
-    assert parsed["binder"].runtime_class_name == "nvidia" and parsed["binder"].cdi_enabled == "true"
+    assert parsed["binder"].runtime_class_name == "nvidia" and parsed["binder"].cdi_enabled is True
     assert parsed["binder"].resource_reservation_pod_resources == {"requests": {"cpu": "1m", "memory": "10Mi"}}
     assert parsed["pod-grouper"].queue_label_key == "example.com/queue"
     assert all(parsed[n].leader_elect for n in DEPLOYMENTS if n != "admission")
@@ -472,19 +473,30 @@ def test_deprecated_spellings_still_apply() -> None:
         "minAvailable": 2, "selector": {"matchLabels": {"app": "admission"}}}
 
 
-def notes(*sets: str, values: dict[str, Any] | None = None) -> str:
-    """NOTES.txt as `helm install` prints it (a client-side dry run: no cluster)."""
-    argv = [HELM, "install", "kai-scheduler", str(CHART), "-n", NS, "--dry-run=client", "-f", "-"]
+def notes(tmp_path: Path, *sets: str, values: dict[str, Any] | None = None) -> str:
+    """NOTES.txt as helm renders it after an install. `helm template` leaves NOTES out, and a dry-run install
+    needs a cluster, so a copy of the chart renders the same text into a ConfigMap."""
+    chart = tmp_path / "chart"
+    if not chart.exists():
+        shutil.copytree(CHART, chart)
+        notes_text = (CHART / "templates" / "NOTES.txt").read_text()
+        (chart / "templates" / "_test_notes.tpl").write_text('{{- define "test.notes" -}}' + notes_text + "{{- end -}}")
+        (chart / "templates" / "test-notes.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: test-notes}\n"
+            'data: {notes: {{ include "test.notes" . | toJson }}}\n')
+    argv = [HELM, "template", "kai-scheduler", str(chart), "-n", NS, "--show-only", "templates/test-notes.yaml",
+            "-f", "-"]
     for s in sets:
         argv += ["--set", s]
     proc = subprocess.run(argv, capture_output=True, text=True, input=yaml.safe_dump(values or {}), timeout=60)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout.split("NOTES:", 1)[1]
+    return str(yaml.safe_load(proc.stdout)["data"]["notes"])
 
 
-def test_notes_name_deprecated_and_ignored_values() -> None:
-    assert "WARNING" not in notes() and "NOTE:" not in notes()
-    text = notes("admission.gpuPodRuntimeClassName=custom", "priorityClasses.create=false",
+def test_notes_name_deprecated_and_ignored_values(tmp_path: Path) -> None:
+    plain = notes(tmp_path)
+    assert "KAI Scheduler" in plain and "WARNING" not in plain and "NOTE:" not in plain
+    text = notes(tmp_path, "admission.gpuPodRuntimeClassName=custom", "priorityClasses.create=false",
                  values={"operator": {"replicaCount": 1}, "global": {"clusterAutoscaling": True}})
     assert "admission.gpuPodRuntimeClassName: use admission.gpuFractionRuntimeClassName" in text
     assert "priorityClasses: use defaultPriorityClasses" in text
