@@ -206,7 +206,7 @@ namespaceSelector:
       operator: NotIn
       values: [kube-system, {{ .Release.Namespace }}]
     {{- if .Values.admission.queueLabelSelector }}
-    - key: {{ .Values.global.queueLabelKey }}
+    - key: {{ include "kai.queueLabelKey" . }}
       operator: Exists
     {{- end }}
   {{- with .Values.global.namespaceLabelSelector }}
@@ -309,4 +309,9 @@ deprecated keys have no default, so a value there was set by the user). "kai.dep
 {{- if and .Values.binder.resourceReservationImage .Values.binder.resourceReservationImage.name }}
 - binder.resourceReservationImage: use global.resourceReservation.image (a full image reference)
 {{- end }}
+{{- end -}}
+
+{{/* The queue label key: KAI's podgrouper.queueLabelKey when given (KAI wires it into its Config), else global. */}}
+{{- define "kai.queueLabelKey" -}}
+{{- .Values.podgrouper.queueLabelKey | default .Values.global.queueLabelKey -}}
 {{- end -}}
