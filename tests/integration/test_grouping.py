@@ -16,14 +16,12 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from tests.conftest import SHARED, Cluster, labelled, load_yaml
+from tests.conftest import EXAMPLES, Cluster, labelled, load_yaml
 from tests.support import poll
 
 pytestmark = pytest.mark.cluster
 
 T = TypeVar("T")
-EXAMPLES = SHARED / "examples"
-DOCS = EXAMPLES / "kai-docs"
 PG_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -149,7 +147,7 @@ def test_raycluster_gpu_sharing_subgroups(cluster: Cluster, namespace: str) -> N
 def test_rayjob_is_grouped_through_its_raycluster(cluster: Cluster, namespace: str) -> None:
     queues = [d for d in load_yaml(EXAMPLES / "ray-cluster.kai-scheduler.yaml") if d["kind"] == "Queue"]
     apply(cluster, queues, namespace)
-    job = load_yaml(EXAMPLES / "ray-job.kueue-toy-sample.yaml")[0]
+    job = load_yaml(EXAMPLES / "ray-job.kai-scheduler.yaml")[0]
     job["metadata"].setdefault("labels", {})[QUEUE_LABEL] = "team-a"
     # KubeRay refuses K8sJobMode under KAI (the submitter pod cannot join the gang); HTTPMode has no submitter.
     job["spec"]["submissionMode"] = "HTTPMode"
@@ -190,8 +188,8 @@ def test_rayjob_is_grouped_through_its_raycluster(cluster: Cluster, namespace: s
 # --- apps / batch ----------------------------------------------------------------------------------------------
 
 def test_vllm_deployments_get_one_podgroup_per_pod(cluster: Cluster, namespace: str) -> None:
-    apply(cluster, load_yaml(EXAMPLES / "seed-queues-default-test.yaml"), namespace)
-    deployments = [without_namespace(load_yaml(EXAMPLES / f"seed-vllm-test-{n}.yaml")[0]) for n in ("07", "02")]
+    apply(cluster, load_yaml(EXAMPLES / "queues-default-test.yaml"), namespace)
+    deployments = [without_namespace(load_yaml(EXAMPLES / f"vllm-test-{n}.yaml")[0]) for n in ("07", "02")]
     deployments[1]["spec"]["replicas"] = 2  # two pods of one Deployment: still a PodGroup each
     apply(cluster, deployments, namespace)
     found = wait_for(grouped_pods(cluster, namespace, 3), "the 3 vLLM pods to be grouped")
@@ -209,7 +207,7 @@ def test_vllm_deployments_get_one_podgroup_per_pod(cluster: Cluster, namespace: 
 
 
 def test_batch_job_gets_two_podgroups(cluster: Cluster, namespace: str) -> None:
-    apply(cluster, load_yaml(DOCS / "batch_batch-job.yaml"), namespace)
+    apply(cluster, load_yaml(EXAMPLES / "batch" / "batch-job.yaml"), namespace)
     found = wait_for(grouped_pods(cluster, namespace, 2), "the Job's 2 pods to be grouped")
     job = cluster.get_json("jobs.batch", "batch-job", namespace=namespace)
     groups = wait_for(n_podgroups(cluster, namespace, 2), "2 PodGroups")
@@ -274,14 +272,14 @@ def create_pytorch_pods(cluster: Cluster, namespace: str, job: dict[str, Any]) -
 
 
 @pytest.mark.parametrize(("example", "min_member", "expected_subgroups", "pod_subgroups"), [
-    ("batch_pytorch-job.yaml", 3, {"master": 1, "worker": 2},
+    ("pytorch-job.yaml", 3, {"master": 1, "worker": 2},
      {"master-0": "master", "worker-0": "worker", "worker-1": "worker"}),
-    ("elastic_pytorch-elastic.yaml", 1, {"worker": 1}, {"worker-0": "worker", "worker-1": "worker"}),
+    ("pytorch-elastic.yaml", 1, {"worker": 1}, {"worker-0": "worker", "worker-1": "worker"}),
 ])
 def test_pytorchjob_gang_and_subgroups(cluster: Cluster, namespace: str, pytorch_crd: None, example: str,
                                        min_member: int, expected_subgroups: dict[str, int],
                                        pod_subgroups: dict[str, str]) -> None:
-    doc = load_yaml(DOCS / example)[0]
+    doc = load_yaml(EXAMPLES / "batch" / example)[0]
     job = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(doc),
                                      namespace=namespace).stdout)
     create_pytorch_pods(cluster, namespace, job)

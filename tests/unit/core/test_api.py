@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from operators.core.api import BindRequest, PodGroup, Queue, crdgen
-from tests.conftest import SHARED
+from tests.support import EXAMPLES
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -61,7 +61,7 @@ def test_schema_is_structural() -> None:
 
 def _examples(kind: str) -> list[dict]:
     docs = []
-    for path in sorted(SHARED.joinpath("examples").rglob("*.yaml")):
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == kind]
     return docs
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,8 +19,7 @@ from operators.queuecontroller.status import (
     queue_status,
     status_patch,
 )
-
-EXAMPLES = Path(__file__).resolve().parents[4] / "shared" / "examples"
+from tests.support import EXAMPLES
 
 
 def example_queues(relative: str) -> list[dict[str, Any]]:
@@ -42,7 +40,7 @@ def pg(queue_name: str, allocated: dict[str, str], requested: dict[str, str] | N
 
 
 def test_default_queues_example() -> None:
-    queues = example_queues("kai-docs/quickstart_default-queues.yaml")
+    queues = example_queues("quickstart/default-queues.yaml")
     pgs = [pg("default-queue", {"cpu": "100m", "memory": "250M"}),
            pg("default-queue", {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "1"})]
     statuses = all_queue_statuses(queues, pgs)
