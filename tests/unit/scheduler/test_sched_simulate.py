@@ -13,7 +13,6 @@ from operators.scheduler.config import SchedulerConfig, config_from_mapping, loa
 from operators.scheduler.simulate import main, run_simulation
 from tests.support import EXAMPLES
 
-
 RAY = [
     podgroup("pg-raycluster-sample-1", "team-a", 3,
              subgroups=[{"name": "headgroup", "minMember": 1}, {"name": "worker", "minMember": 2}],
