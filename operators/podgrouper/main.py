@@ -4,13 +4,15 @@ Pods come from an informer filtered by the API server (`spec.schedulerName`); th
 GETs through a short-lived cache; the grouping itself is the pure `grouping` package. Problems become Warning
 events `PodGrouperWarning` on the pod and the pod is retried with exponential backoff (1 s -> 60 s).
 Kopf runs the process (login, startup, probes) and reports PodGroup deletions, so a deleted PodGroup is
-recreated for its live pods.
+recreated for its live pods. Where KubeRay is installed, RayJobs are watched too: a RayJob KubeRay refused
+(K8sJobMode under kai-scheduler) never produces a pod, so it gets a Warning event of its own (`rayjob.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Hashable
@@ -19,7 +21,7 @@ from typing import Any
 import kopf
 
 from operators.core import component, keys, slim
-from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer
+from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, api_client, is_conflict, is_not_found, raw, status_of
@@ -34,10 +36,20 @@ from operators.podgrouper.grouping.grouper import (
 )
 from operators.podgrouper.grouping.model import GrouperConfig, GroupingError, Lookups, NeedObjects
 from operators.podgrouper.grouping.model import ObjectRef as NeededRef
+from operators.podgrouper.rayjob import (
+    GRACE_SECONDS,
+    RAYJOBS_API_VERSION,
+    REASON,
+    may_be_refused,
+    refusal_message,
+    slim_rayjob,
+)
 
 log = logging.getLogger("pod-grouper")
 OWNER_TTL = 10.0
 RESYNC_SECONDS = 300.0
+RAYJOBS = Resource("ray.io", "v1", "rayjobs")
+DISCOVERY_RETRY_SECONDS = 60.0
 
 
 class GroupingProblem(Exception):
@@ -59,6 +71,10 @@ class PodGrouper:
         self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self.pods.add_listener(self._on_pod)
+        self.rayjobs: Informer[dict[str, Any]] | None = None
+        self._rayjob_checks: set[str] = set()  # RayJob keys with a check scheduled
+        self._rayjob_done: set[str] = set()  # RayJob uids explained, or whose RayCluster exists
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or new["metadata"].get("deletionTimestamp"):
@@ -199,9 +215,69 @@ class PodGrouper:
             for pod in self.pods.values():
                 self.work.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
 
+    # --- RayJobs KubeRay refused -----------------------------------------------------------------
+    async def watch_rayjobs(self) -> None:
+        """Watch RayJobs once the API server serves them (KubeRay may be installed later, or never)."""
+        while await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is None:
+            await asyncio.sleep(DISCOVERY_RETRY_SECONDS)
+            self.discovery = Discovery(self.api)  # forget the negative answer
+        self.rayjobs = Informer(self.api, RAYJOBS, slim_rayjob)
+        self.rayjobs.add_listener(self._on_rayjob)
+        await self.rayjobs.run()
+
+    def _on_rayjob(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None and old is not None:
+            self._rayjob_done.discard(old["metadata"].get("uid"))
+        if new is None or not may_be_refused(new):
+            return
+        key = f"{new['metadata']['namespace']}/{new['metadata']['name']}"
+        if key in self._rayjob_checks or new["metadata"].get("uid") in self._rayjob_done:
+            return
+        self._rayjob_checks.add(key)
+        task = asyncio.get_running_loop().create_task(self._check_rayjob(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _check_rayjob(self, key: str) -> None:
+        try:
+            job = self.rayjobs.get(key) if self.rayjobs else None
+            if job is None:
+                return
+            await asyncio.sleep(max(0.0, GRACE_SECONDS - _age(job)))
+            job = self.rayjobs.get(key) if self.rayjobs else None
+            if job is None or not may_be_refused(job):
+                return
+            meta = job["metadata"]
+            cluster = job["status"]["rayClusterName"]
+            try:
+                await raw(self.api, "GET", f"/apis/ray.io/v1/namespaces/{meta['namespace']}/rayclusters/{cluster}")
+                exists = True
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+                exists = False
+            message = refusal_message(job, exists, _age(job))
+            if exists or message is not None:
+                self._rayjob_done.add(meta["uid"])
+            if message is not None:
+                log.warning("RayJob %s: %s", key, message)
+                await self.events.emit(ObjectRef.of(job), "Warning", REASON, message)
+        except Exception as exc:
+            log.warning("cannot check RayJob %s: %s", key, exc)
+        finally:
+            self._rayjob_checks.discard(key)
+
     @property
     def ready(self) -> bool:
         return self.pods.synced.is_set() and self.priority_classes.synced.is_set()
+
+
+def _age(obj: dict[str, Any]) -> float:
+    created = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not created:
+        return 0.0
+    stamp = dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - stamp).total_seconds()
 
 
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
@@ -214,7 +290,8 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         api = await api_client(args.kubeconfig)
         life.on_close(api.close)
         grouper = state["grouper"] = PodGrouper(api, args)
-        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync())
+        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync(),
+                   grouper.watch_rayjobs())
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
