@@ -76,6 +76,10 @@ def _numbers_as_float(value: object) -> object:
     return value
 
 
+def test_the_examples_hold_queues() -> None:
+    assert len(_examples("Queue")) >= 8  # the round trip below is parametrized over them
+
+
 @pytest.mark.parametrize("doc", _examples("Queue"), ids=lambda d: d["metadata"]["name"])
 def test_example_queues_round_trip(doc: dict) -> None:
     assert _numbers_as_float(Queue.model_validate(doc).to_wire()) == _numbers_as_float(doc)
