@@ -4,7 +4,7 @@ Pods come from an informer filtered by the API server (`spec.schedulerName`); th
 GETs through a short-lived cache; the grouping itself is the pure `grouping` package. Problems become Warning
 events `PodGrouperWarning` on the pod and the pod is retried with exponential backoff (1 s -> 60 s).
 Kopf runs the process (login, startup, probes) and reports PodGroup deletions, so a deleted PodGroup is
-recreated for its live pods. Where KubeRay is installed, RayJobs are watched too: a RayJob KubeRay refused
+recreated for its live pods. Where KubeRay is installed, RayJobs are looked at too: a RayJob KubeRay refused
 (K8sJobMode under kai-scheduler) never produces a pod, so it gets a Warning event of its own (`rayjob.py`).
 """
 
@@ -49,6 +49,8 @@ log = logging.getLogger("pod-grouper")
 OWNER_TTL = 10.0
 RESYNC_SECONDS = 300.0
 RAYJOBS = Resource("ray.io", "v1", "rayjobs")
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
+RAYJOB_POLL_SECONDS = 15.0
 DISCOVERY_RETRY_SECONDS = 60.0
 
 
@@ -71,10 +73,7 @@ class PodGrouper:
         self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self.pods.add_listener(self._on_pod)
-        self.rayjobs: Informer[dict[str, Any]] | None = None
-        self._rayjob_checks: set[str] = set()  # RayJob keys with a check scheduled
-        self._rayjob_done: set[str] = set()  # RayJob uids explained, or whose RayCluster exists
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._rayjob_done: set[str] = set()  # uids of RayJobs already looked at past the grace period
 
     def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or new["metadata"].get("deletionTimestamp"):
@@ -217,55 +216,44 @@ class PodGrouper:
 
     # --- RayJobs KubeRay refused -----------------------------------------------------------------
     async def watch_rayjobs(self) -> None:
-        """Watch RayJobs once the API server serves them (KubeRay may be installed later, or never)."""
+        """List RayJobs every RAYJOB_POLL_SECONDS once the API server serves them (KubeRay may come later).
+
+        A list, not a watch: the owner kinds the pod-grouper may read are granted get and list only, and a
+        refused RayJob is rare and stays refused, so a slow look is enough.
+        """
         while await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is None:
             await asyncio.sleep(DISCOVERY_RETRY_SECONDS)
             self.discovery = Discovery(self.api)  # forget the negative answer
-        self.rayjobs = Informer(self.api, RAYJOBS, slim_rayjob)
-        self.rayjobs.add_listener(self._on_rayjob)
-        await self.rayjobs.run()
+        while True:
+            try:
+                page = await raw(self.api, "GET", RAYJOBS.path(), timeout=60)
+                await self.check_rayjobs([slim_rayjob(o) for o in page.get("items") or []])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cannot check RayJobs: %s", exc)
+            await asyncio.sleep(RAYJOB_POLL_SECONDS)
 
-    def _on_rayjob(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if new is None and old is not None:
-            self._rayjob_done.discard(old["metadata"].get("uid"))
-        if new is None or not may_be_refused(new):
-            return
-        key = f"{new['metadata']['namespace']}/{new['metadata']['name']}"
-        if key in self._rayjob_checks or new["metadata"].get("uid") in self._rayjob_done:
-            return
-        self._rayjob_checks.add(key)
-        task = asyncio.get_running_loop().create_task(self._check_rayjob(key))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _check_rayjob(self, key: str) -> None:
-        try:
-            job = self.rayjobs.get(key) if self.rayjobs else None
-            if job is None:
-                return
-            await asyncio.sleep(max(0.0, GRACE_SECONDS - _age(job)))
-            job = self.rayjobs.get(key) if self.rayjobs else None
-            if job is None or not may_be_refused(job):
-                return
+    async def check_rayjobs(self, jobs: list[dict[str, Any]]) -> None:
+        """A Warning event on each RayJob KubeRay evidently refused (once per RayJob)."""
+        self._rayjob_done &= {job["metadata"]["uid"] for job in jobs}
+        for job in jobs:
             meta = job["metadata"]
+            if meta["uid"] in self._rayjob_done or not may_be_refused(job) or _age(job) < GRACE_SECONDS:
+                continue
             cluster = job["status"]["rayClusterName"]
             try:
-                await raw(self.api, "GET", f"/apis/ray.io/v1/namespaces/{meta['namespace']}/rayclusters/{cluster}")
+                await raw(self.api, "GET", f"{RAYCLUSTERS.path(meta['namespace'])}/{cluster}")
                 exists = True
             except Exception as exc:
                 if not is_not_found(exc):
                     raise
                 exists = False
+            self._rayjob_done.add(meta["uid"])  # checked once: KubeRay does not retry differently later
             message = refusal_message(job, exists, _age(job))
-            if exists or message is not None:
-                self._rayjob_done.add(meta["uid"])
             if message is not None:
-                log.warning("RayJob %s: %s", key, message)
+                log.warning("RayJob %s/%s: %s", meta["namespace"], meta["name"], message)
                 await self.events.emit(ObjectRef.of(job), "Warning", REASON, message)
-        except Exception as exc:
-            log.warning("cannot check RayJob %s: %s", key, exc)
-        finally:
-            self._rayjob_checks.discard(key)
 
     @property
     def ready(self) -> bool:

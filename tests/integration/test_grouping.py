@@ -176,7 +176,7 @@ def test_rayjob_kuberay_refuses_gets_an_event(cluster: Cluster, namespace: str) 
         found = items(cluster, "events", namespace, "--field-selector",
                       f"involvedObject.kind=RayJob,involvedObject.name={name}")
         return next((e for e in found if e["reason"] == "RayJobSubmissionModeUnsupported"), None)
-    found = wait_for(event, "the pod-grouper's event on the refused RayJob")
+    found = wait_for(event, "the pod-grouper's event on the refused RayJob", timeout=90)
     assert found["type"] == "Warning" and found["involvedObject"]["uid"] == created["metadata"]["uid"]
     assert "KAI-Scheduler does not support RayJob with K8sJobMode" in found["message"]
     assert "spec.submissionMode: SidecarMode" in found["message"]
