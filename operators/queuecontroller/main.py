@@ -52,7 +52,8 @@ class QueueController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
         self.args = args
-        self.queues: Informer[dict[str, Any]] = Informer(api, QUEUES, lambda o: o)
+        self.queues: Informer[dict[str, Any]] = Informer(
+            api, QUEUES, lambda o: o, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
         self.podgroups: Informer[dict[str, Any]] = Informer(
             api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
         self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller")
@@ -108,8 +109,7 @@ class QueueController:
         podgroups = [pg for q in subtree for pg in self.podgroups.by_index("queue", q)]
         computed = dict(all_queue_statuses(queues, podgroups)[name])
         stored_conditions = (queue.get("status") or {}).get("conditions") or []
-        problem = ancestry_problem(name, {q["metadata"]["name"]: str((q.get("spec") or {}).get("parentQueue")
-                                                                       or "") for q in self.queues.values()})
+        problem = ancestry_problem(name, self._ancestry(name))
         computed["conditions"] = ancestry_conditions(stored_conditions, problem, _now())
         patch = status_patch(queue, computed)
         if patch is not None:
@@ -141,18 +141,27 @@ class QueueController:
             await self.events.emit(ref, "Normal", REASON_PARENT_FOUND,
                                    f"parent queue '{parent}' exists now; workloads of this queue can be scheduled")
 
+    def _ancestry(self, name: str) -> dict[str, str]:
+        """name -> parentQueue for the stored queues on the way up from `name` (a missing one ends it)."""
+        chain: dict[str, str] = {}
+        current = name
+        while current and current not in chain:
+            queue = self.queues.get(current)
+            if queue is None:
+                break
+            parent = _parent(queue)
+            chain[current] = parent
+            current = parent
+        return chain
+
     def _subtree(self, name: str) -> set[str]:
-        children: dict[str, list[str]] = {}
-        for q in self.queues.values():
-            parent = (q.get("spec") or {}).get("parentQueue")
-            if parent:
-                children.setdefault(parent, []).append(q["metadata"]["name"])
         out, stack = {name}, [name]
         while stack:
-            for child in children.get(stack.pop(), []):
-                if child not in out:
-                    out.add(child)
-                    stack.append(child)
+            for child in self.queues.by_index("parent", stack.pop()):
+                child_name = child["metadata"]["name"]
+                if child_name not in out:
+                    out.add(child_name)
+                    stack.append(child_name)
         return out
 
     async def resync(self) -> None:
@@ -174,6 +183,10 @@ class QueueController:
     @property
     def ready(self) -> bool:
         return self.queues.synced.is_set() and self.podgroups.synced.is_set()
+
+
+def _parent(queue: dict[str, Any]) -> str:
+    return str((queue.get("spec") or {}).get("parentQueue") or "")
 
 
 def _now() -> str:

@@ -367,3 +367,15 @@ def test_child_queue_waits_for_its_parent_then_schedules(cluster: Cluster, names
     wait_for(lambda: orphan_condition(cluster, child) is None or None, "the Orphan condition to clear")
     wait_for(lambda: any(e[:2] == ("Normal", "ParentQueueFound") for e in queue_events(cluster, child)) or None,
              "a ParentQueueFound event on the child queue")
+
+
+def test_missing_grandparent_is_reported_down_the_subtree_and_clears(cluster: Cluster, namespace: str) -> None:
+    top, mid, leaf = f"top-{namespace}", f"mid-{namespace}", f"leaf-{namespace}"
+    create(cluster, [queue_doc(leaf, mid), queue_doc(mid, top)])
+    conditions = {name: wait_for(lambda name=name: orphan_condition(cluster, name), f"the Orphan condition on {name}")
+                  for name in (mid, leaf)}
+    assert conditions[mid]["message"].startswith(f"parent queue '{top}' does not exist")
+    assert conditions[leaf]["message"].startswith(f"ancestor queue '{top}' (parent of queue '{mid}') does not exist")
+    create(cluster, [queue_doc(top)])
+    for name in (mid, leaf):
+        wait_for(lambda name=name: orphan_condition(cluster, name) is None or None, f"{name}'s condition to clear")
