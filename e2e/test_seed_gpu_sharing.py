@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from tests.support import SHARED, Cluster, labelled, load_yaml
+from tests.support import EXAMPLES, Cluster, labelled, load_yaml
 
 T = TypeVar("T")
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -51,7 +51,7 @@ def configmap_data(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> dic
 
 
 def test_ray_workers_share_one_gpu(cluster: Cluster, namespace: str) -> None:
-    docs = load_yaml(SHARED / "examples" / "ray-cluster.kai-gpu-sharing.yaml")
+    docs = load_yaml(EXAMPLES / "ray-cluster.kai-gpu-sharing.yaml")
     cluster.kubectl("apply", "-f", "-", input=labelled(docs), namespace=namespace)
     pods = wait_for(running(cluster, namespace, "ray.io/cluster=raycluster-half-gpu", 3), 90, "3 Running pods")
     # The seed's exact verification command.
@@ -85,7 +85,7 @@ def test_ray_workers_share_one_gpu(cluster: Cluster, namespace: str) -> None:
 def ai_workloads(cluster: Cluster) -> Iterator[str]:
     """The seed's namespace and queues (`default` -> `test`), removed afterwards."""
     cluster.kubectl("create", "namespace", "ai-workloads")
-    queues = load_yaml(SHARED / "examples" / "seed-queues-default-test.yaml")
+    queues = load_yaml(EXAMPLES / "queues-default-test.yaml")
     cluster.kubectl("apply", "-f", "-", input=labelled(queues))
     yield "ai-workloads"
     cluster.kubectl("delete", "namespace", "ai-workloads", "--wait=true", "--timeout=60s", check=False)
@@ -95,9 +95,9 @@ def ai_workloads(cluster: Cluster) -> Iterator[str]:
 def test_vllm_deployments_share_one_gpu_and_a_third_goes_elsewhere(cluster: Cluster, ai_workloads: str) -> None:
     seed_columns = ('custom-columns=NAME:.metadata.name,STATUS:.status.phase,NODE:.spec.nodeName,'
                     'GPU-FRACTION:.metadata.annotations.gpu-fraction,GPU-GROUP:.metadata.labels.runai-gpu-group')
-    cluster.kubectl("apply", "-f", str(SHARED / "examples" / "seed-vllm-test-07.yaml"))
+    cluster.kubectl("apply", "-f", str(EXAMPLES / "vllm-test-07.yaml"))
     wait_for(running(cluster, ai_workloads, "app=vllm-test-07", 1), 60, "vllm-test-07 Running")
-    cluster.kubectl("apply", "-f", str(SHARED / "examples" / "seed-vllm-test-02.yaml"))
+    cluster.kubectl("apply", "-f", str(EXAMPLES / "vllm-test-02.yaml"))
     wait_for(running(cluster, ai_workloads, "app=vllm-test-02", 1), 60, "vllm-test-02 Running")
     out = cluster.kubectl("-n", "ai-workloads", "get", "pods", "-o", seed_columns).stdout
     rows = {r["NAME"].rsplit("-", 2)[0]: r for r in table(out)}
@@ -109,7 +109,7 @@ def test_vllm_deployments_share_one_gpu_and_a_third_goes_elsewhere(cluster: Clus
     podgroups = cluster.get_json("podgroups", namespace=ai_workloads)["items"]
     assert len(podgroups) == 2 and {pg["spec"]["priorityClassName"] for pg in podgroups} == {"inference"}
     # 0.5 more does not fit on that GPU (0.9 used): it takes another GPU (a new group).
-    third = yaml.safe_load((SHARED / "examples" / "seed-vllm-test-02.yaml").read_text())
+    third = yaml.safe_load((EXAMPLES / "vllm-test-02.yaml").read_text())
     third["metadata"]["name"] = "vllm-test-05"
     third["metadata"]["labels"]["app"] = third["spec"]["selector"]["matchLabels"]["app"] = "vllm-test-05"
     third["spec"]["template"]["metadata"]["labels"]["app"] = "vllm-test-05"

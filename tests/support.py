@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 import yaml
 
 T = TypeVar("T")
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# The repository's own examples (examples/): what the README shows, and what the tests apply.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 TEST_LABEL = "kai.test/owned"
 
 

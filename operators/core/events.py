@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ObjectRef:
+    """The object an Event is about; namespace "" for a cluster-scoped object (its Events go to "default")."""
+
     api_version: str
     kind: str
     namespace: str
@@ -58,6 +60,7 @@ class EventRecorder:
         """Create or bump an Event; never raises (events are best effort)."""
         key = (ref, event_type, reason, message[:1024])
         now = time.monotonic()
+        namespace = ref.namespace or "default"  # client-go files a cluster-scoped object's events there too
         try:
             seen = self._seen.get(key)
             if seen is not None:
@@ -67,7 +70,7 @@ class EventRecorder:
                 self._seen[key] = (name, count + 1, now)
                 body = {"count": count + 1, "lastTimestamp": _now()}
                 try:
-                    await raw(self.api, "PATCH", f"/api/v1/namespaces/{ref.namespace}/events/{name}", body=body,
+                    await raw(self.api, "PATCH", f"/api/v1/namespaces/{namespace}/events/{name}", body=body,
                               content_type=MERGE_PATCH)
                     return
                 except Exception:
@@ -79,7 +82,7 @@ class EventRecorder:
             event = {
                 "apiVersion": "v1",
                 "kind": "Event",
-                "metadata": {"name": name, "namespace": ref.namespace, "annotations": annotations or {}},
+                "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
                 "involvedObject": {"apiVersion": ref.api_version, "kind": ref.kind, "namespace": ref.namespace,
                                    "name": ref.name, "uid": ref.uid},
                 "type": event_type,
@@ -91,7 +94,7 @@ class EventRecorder:
                 "lastTimestamp": stamp,
                 "count": 1,
             }
-            await raw(self.api, "POST", f"/api/v1/namespaces/{ref.namespace}/events", body=event)
+            await raw(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=event)
             self._seen[key] = (name, 1, now)
             # The first occurrence only (repeats bump the count above): one line per distinct event.
             log.info("%s event %s: %s", event_type, reason, message[:1024],

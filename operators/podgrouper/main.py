@@ -4,13 +4,15 @@ Pods come from an informer filtered by the API server (`spec.schedulerName`); th
 GETs through a short-lived cache; the grouping itself is the pure `grouping` package. Problems become Warning
 events `PodGrouperWarning` on the pod and the pod is retried with exponential backoff (1 s -> 60 s).
 Kopf runs the process (login, startup, probes) and reports PodGroup deletions, so a deleted PodGroup is
-recreated for its live pods.
+recreated for its live pods. Where KubeRay is installed, RayJobs are looked at too: a RayJob KubeRay refused
+(K8sJobMode under kai-scheduler) never produces a pod, so it gets a Warning event of its own (`rayjob.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Hashable
@@ -19,7 +21,7 @@ from typing import Any
 import kopf
 
 from operators.core import component, keys, slim
-from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer
+from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, api_client, is_conflict, is_not_found, raw, status_of
@@ -34,10 +36,22 @@ from operators.podgrouper.grouping.grouper import (
 )
 from operators.podgrouper.grouping.model import GrouperConfig, GroupingError, Lookups, NeedObjects
 from operators.podgrouper.grouping.model import ObjectRef as NeededRef
+from operators.podgrouper.rayjob import (
+    GRACE_SECONDS,
+    RAYJOBS_API_VERSION,
+    REASON,
+    may_be_refused,
+    refusal_message,
+    slim_rayjob,
+)
 
 log = logging.getLogger("pod-grouper")
 OWNER_TTL = 10.0
 RESYNC_SECONDS = 300.0
+RAYJOBS = Resource("ray.io", "v1", "rayjobs")
+RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
+RAYJOB_POLL_SECONDS = 15.0
+DISCOVERY_RETRY_SECONDS = 60.0
 
 
 class GroupingProblem(Exception):
@@ -59,6 +73,7 @@ class PodGrouper:
         self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper", kind="Pod")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self.pods.add_listener(self._on_pod)
+        self._rayjob_done: set[str] = set()  # uids of RayJobs already looked at past the grace period
 
     def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None or new["metadata"].get("deletionTimestamp"):
@@ -199,9 +214,58 @@ class PodGrouper:
             for pod in self.pods.values():
                 self.work.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
 
+    # --- RayJobs KubeRay refused -----------------------------------------------------------------
+    async def watch_rayjobs(self) -> None:
+        """List RayJobs every RAYJOB_POLL_SECONDS once the API server serves them (KubeRay may come later).
+
+        A list, not a watch: the owner kinds the pod-grouper may read are granted get and list only, and a
+        refused RayJob is rare and stays refused, so a slow look is enough.
+        """
+        while await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is None:
+            await asyncio.sleep(DISCOVERY_RETRY_SECONDS)
+            self.discovery = Discovery(self.api)  # forget the negative answer
+        while True:
+            try:
+                page = await raw(self.api, "GET", RAYJOBS.path(), timeout=60)
+                await self.check_rayjobs([slim_rayjob(o) for o in page.get("items") or []])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cannot check RayJobs: %s", exc)
+            await asyncio.sleep(RAYJOB_POLL_SECONDS)
+
+    async def check_rayjobs(self, jobs: list[dict[str, Any]]) -> None:
+        """A Warning event on each RayJob KubeRay evidently refused (once per RayJob)."""
+        self._rayjob_done &= {job["metadata"]["uid"] for job in jobs}
+        for job in jobs:
+            meta = job["metadata"]
+            if meta["uid"] in self._rayjob_done or not may_be_refused(job) or _age(job) < GRACE_SECONDS:
+                continue
+            cluster = job["status"]["rayClusterName"]
+            try:
+                await raw(self.api, "GET", f"{RAYCLUSTERS.path(meta['namespace'])}/{cluster}")
+                exists = True
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+                exists = False
+            self._rayjob_done.add(meta["uid"])  # checked once: KubeRay does not retry differently later
+            message = refusal_message(job, exists, _age(job))
+            if message is not None:
+                log.warning("RayJob %s/%s: %s", meta["namespace"], meta["name"], message)
+                await self.events.emit(ObjectRef.of(job), "Warning", REASON, message)
+
     @property
     def ready(self) -> bool:
         return self.pods.synced.is_set() and self.priority_classes.synced.is_set()
+
+
+def _age(obj: dict[str, Any]) -> float:
+    created = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not created:
+        return 0.0
+    stamp = dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - stamp).total_seconds()
 
 
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
@@ -214,7 +278,8 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         api = await api_client(args.kubeconfig)
         life.on_close(api.close)
         grouper = state["grouper"] = PodGrouper(api, args)
-        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync())
+        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync(),
+                   grouper.watch_rayjobs())
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)

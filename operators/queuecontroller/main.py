@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Hashable
 from typing import Any
@@ -19,11 +20,19 @@ from prometheus_client import REGISTRY
 
 from operators.core import component
 from operators.core.cache import PODGROUPS, QUEUES, Informer
+from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
-from operators.queuecontroller.status import all_queue_statuses, status_patch
+from operators.queuecontroller.status import (
+    ORPHAN,
+    REASON_PARENT_FOUND,
+    all_queue_statuses,
+    ancestry_conditions,
+    ancestry_problem,
+    status_patch,
+)
 from operators.queuecontroller.validation import validate_queue
 
 log = logging.getLogger("queue-controller")
@@ -43,10 +52,12 @@ class QueueController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
         self.args = args
-        self.queues: Informer[dict[str, Any]] = Informer(api, QUEUES, lambda o: o)
+        self.queues: Informer[dict[str, Any]] = Informer(
+            api, QUEUES, lambda o: o, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
         self.podgroups: Informer[dict[str, Any]] = Informer(
             api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
         self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller", kind="Queue")
+        self.events = EventRecorder(api, "queue-controller", min_interval=30)
         self.metrics = queue_metrics.QueueMetrics(
             queue_metrics.MetricsConfig(namespace=args.metrics_namespace), registry=REGISTRY)
         self.podgroups.add_listener(self._on_podgroup)
@@ -73,11 +84,16 @@ class QueueController:
                 self.enqueue_with_ancestors(pg["spec"]["queue"])
 
     def _on_queue(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        parents = {((q or {}).get("spec") or {}).get("parentQueue") for q in (old, new)}
         for queue in (old, new):
             if queue is None:
                 continue
             self.work.add(queue["metadata"]["name"])
             self.enqueue_with_ancestors((queue.get("spec") or {}).get("parentQueue"))
+            if old is None or new is None or len(parents) > 1:
+                # A queue appeared, went away or moved: the ancestry of everything below it changed.
+                for descendant in self._subtree(queue["metadata"]["name"]):
+                    self.work.add(descendant)
         if event == "DELETED" and old is not None:
             self.metrics.remove(old["metadata"]["name"])
 
@@ -91,8 +107,10 @@ class QueueController:
         subtree = self._subtree(name)
         queues = [q for q in self.queues.values() if q["metadata"]["name"] in subtree]
         podgroups = [pg for q in subtree for pg in self.podgroups.by_index("queue", q)]
-        computed = all_queue_statuses(queues, podgroups)[name]
-        # childQueues is about all queues, not only the subtree
+        computed = dict(all_queue_statuses(queues, podgroups)[name])
+        stored_conditions = (queue.get("status") or {}).get("conditions") or []
+        problem = ancestry_problem(name, self._ancestry(name))
+        computed["conditions"] = ancestry_conditions(stored_conditions, problem, _now())
         patch = status_patch(queue, computed)
         if patch is not None:
             # A merge patch, not server-side apply: SSA stores an emptied status as null, which the CRD
@@ -105,21 +123,45 @@ class QueueController:
                 if is_not_found(exc):
                     return
                 raise
+            await self._report_ancestry(queue, stored_conditions, problem)
             queue = updated or queue
         self.metrics.update(queue)
 
+    async def _report_ancestry(self, queue: dict[str, Any], stored: list[dict[str, Any]],
+                               problem: tuple[str, str] | None) -> None:
+        """An event when the Orphan condition appears, changes or clears (the condition itself is in status)."""
+        before = next((c for c in stored if c.get("type") == ORPHAN and c.get("status") == "True"), None)
+        ref = ObjectRef(queue.get("apiVersion", f"{QUEUES.group}/{QUEUES.version}"), "Queue", "",
+                        queue["metadata"]["name"], queue["metadata"].get("uid", ""))
+        if problem is not None and (before is None or (before.get("reason"), before.get("message")) != problem):
+            log.info("queue %s: %s", queue["metadata"]["name"], problem[1])
+            await self.events.emit(ref, "Warning", problem[0], problem[1])
+        elif problem is None and before is not None:
+            parent = (queue.get("spec") or {}).get("parentQueue") or ""
+            await self.events.emit(ref, "Normal", REASON_PARENT_FOUND,
+                                   f"parent queue '{parent}' exists now; workloads of this queue can be scheduled")
+
+    def _ancestry(self, name: str) -> dict[str, str]:
+        """name -> parentQueue for the stored queues on the way up from `name` (a missing one ends it)."""
+        chain: dict[str, str] = {}
+        current = name
+        while current and current not in chain:
+            queue = self.queues.get(current)
+            if queue is None:
+                break
+            parent = _parent(queue)
+            chain[current] = parent
+            current = parent
+        return chain
+
     def _subtree(self, name: str) -> set[str]:
-        children: dict[str, list[str]] = {}
-        for q in self.queues.values():
-            parent = (q.get("spec") or {}).get("parentQueue")
-            if parent:
-                children.setdefault(parent, []).append(q["metadata"]["name"])
         out, stack = {name}, [name]
         while stack:
-            for child in children.get(stack.pop(), []):
-                if child not in out:
-                    out.add(child)
-                    stack.append(child)
+            for child in self.queues.by_index("parent", stack.pop()):
+                child_name = child["metadata"]["name"]
+                if child_name not in out:
+                    out.add(child_name)
+                    stack.append(child_name)
         return out
 
     async def resync(self) -> None:
@@ -133,22 +175,22 @@ class QueueController:
         request = review.get("request") or {}
         queue = request.get("object") or {}
         name = queue.get("metadata", {}).get("name")
-        others = {q["metadata"]["name"]: q for q in self.queues.values() if q["metadata"]["name"] != name}
-        parent = (queue.get("spec") or {}).get("parentQueue")
-        if parent and parent not in others:
-            # A parent created a moment ago (one `kubectl apply` of parent and child) may not have reached the
-            # informer yet: ask the API server before calling it missing.
-            try:
-                others[parent] = await raw(self.api, "GET", f"{QUEUES.path()}/{parent}", timeout=5)
-            except Exception as exc:
-                if not is_not_found(exc):
-                    log.warning("cannot look up parent queue %s: %s", parent, exc)
-        errors = validate_queue(queue, [*others.values(), queue], creating=request.get("operation") == "CREATE")
+        # A missing parent is accepted (the queue reports it once stored); cycles are refused.
+        others = [q for q in self.queues.values() if q["metadata"]["name"] != name]
+        errors = validate_queue(queue, [*others, queue])
         return verdict(review, errors[0] if errors else None, warnings=errors[:1] or None)
 
     @property
     def ready(self) -> bool:
         return self.queues.synced.is_set() and self.podgroups.synced.is_set()
+
+
+def _parent(queue: dict[str, Any]) -> str:
+    return str((queue.get("spec") or {}).get("parentQueue") or "")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:

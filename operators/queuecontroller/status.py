@@ -102,11 +102,18 @@ def all_queue_statuses(queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[
 
 
 def status_patch(queue: Obj, computed: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The status patch to write, or None when the stored status already says the same (by value)."""
+    """The status patch to write, or None when the stored status already says the same (by value).
+
+    `computed["conditions"]`, when present, is the whole desired conditions list (this controller is the only
+    writer of Queue conditions); a merge patch replaces a list as a whole.
+    """
     stored = queue.get("status") or {}
+    conditions: dict[str, Any] = {}
+    if "conditions" in computed and (stored.get("conditions") or []) != (computed["conditions"] or []):
+        conditions = {"conditions": list(computed["conditions"] or []) or None}
     same = all(_nonzero(_parse(stored.get(f))) == _nonzero(_parse(computed.get(f))) for f in FIELDS)
     if same and sorted(stored.get("childQueues") or []) == sorted(computed.get("childQueues") or []):
-        return None
+        return {"status": conditions} if conditions else None
     # A merge patch only removes keys it names as null: clear what the computation no longer reports, and
     # remove a list that became empty (server-side apply cannot: an applied `{}` is stored as an invalid null).
     patch: dict[str, Any] = {}
@@ -116,8 +123,57 @@ def status_patch(queue: Obj, computed: Mapping[str, Any]) -> dict[str, Any] | No
             patch[field] = {**{name: None for name in stored.get(field) or {}}, **values}
         elif field in stored:
             patch[field] = None
-    return {"status": {**patch, "childQueues": list(computed.get("childQueues") or []) or None}}
+    return {"status": {**patch, "childQueues": list(computed.get("childQueues") or []) or None, **conditions}}
 
 
 def _nonzero(values: ResourceList) -> ResourceList:
     return {name: q for name, q in values.items() if q != 0}
+
+
+# --- ancestry --------------------------------------------------------------------------------------
+# A queue whose parent (or any ancestor) is missing is accepted, as KAI accepts it, so that files listing
+# children before parents apply cleanly; the scheduler leaves its workloads pending until the ancestry is whole.
+# The queue says so in a condition of KAI's `Orphan` type, cleared once the parent exists.
+ORPHAN = "Orphan"
+REASON_PARENT_MISSING = "ParentQueueNotFound"
+REASON_PARENT_CYCLE = "ParentQueueCycle"
+REASON_PARENT_FOUND = "ParentQueueFound"
+_PENDING_NOTE = "; workloads of this queue stay pending until it is created"
+
+
+def ancestry_problem(name: str, parents: Mapping[str, str]) -> tuple[str, str] | None:
+    """(reason, message) when the chain of parents above `name` does not reach a top-level queue.
+
+    `parents`: every stored queue's name -> its spec.parentQueue ("" for a top-level queue).
+    """
+    path = [name]
+    current = parents.get(name, "")
+    while current:
+        if current not in parents:
+            if len(path) == 1:
+                return REASON_PARENT_MISSING, f"parent queue '{current}' does not exist{_PENDING_NOTE}"
+            return REASON_PARENT_MISSING, (f"ancestor queue '{current}' (parent of queue '{path[-1]}') "
+                                           f"does not exist{_PENDING_NOTE}")
+        if current in path:
+            cycle = " -> ".join([*path[path.index(current):], current])
+            return REASON_PARENT_CYCLE, (f"the parent chain loops ({cycle}); workloads of this queue stay "
+                                         "pending until a spec.parentQueue in the loop is changed")
+        path.append(current)
+        current = parents[current]
+    return None
+
+
+def ancestry_conditions(stored: Iterable[Mapping[str, Any]] | None, problem: tuple[str, str] | None,
+                        now: str) -> list[dict[str, Any]]:
+    """The conditions list with the `Orphan` condition set from `problem` (removed when None).
+
+    Conditions of other types are kept as they are; lastTransitionTime moves only when the status changes.
+    """
+    others = [dict(c) for c in stored or () if c.get("type") != ORPHAN]
+    if problem is None:
+        return others
+    previous = next((c for c in stored or () if c.get("type") == ORPHAN), None)
+    since = previous.get("lastTransitionTime") if previous and previous.get("status") == "True" else None
+    reason, message = problem
+    return [*others, {"type": ORPHAN, "status": "True", "reason": reason, "message": message,
+                      "lastTransitionTime": since or now}]

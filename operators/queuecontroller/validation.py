@@ -1,7 +1,9 @@
 """Queue validation for the admission webhook (contract 2.1).
 
 KAI checks only that `spec.resources` is present. The other checks catch mistakes that otherwise surface
-much later as puzzling scheduling results; every message names the field at fault.
+much later as puzzling scheduling results; every message names the field at fault. A parent that does not
+exist yet is accepted (files and tools list children before parents): the queue-controller reports it on the
+queue and the scheduler keeps the queue's workloads pending until the parent appears.
 """
 
 from __future__ import annotations
@@ -72,8 +74,7 @@ def _parent(queue: Mapping[str, Any]) -> str:
     return str((queue.get("spec") or {}).get("parentQueue") or "")
 
 
-def _check_hierarchy(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]],
-                     creating: bool) -> list[str]:
+def _check_hierarchy(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]]) -> list[str]:
     name, parent = _name(queue), _parent(queue)
     if not parent:
         return []
@@ -81,8 +82,6 @@ def _check_hierarchy(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any
     parents[name] = parent  # validate the incoming version, not the stored one
     if parent == name:
         return [f"spec.parentQueue: queue {name!r} cannot be its own parent"]
-    if parent not in parents:
-        return [f"spec.parentQueue: parent queue {parent!r} does not exist"] if creating else []
     path, current = [name], parent
     while current:
         path.append(current)
@@ -94,8 +93,7 @@ def _check_hierarchy(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any
     return []
 
 
-def validate_queue(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]] | None = None,
-                   creating: bool = True) -> list[str]:
+def validate_queue(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]] | None = None) -> list[str]:
     """Every problem with a Queue, most important first; empty when valid.
 
     `queues`: all stored queues, for the hierarchy checks (skipped when None). The webhook denies with the
@@ -121,5 +119,5 @@ def validate_queue(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]]
         except ValueError:
             errors.append(f'spec.{field}: {value!r} is not a duration (e.g. "20s", "5m", "1h30m")')
     if queues is not None:
-        errors += _check_hierarchy(queue, queues, creating)
+        errors += _check_hierarchy(queue, queues)
     return errors

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,29 @@ def subgroup_gang_not_found(found: int, subgroup: str, required: int, summary: s
 
 def queue_does_not_exist(queue: str) -> str:
     return f"Queue '{queue}' does not exist"
+
+
+def unusable_queue(queue: str, parents: Mapping[str, str]) -> JobError:
+    """Why a PodGroup's queue is not in the session: it does not exist, or its chain of parents is broken.
+
+    `parents`: every stored queue's name -> its parentQueue. KAI drops such queues with their subtree and
+    reports QueueDoesNotExist; the message names the queue actually missing (or the loop).
+    """
+    if queue not in parents:
+        return JobError(keys.REASON_QUEUE_DOES_NOT_EXIST, (queue_does_not_exist(queue),))
+    path, current = [queue], parents[queue]
+    while current in parents and current not in path:
+        path.append(current)
+        current = parents[current]
+    if current in path:
+        loop = " -> ".join([*path[path.index(current):], current])
+        message = f"Queue '{queue}' cannot be scheduled: its parent queues form a loop ({loop})"
+    elif len(path) == 1:
+        message = f"Queue '{queue}' cannot be scheduled: its parent queue '{current}' does not exist"
+    else:
+        message = (f"Queue '{queue}' cannot be scheduled: its ancestor queue '{current}' (parent of "
+                   f"'{path[-1]}') does not exist")
+    return JobError(keys.REASON_QUEUE_DOES_NOT_EXIST, (message,))
 
 
 def over_limit(queue_title: str, resource: int, limit: float, allocated: float, requested: float) -> str:

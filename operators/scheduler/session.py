@@ -308,6 +308,7 @@ class Session:
         explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
         threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
         no_members: list[Task] = []
+        queue_parents = {q.name: q.parent for q in self.snapshot.queues}
         for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
             if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
                 continue  # one attempt per node pool
@@ -376,8 +377,7 @@ class Session:
             else:
                 job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
             if queue is None:
-                self.outcome(job).errors.append(explain.JobError(
-                    keys.REASON_QUEUE_DOES_NOT_EXIST, (explain.queue_does_not_exist(pg.queue),)))
+                self.outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
                 continue
             for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
                 alloc = q.allocated

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from tests.support import SHARED, TEST_LABEL, Cluster, load_yaml, wait_for
+from tests.support import EXAMPLES, TEST_LABEL, Cluster, load_yaml, wait_for
 from tests.unit.test_chart_render import CHART, DEPLOYMENTS, helm_binary
 
 pytestmark = pytest.mark.cluster
@@ -271,7 +271,7 @@ def stack(chart_cluster: Cluster, helm: Helm, tmp_path_factory: pytest.TempPathF
 
 
 def workload_docs() -> list[dict[str, Any]]:
-    docs = load_yaml(SHARED / "examples" / "ray-cluster.kai-gpu-sharing.yaml")
+    docs = load_yaml(EXAMPLES / "ray-cluster.kai-gpu-sharing.yaml")
     for doc in docs:
         if doc["kind"] == "Queue":
             doc["metadata"].setdefault("labels", {})[TEST_LABEL] = "true"

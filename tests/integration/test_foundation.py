@@ -7,7 +7,7 @@ import time
 
 import yaml
 
-from tests.conftest import SHARED, Cluster, labelled, load_yaml
+from tests.conftest import EXAMPLES, Cluster, labelled, load_yaml
 
 
 def _wait(predicate, timeout: float = 60, interval: float = 0.5):  # type: ignore[no-untyped-def]
@@ -44,7 +44,7 @@ def test_priority_classes_and_default_queues_installed(cluster: Cluster) -> None
 
 
 def test_kuberay_creates_kai_pods_for_the_sample(cluster: Cluster, namespace: str) -> None:
-    docs = load_yaml(SHARED / "examples" / "ray-cluster.kai-scheduler.yaml")
+    docs = load_yaml(EXAMPLES / "ray-cluster.kai-scheduler.yaml")
     out = cluster.kubectl("apply", "-f", "-", input=labelled(docs), namespace=namespace).stdout
     assert "queue.scheduling.run.ai/department-1" in out and "queue.scheduling.run.ai/team-a" in out
     assert "raycluster.ray.io/raycluster-sample" in out

@@ -16,14 +16,12 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from tests.conftest import SHARED, Cluster, labelled, load_yaml
+from tests.conftest import EXAMPLES, Cluster, labelled, load_yaml
 from tests.support import poll
 
 pytestmark = pytest.mark.cluster
 
 T = TypeVar("T")
-EXAMPLES = SHARED / "examples"
-DOCS = EXAMPLES / "kai-docs"
 PG_ANNOTATION = "pod-group-name"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 QUEUE_LABEL = "kai.scheduler/queue"
@@ -149,31 +147,10 @@ def test_raycluster_gpu_sharing_subgroups(cluster: Cluster, namespace: str) -> N
 def test_rayjob_is_grouped_through_its_raycluster(cluster: Cluster, namespace: str) -> None:
     queues = [d for d in load_yaml(EXAMPLES / "ray-cluster.kai-scheduler.yaml") if d["kind"] == "Queue"]
     apply(cluster, queues, namespace)
-    job = load_yaml(EXAMPLES / "ray-job.kueue-toy-sample.yaml")[0]
-    job["metadata"].setdefault("labels", {})[QUEUE_LABEL] = "team-a"
-    # KubeRay refuses K8sJobMode under KAI (the submitter pod cannot join the gang); HTTPMode has no submitter.
-    job["spec"]["submissionMode"] = "HTTPMode"
+    job = load_yaml(EXAMPLES / "ray-job.kai-scheduler.yaml")[0]  # SidecarMode: KubeRay creates its RayCluster
     created = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(job),
                                          namespace=namespace).stdout)
     job_name, job_uid = created["metadata"]["name"], created["metadata"]["uid"]
-
-    def cluster_name() -> str | None:
-        status = cluster.get_json("rayjobs.ray.io", job_name, namespace=namespace).get("status") or {}
-        return status.get("rayClusterName")
-    rc_name = wait_for(cluster_name, "KubeRay to name the RayJob's RayCluster")
-
-    # KubeRay v1.5.1's kai-scheduler plugin rejects RayJobs before creating their RayCluster ("currently only
-    # RayCluster is supported", fixed upstream in kuberay#4418). Where it did not create the cluster, the test
-    # does that one step as the RayJob controller does: the job's labels and rayClusterSpec, owned by the job.
-    existing = cluster.kubectl("get", "rayclusters.ray.io", rc_name, namespace=namespace, check=False)
-    if existing.returncode != 0:
-        rc = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-              "metadata": {"name": rc_name, "labels": dict(job["metadata"]["labels"]),
-                           "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": job_name,
-                                                "uid": job_uid, "controller": True,
-                                                "blockOwnerDeletion": True}]},
-              "spec": job["spec"]["rayClusterSpec"]}
-        cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(rc), namespace=namespace)
 
     found = wait_for(grouped_pods(cluster, namespace, 2, subgrouped=True),
                      "the RayJob's cluster pods (head + 1 worker) to be grouped")
@@ -187,11 +164,33 @@ def test_rayjob_is_grouped_through_its_raycluster(cluster: Cluster, namespace: s
     assert sorted(label(p, SUBGROUP_LABEL) or "" for p in found) == ["headgroup", "small-group"]
 
 
+def test_rayjob_kuberay_refuses_gets_an_event(cluster: Cluster, namespace: str) -> None:
+    """KubeRay refuses K8sJobMode under kai-scheduler and says so only in its log: the pod-grouper explains it."""
+    job = load_yaml(EXAMPLES / "ray-job.kai-scheduler.yaml")[0]
+    del job["spec"]["submissionMode"]  # K8sJobMode, KubeRay's default
+    created = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(job),
+                                         namespace=namespace).stdout)
+    name = created["metadata"]["name"]
+
+    def event() -> dict[str, Any] | None:
+        found = items(cluster, "events", namespace, "--field-selector",
+                      f"involvedObject.kind=RayJob,involvedObject.name={name}")
+        return next((e for e in found if e["reason"] == "RayJobSubmissionModeUnsupported"), None)
+    found = wait_for(event, "the pod-grouper's event on the refused RayJob", timeout=90)
+    assert found["type"] == "Warning" and found["involvedObject"]["uid"] == created["metadata"]["uid"]
+    assert "KAI-Scheduler does not support RayJob with K8sJobMode" in found["message"]
+    assert "spec.submissionMode: SidecarMode" in found["message"]
+    status = cluster.get_json("rayjobs.ray.io", name, namespace=namespace).get("status") or {}
+    assert status.get("jobDeploymentStatus") == "Initializing"  # KubeRay's refusal leaves it there
+    assert cluster.kubectl("get", "rayclusters.ray.io", status["rayClusterName"], namespace=namespace,
+                           check=False).returncode != 0
+
+
 # --- apps / batch ----------------------------------------------------------------------------------------------
 
 def test_vllm_deployments_get_one_podgroup_per_pod(cluster: Cluster, namespace: str) -> None:
-    apply(cluster, load_yaml(EXAMPLES / "seed-queues-default-test.yaml"), namespace)
-    deployments = [without_namespace(load_yaml(EXAMPLES / f"seed-vllm-test-{n}.yaml")[0]) for n in ("07", "02")]
+    apply(cluster, load_yaml(EXAMPLES / "queues-default-test.yaml"), namespace)
+    deployments = [without_namespace(load_yaml(EXAMPLES / f"vllm-test-{n}.yaml")[0]) for n in ("07", "02")]
     deployments[1]["spec"]["replicas"] = 2  # two pods of one Deployment: still a PodGroup each
     apply(cluster, deployments, namespace)
     found = wait_for(grouped_pods(cluster, namespace, 3), "the 3 vLLM pods to be grouped")
@@ -209,7 +208,7 @@ def test_vllm_deployments_get_one_podgroup_per_pod(cluster: Cluster, namespace: 
 
 
 def test_batch_job_gets_two_podgroups(cluster: Cluster, namespace: str) -> None:
-    apply(cluster, load_yaml(DOCS / "batch_batch-job.yaml"), namespace)
+    apply(cluster, load_yaml(EXAMPLES / "batch" / "batch-job.yaml"), namespace)
     found = wait_for(grouped_pods(cluster, namespace, 2), "the Job's 2 pods to be grouped")
     job = cluster.get_json("jobs.batch", "batch-job", namespace=namespace)
     groups = wait_for(n_podgroups(cluster, namespace, 2), "2 PodGroups")
@@ -274,14 +273,14 @@ def create_pytorch_pods(cluster: Cluster, namespace: str, job: dict[str, Any]) -
 
 
 @pytest.mark.parametrize(("example", "min_member", "expected_subgroups", "pod_subgroups"), [
-    ("batch_pytorch-job.yaml", 3, {"master": 1, "worker": 2},
+    ("pytorch-job.yaml", 3, {"master": 1, "worker": 2},
      {"master-0": "master", "worker-0": "worker", "worker-1": "worker"}),
-    ("elastic_pytorch-elastic.yaml", 1, {"worker": 1}, {"worker-0": "worker", "worker-1": "worker"}),
+    ("pytorch-elastic.yaml", 1, {"worker": 1}, {"worker-0": "worker", "worker-1": "worker"}),
 ])
 def test_pytorchjob_gang_and_subgroups(cluster: Cluster, namespace: str, pytorch_crd: None, example: str,
                                        min_member: int, expected_subgroups: dict[str, int],
                                        pod_subgroups: dict[str, str]) -> None:
-    doc = load_yaml(DOCS / example)[0]
+    doc = load_yaml(EXAMPLES / "batch" / example)[0]
     job = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(doc),
                                      namespace=namespace).stdout)
     create_pytorch_pods(cluster, namespace, job)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support import SHARED, Cluster, labelled, load_yaml
+from tests.support import EXAMPLES, Cluster, labelled, load_yaml
 
 pytestmark = pytest.mark.cluster
 
@@ -123,7 +123,7 @@ def ts(value: str) -> float:
 
 def ray_example(namespace: str) -> list[dict[str, Any]]:
     """The shared KubeRay example, its two queues renamed after the namespace."""
-    docs = load_yaml(SHARED / "examples" / "ray-cluster.kai-scheduler.yaml")
+    docs = load_yaml(EXAMPLES / "ray-cluster.kai-scheduler.yaml")
     names = {d["metadata"]["name"]: f"{d['metadata']['name']}-{namespace}" for d in docs if d["kind"] == "Queue"}
     for d in docs:
         if d["kind"] == "Queue":

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from operators.core.resources import parse_quantity
 from tests.conftest import Cluster, labelled
-from tests.support import poll
+from tests.support import EXAMPLES, load_yaml, poll
 
 pytestmark = pytest.mark.cluster
 
@@ -251,9 +251,6 @@ def test_bad_queues_are_rejected(cluster: Cluster, namespace: str) -> None:
     del no_resources["spec"]["resources"]
     assert "resources must be specified" in rejected(cluster, "create", no_resources)
 
-    orphan = queue_doc(f"vq-orphan-{namespace}", parent=f"missing-{namespace}")
-    assert f"parent queue 'missing-{namespace}' does not exist" in rejected(cluster, "create", orphan)
-
     create(cluster, [queue_doc(top), queue_doc(child, top)])  # valid ones are admitted
     cycle = queue_doc(top, parent=child)
     assert "creates a cycle" in rejected(cluster, "apply", cycle)
@@ -293,8 +290,92 @@ def test_bad_podgroups_are_rejected(cluster: Cluster, namespace: str) -> None:
     assert "duplicate subgroup name x" in rejected(cluster, "apply", updated, namespace)
 
 
+def test_bad_queue_under_a_missing_parent_is_still_rejected(cluster: Cluster, namespace: str) -> None:
+    child = f"vq-orphan-{namespace}"
+    create(cluster, [queue_doc(child, parent=f"late-{namespace}")])  # a missing parent alone is fine
+    cycle = queue_doc(f"late-{namespace}", parent=child)
+    assert "creates a cycle" in rejected(cluster, "create", cycle)
+    no_resources = queue_doc(f"vq-none-{namespace}", parent=f"late-{namespace}")
+    del no_resources["spec"]["resources"]
+    assert "resources must be specified" in rejected(cluster, "create", no_resources)
+
+
 def test_parent_and_child_created_in_one_apply_are_both_admitted(cluster: Cluster, namespace: str) -> None:
     """The seeds apply a parent queue and its child in one file: the child must not race the parent's informer."""
     for i in range(10):
         parent, child = f"race-{i}-{namespace}", f"race-{i}-child-{namespace}"
         create(cluster, [queue_doc(parent), queue_doc(child, parent)])
+
+
+# --- queues applied in any order ----------------------------------------------------------------------------------
+
+def queue_events(cluster: Cluster, name: str) -> list[tuple[str, str, str]]:
+    found = cluster.get_json("events", "--all-namespaces", "--field-selector",
+                             f"involvedObject.kind=Queue,involvedObject.name={name}")["items"]
+    return [(e["type"], e["reason"], e["message"]) for e in found]
+
+
+def orphan_condition(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    conditions = queue_status(cluster, name).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Orphan"), None)
+
+
+def test_example_listing_the_child_first_applies_cleanly(cluster: Cluster, namespace: str) -> None:
+    docs = load_yaml(EXAMPLES / "queues-child-first.yaml")
+    assert [d["metadata"]["name"] for d in docs] == ["research-team", "research"]  # the child comes first
+    rename = {d["metadata"]["name"]: f"{d['metadata']['name']}-{namespace}" for d in docs}
+    for doc in docs:
+        doc["metadata"]["name"] = rename[doc["metadata"]["name"]]
+        if doc["spec"].get("parentQueue"):
+            doc["spec"]["parentQueue"] = rename[doc["spec"]["parentQueue"]]
+    cluster.kubectl("apply", "-f", "-", input=labelled(docs))
+    child, parent = rename["research-team"], rename["research"]
+    wait_for(lambda: queue_status(cluster, parent).get("childQueues") == [child] or None, "the parent's childQueues")
+    wait_for(lambda: orphan_condition(cluster, child) is None or None, "no Orphan condition on the child")
+
+
+def test_child_queue_waits_for_its_parent_then_schedules(cluster: Cluster, namespace: str) -> None:
+    child, parent = f"child-{namespace}", f"parent-{namespace}"
+    create(cluster, [queue_doc(child, parent)])
+    condition = wait_for(lambda: orphan_condition(cluster, child), "the Orphan condition on the child queue")
+    assert condition["status"] == "True" and condition["reason"] == "ParentQueueNotFound"
+    assert condition["message"].startswith(f"parent queue '{parent}' does not exist")
+    wait_for(lambda: ("Warning", "ParentQueueNotFound", condition["message"]) in queue_events(cluster, child) or None,
+             "a ParentQueueNotFound event on the child queue")
+
+    create(cluster, [pod_doc("waits", child, cpu="100m")], namespace)
+    expected = f"Queue '{child}' cannot be scheduled: its parent queue '{parent}' does not exist"
+
+    def scheduling_reason() -> dict[str, Any] | None:
+        meta = cluster.get_json("pod", "waits", namespace=namespace)["metadata"]
+        pg_name = (meta.get("annotations") or {}).get("pod-group-name")
+        if not pg_name:
+            return None
+        pg = cluster.get_json("podgroups.scheduling.run.ai", pg_name, namespace=namespace)
+        conditions = (pg.get("status") or {}).get("schedulingConditions") or []
+        reasons = [r for c in conditions for r in c.get("reasons") or []]
+        return reasons[-1] if reasons else None
+    reason = wait_for(scheduling_reason, "the PodGroup's scheduling condition")
+    assert reason["reason"] == "QueueDoesNotExist" and reason["message"] == expected
+    pod = cluster.get_json("pod", "waits", namespace=namespace)
+    assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
+    scheduled = next(c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled")
+    assert scheduled["status"] == "False" and expected in scheduled["message"]
+
+    create(cluster, [queue_doc(parent)])  # the parent appears: no restart, the pod binds, the condition clears
+    wait_running(cluster, namespace, "waits")
+    wait_for(lambda: orphan_condition(cluster, child) is None or None, "the Orphan condition to clear")
+    wait_for(lambda: any(e[:2] == ("Normal", "ParentQueueFound") for e in queue_events(cluster, child)) or None,
+             "a ParentQueueFound event on the child queue")
+
+
+def test_missing_grandparent_is_reported_down_the_subtree_and_clears(cluster: Cluster, namespace: str) -> None:
+    top, mid, leaf = f"top-{namespace}", f"mid-{namespace}", f"leaf-{namespace}"
+    create(cluster, [queue_doc(leaf, mid), queue_doc(mid, top)])
+    conditions = {name: wait_for(lambda name=name: orphan_condition(cluster, name), f"the Orphan condition on {name}")
+                  for name in (mid, leaf)}
+    assert conditions[mid]["message"].startswith(f"parent queue '{top}' does not exist")
+    assert conditions[leaf]["message"].startswith(f"ancestor queue '{top}' (parent of queue '{mid}') does not exist")
+    create(cluster, [queue_doc(top)])
+    for name in (mid, leaf):
+        wait_for(lambda name=name: orphan_condition(cluster, name) is None or None, f"{name}'s condition to clear")

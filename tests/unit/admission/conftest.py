@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-EXAMPLES = Path(__file__).resolve().parents[4] / "shared" / "examples"
+from tests.support import EXAMPLES
 
 ApplyPatch = Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]]
 
@@ -61,7 +60,7 @@ def apply_patch() -> ApplyPatch:
 
 def load_examples(name: str) -> list[dict[str, Any]]:
     path = EXAMPLES / name
-    assert path.exists(), f"example {path} not found (the shared examples live next to the repository)"
+    assert path.exists(), f"example {path} not found in the repository's examples/"
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 

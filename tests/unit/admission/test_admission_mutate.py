@@ -98,11 +98,11 @@ def test_kuberay_gpu_sharing_worker(
     assert validate_pod(result, gpu_sharing_enabled=True) is None
 
 
-@pytest.mark.parametrize("name", ["gpu-sharing_gpu-sharing.yaml", "gpu-sharing_gpu-memory.yaml"])
+@pytest.mark.parametrize("name", ["gpu-fraction-pod.yaml", "gpu-memory-pod.yaml"])
 def test_doc_pods(
     apply_patch: ApplyPatch, examples: Callable[[str], list[dict[str, Any]]], name: str
 ) -> None:
-    (subject,) = examples("kai-docs/" + name)
+    (subject,) = examples("gpu-sharing/" + name)
     ops = mutate_pod(subject, "default", runtime_class_name=None, random_suffix=fixed)
     # Absent lists are created whole; the annotation key is escaped.
     paths = [op["path"] for op in ops]

@@ -206,7 +206,7 @@ def _template_pod(template: dict[str, Any], namespace: str = "default") -> dict[
     }
 
 
-@pytest.mark.parametrize("name", ["seed-vllm-test-02.yaml", "seed-vllm-test-07.yaml"])
+@pytest.mark.parametrize("name", ["vllm-test-02.yaml", "vllm-test-07.yaml"])
 def test_seed_vllm_pods_pass(examples: Callable[[str], list[dict[str, Any]]], name: str) -> None:
     (deployment,) = examples(name)
     subject = _template_pod(deployment["spec"]["template"], "ai-workloads")
@@ -225,9 +225,9 @@ def test_ray_gpu_sharing_worker_passes(examples: Callable[[str], list[dict[str, 
     assert validate_pod(worker, gpu_sharing_enabled=True) is None
 
 
-@pytest.mark.parametrize("name", ["gpu-sharing_gpu-sharing.yaml", "gpu-sharing_gpu-memory.yaml"])
+@pytest.mark.parametrize("name", ["gpu-fraction-pod.yaml", "gpu-memory-pod.yaml"])
 def test_doc_pods_pass(examples: Callable[[str], list[dict[str, Any]]], name: str) -> None:
-    (subject,) = examples("kai-docs/" + name)
+    (subject,) = examples("gpu-sharing/" + name)
     assert validate_pod(subject, gpu_sharing_enabled=True) is None
 
 

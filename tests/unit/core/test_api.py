@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from operators.core.api import BindRequest, PodGroup, Queue, crdgen
-from tests.conftest import SHARED
+from tests.support import EXAMPLES
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -61,7 +61,7 @@ def test_schema_is_structural() -> None:
 
 def _examples(kind: str) -> list[dict]:
     docs = []
-    for path in sorted(SHARED.joinpath("examples").rglob("*.yaml")):
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == kind]
     return docs
 
@@ -74,6 +74,10 @@ def _numbers_as_float(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def test_the_examples_hold_queues() -> None:
+    assert len(_examples("Queue")) >= 8  # the round trip below is parametrized over them
 
 
 @pytest.mark.parametrize("doc", _examples("Queue"), ids=lambda d: d["metadata"]["name"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +13,8 @@ from hypothesis import strategies as st
 from operators.core import keys
 from operators.core.resources import parse_resource_list
 from operators.podgroupcontroller.status import pods_of, resources_status, status_patch
+from tests.support import EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parents[4] / "shared" / "examples"
 PRIORITY_CLASSES = {name: {"metadata": {"name": name}, "value": value}
                     for name, value in keys.PRIORITY_CLASSES.items()}
 SCHEDULED = [{"type": "PodScheduled", "status": "True"}]
@@ -67,7 +66,7 @@ def test_requested_and_allocated_by_phase() -> None:
 
 
 def test_gpu_fraction_example_pod() -> None:
-    shared = example_pod("kai-docs/gpu-sharing_gpu-sharing.yaml")
+    shared = example_pod("gpu-sharing/gpu-fraction-pod.yaml")
     status = resources_status(podgroup(), [shared], NODES, PRIORITY_CLASSES)
     assert status["requested"] == {keys.GPU_RESOURCE: "0.5"}
     assert status["allocated"] == {}  # not yet received as a Fraction by the binder
@@ -79,7 +78,7 @@ def test_gpu_fraction_example_pod() -> None:
 
 
 def test_gpu_memory_example_pod() -> None:
-    mem = example_pod("kai-docs/gpu-sharing_gpu-memory.yaml")
+    mem = example_pod("gpu-sharing/gpu-memory-pod.yaml")
     mem["metadata"]["annotations"][keys.RECEIVED_RESOURCE_TYPE] = keys.RESOURCE_TYPE_FRACTION
     status = resources_status(podgroup(), [mem], NODES, PRIORITY_CLASSES)
     assert status["requested"] == {keys.GPU_MEMORY_RESOURCE: "2000"}

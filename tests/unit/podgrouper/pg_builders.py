@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -19,8 +18,8 @@ from operators.podgrouper.grouping import (
     ObjectRef,
     group_pod,
 )
+from tests.support import EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parents[4] / "shared" / "examples"
 _uids = itertools.count(1)
 
 

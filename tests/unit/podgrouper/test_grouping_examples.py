@@ -66,7 +66,7 @@ def test_ray_cluster_gpu_sharing() -> None:
 
 
 def test_ray_job_groups_through_its_cluster() -> None:
-    job = load_kind("ray-job.kueue-toy-sample.yaml", "RayJob")
+    job = load_kind("ray-job.kai-scheduler.yaml", "RayJob")
     cluster = child("ray.io/v1", "RayCluster", f"{job['metadata']['name']}-raycluster-q8z", job,
                     spec=job["spec"]["rayClusterSpec"])
     job["status"] = {"rayClusterName": cluster["metadata"]["name"], "jobDeploymentStatus": "Running"}
@@ -79,12 +79,12 @@ def test_ray_job_groups_through_its_cluster() -> None:
     assert result.spec["subGroups"] == [{"name": "headgroup", "minMember": 1},
                                         {"name": "small-group", "minMember": 1}]
     assert result.subgroup == "small-group"
-    assert result.spec["queue"] == keys.DEFAULT_QUEUE  # the sample carries no queue label
+    assert result.spec["queue"] == "team-a"  # the RayJob's label
     assert any(ref.kind == "RayCluster" for ref in world.asked)
 
 
 def test_ray_job_without_cluster_yet() -> None:
-    job = load_kind("ray-job.kueue-toy-sample.yaml", "RayJob")
+    job = load_kind("ray-job.kai-scheduler.yaml", "RayJob")
     cluster = child("ray.io/v1", "RayCluster", "c", job, spec=job["spec"]["rayClusterSpec"])
     head, _ = ray_pods(cluster)
     result = World(job).group(head, [cluster, job])
@@ -107,7 +107,7 @@ def deployment_pods(relative: str, count: int = 2) -> tuple[Obj, Obj, list[Obj]]
 
 
 def test_vllm_deployments_one_podgroup_per_pod() -> None:
-    for relative in ("seed-vllm-test-02.yaml", "seed-vllm-test-07.yaml"):
+    for relative in ("vllm-test-02.yaml", "vllm-test-07.yaml"):
         deployment, rs, pods = deployment_pods(relative)
         results = [ok(World().group(pod, [rs, deployment])) for pod in pods]
         for pod, result in zip(pods, results, strict=True):
@@ -124,7 +124,7 @@ def test_vllm_deployments_one_podgroup_per_pod() -> None:
 
 
 def test_batch_job_one_podgroup_per_pod() -> None:
-    job = load_kind("kai-docs/batch_batch-job.yaml", "Job")
+    job = load_kind("batch/batch-job.yaml", "Job")
     uid = job["metadata"]["uid"]
     pods = [pod_from_template(f"batch-job-{s}", job, job["spec"]["template"],
                               {"batch.kubernetes.io/job-name": "batch-job", "controller-uid": uid})
@@ -157,7 +157,7 @@ def kubeflow_pods(job: dict[str, Any], spec_field: str) -> list[dict[str, Any]]:
 
 
 def test_pytorch_job_gang_with_master_and_workers() -> None:
-    job = load_kind("kai-docs/batch_pytorch-job.yaml", "PyTorchJob")
+    job = load_kind("batch/pytorch-job.yaml", "PyTorchJob")
     pods = kubeflow_pods(job, "pytorchReplicaSpecs")
     results = [ok(World().group(pod, [job])) for pod in pods]
     assert len({r.name for r in results}) == 1
@@ -169,7 +169,7 @@ def test_pytorch_job_gang_with_master_and_workers() -> None:
 
 
 def test_pytorch_elastic_job() -> None:
-    job = load_kind("kai-docs/elastic_pytorch-elastic.yaml", "PyTorchJob")
+    job = load_kind("batch/pytorch-elastic.yaml", "PyTorchJob")
     pods = kubeflow_pods(job, "pytorchReplicaSpecs")
     results = [ok(World().group(pod, [job])) for pod in pods]
     assert results[0].spec["minMember"] == 1
@@ -178,7 +178,7 @@ def test_pytorch_elastic_job() -> None:
 
 
 def test_quickstart_bare_pod() -> None:
-    pod = stored(load_kind("kai-docs/quickstart_pods_cpu-only-pod.yaml", "Pod"))
+    pod = stored(load_kind("quickstart/cpu-only-pod.yaml", "Pod"))
     result = ok(World().group(pod, []))
     assert result.name == f"pg-cpu-only-pod-{pod['metadata']['uid']}"
     assert result.spec == {"minMember": 1, "queue": "default-queue", "priorityClassName": "train",
@@ -190,5 +190,5 @@ def test_quickstart_bare_pod() -> None:
 
 
 def test_priority_label_on_pod() -> None:
-    pod = load_kind("kai-docs/priority_example_build-priority-pod.yaml", "Pod")
+    pod = load_kind("priority/build-pod.yaml", "Pod")
     assert ok(World().group(pod, [])).spec["priorityClassName"] == "build"

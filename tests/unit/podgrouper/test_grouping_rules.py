@@ -134,7 +134,7 @@ def test_replicaset_and_statefulset_share_one_group() -> None:
 
 
 def test_job_reuses_legacy_podgroup_name() -> None:
-    job = load_kind("kai-docs/batch_batch-job.yaml", "Job")
+    job = load_kind("batch/batch-job.yaml", "Job")
     job["spec"]["parallelism"] = 1
     uid = job["metadata"]["uid"]
     pod = pod_from_template("batch-job-zzz", job, job["spec"]["template"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -11,9 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from operators.core.resources import parse_resource_list
-from operators.queuecontroller.status import all_queue_statuses, child_queues, queue_status, status_patch
-
-EXAMPLES = Path(__file__).resolve().parents[4] / "shared" / "examples"
+from operators.queuecontroller.status import (
+    ORPHAN,
+    all_queue_statuses,
+    ancestry_conditions,
+    ancestry_problem,
+    child_queues,
+    queue_status,
+    status_patch,
+)
+from tests.support import EXAMPLES
 
 
 def example_queues(relative: str) -> list[dict[str, Any]]:
@@ -34,7 +40,7 @@ def pg(queue_name: str, allocated: dict[str, str], requested: dict[str, str] | N
 
 
 def test_default_queues_example() -> None:
-    queues = example_queues("kai-docs/quickstart_default-queues.yaml")
+    queues = example_queues("quickstart/default-queues.yaml")
     pgs = [pg("default-queue", {"cpu": "100m", "memory": "250M"}),
            pg("default-queue", {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "1"})]
     statuses = all_queue_statuses(queues, pgs)
@@ -102,3 +108,46 @@ def test_parent_totals_equal_sum_of_children(parents: list[int], groups: list[tu
         children = sum((parse_resource_list(statuses[c]["allocated"]).get("cpu", Decimal(0))
                         for c in statuses[name].get("childQueues", [])), Decimal(0))
         assert parse_resource_list(statuses[name]["allocated"]).get("cpu", Decimal(0)) == own + children
+
+
+def test_ancestry_problem_names_the_missing_queue() -> None:
+    parents = {"top": "", "team": "dept", "sub": "team", "ok": "top", "x": "y", "y": "x", "below": "x"}
+    assert ancestry_problem("top", parents) is None
+    assert ancestry_problem("ok", parents) is None
+    assert ancestry_problem("team", parents) == (
+        "ParentQueueNotFound", "parent queue 'dept' does not exist; workloads of this queue stay pending until it "
+        "is created")
+    reason, message = ancestry_problem("sub", parents) or ("", "")
+    assert reason == "ParentQueueNotFound"
+    assert message.startswith("ancestor queue 'dept' (parent of queue 'team') does not exist")
+    assert ancestry_problem("x", parents) == (
+        "ParentQueueCycle", "the parent chain loops (x -> y -> x); workloads of this queue stay pending until a "
+        "spec.parentQueue in the loop is changed")
+    assert (ancestry_problem("below", parents) or ("", ""))[1].startswith("the parent chain loops (x -> y -> x)")
+
+
+def test_ancestry_condition_set_kept_and_cleared() -> None:
+    problem = ("ParentQueueNotFound", "parent queue 'dept' does not exist")
+    other = {"type": "OverQuota", "status": "False"}
+    first = ancestry_conditions([other], problem, "2026-01-01T00:00:00Z")
+    assert first == [other, {"type": ORPHAN, "status": "True", "reason": "ParentQueueNotFound",
+                             "message": "parent queue 'dept' does not exist",
+                             "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    # Unchanged status keeps its transition time, so a resync writes nothing.
+    assert ancestry_conditions(first, problem, "2026-01-01T00:05:00Z") == first
+    assert ancestry_conditions(first, None, "2026-01-01T00:06:00Z") == [other]
+
+
+def test_status_patch_writes_conditions_only_when_they_change() -> None:
+    stored = queue("q", status={"allocated": {"cpu": "1"}, "requested": {"cpu": "1"}})
+    computed: dict[str, Any] = {"allocated": {"cpu": "1"}, "allocatedNonPreemptible": {}, "requested": {"cpu": "1"},
+                                "conditions": []}
+    assert status_patch(stored, computed) is None
+    condition = {"type": ORPHAN, "status": "True", "reason": "ParentQueueNotFound", "message": "m",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    computed["conditions"] = [condition]
+    assert status_patch(stored, computed) == {"status": {"conditions": [condition]}}
+    stored["status"]["conditions"] = [condition]
+    assert status_patch(stored, computed) is None
+    computed["conditions"] = []
+    assert status_patch(stored, computed) == {"status": {"conditions": None}}

@@ -58,16 +58,27 @@ def test_parse_duration_rejects(text: str) -> None:
         parse_duration(text)
 
 
-def test_parent_must_exist_on_create() -> None:
+def test_a_missing_parent_is_accepted() -> None:
+    # Files list children before parents (as KAI's own tooling does): the queue-controller reports it instead.
     stored = [q("root")]
     assert validate_queue(q("a", "root"), stored) == []
-    assert validate_queue(q("a", "nope"), stored) == ["spec.parentQueue: parent queue 'nope' does not exist"]
-    assert validate_queue(q("a", "nope"), stored, creating=False) == []
+    assert validate_queue(q("a", "nope"), stored) == []
+    assert validate_queue(q("a", "nope"), []) == []
+
+
+def test_what_is_really_invalid_is_still_refused_with_a_missing_parent() -> None:
+    stored = [q("child", "late")]  # stored while its parent did not exist yet
+    assert validate_queue(q("late", "child"), stored) == [
+        "spec.parentQueue: setting parent 'child' creates a cycle: late -> child -> late"]
+    assert validate_queue({"metadata": {"name": "x"}, "spec": {"parentQueue": "late"}}, stored) == [
+        RESOURCES_REQUIRED]
+    assert validate_queue(q("x", "late", resources={"gpu": {"quota": 2, "limit": 1}}), stored) == [
+        "spec.resources.gpu: quota 2 is greater than limit 1"]
 
 
 def test_hierarchy_cycles() -> None:
     stored = [q("a"), q("b", "a"), q("c", "b")]
-    assert validate_queue(q("a", "c"), stored, creating=False) == [
+    assert validate_queue(q("a", "c"), stored) == [
         "spec.parentQueue: setting parent 'c' creates a cycle: a -> c -> b -> a"]
     assert validate_queue(q("a", "a"), stored) == ["spec.parentQueue: queue 'a' cannot be its own parent"]
     # An existing cycle elsewhere does not block an unrelated change.

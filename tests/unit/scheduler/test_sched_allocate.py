@@ -196,10 +196,30 @@ def test_queue_does_not_exist() -> None:
 
 def test_orphan_queue_subtree_dropped() -> None:
     objs = [node("n1"), queue("child", "missing-parent"), queue("grandchild", "child"),
-            podgroup("p", "grandchild"), pod("p0", "p")]
+            podgroup("p", "grandchild"), pod("p0", "p"), podgroup("c", "child"), pod("c0", "c")]
     d = cycle(objs)
-    assert d.unschedulable[0].reasons[0].reason == "QueueDoesNotExist"
-    assert d.queues == []
+    assert d.binds == [] and d.queues == []
+    reasons = {u.pod_group: u.reasons[0] for u in d.unschedulable}
+    assert {r.reason for r in reasons.values()} == {"QueueDoesNotExist"}
+    # The message names the queue that is really missing, not the PodGroup's own (existing) queue.
+    assert reasons["c"].message == "Queue 'child' cannot be scheduled: its parent queue 'missing-parent' does not exist"
+    assert reasons["p"].message == ("Queue 'grandchild' cannot be scheduled: its ancestor queue 'missing-parent' "
+                                    "(parent of 'child') does not exist")
+    pending = {u.pod_group: u.pod_messages for u in d.unschedulable}
+    assert pending["c"] == {"c0": "QueueDoesNotExist: Queue 'child' cannot be scheduled: its parent queue "
+                                  "'missing-parent' does not exist."}
+
+
+def test_orphan_queue_schedules_once_its_parent_exists() -> None:
+    objs = [node("n1"), queue("child", "late-parent"), podgroup("p", "child"), pod("p0", "p")]
+    assert bound(cycle(objs)) == {}
+    assert set(bound(cycle([*objs, queue("late-parent")]))) == {"p0"}
+
+
+def test_queue_in_a_parent_loop_is_explained() -> None:
+    objs = [node("n1"), queue("a", "b"), queue("b", "a"), podgroup("p", "a"), pod("p0", "p")]
+    [u] = cycle(objs).unschedulable
+    assert u.reasons[0].message == "Queue 'a' cannot be scheduled: its parent queues form a loop (a -> b -> a)"
 
 
 def test_non_leaf_queue_is_skipped_silently() -> None:

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sched_builders import gang, node, pod, podgroup, queue
+from sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
 
 from operators.scheduler.config import SchedulerConfig, config_from_mapping, load_config, parse_duration
 from operators.scheduler.simulate import main, run_simulation
-
-EXAMPLES = Path("/work/shared/examples")
+from tests.support import EXAMPLES
 
 RAY = [
     podgroup("pg-raycluster-sample-1", "team-a", 3,
@@ -25,16 +24,18 @@ RAY = [
 ]
 
 
+def examples(relative: str) -> list[dict]:  # type: ignore[type-arg]
+    return [d for d in yaml.safe_load_all((EXAMPLES / relative).read_text()) if d]
+
+
 def write_stream(path: Path, objs: list[dict]) -> Path:  # type: ignore[type-arg]
     path.write_text(yaml.safe_dump_all(objs))
     return path
 
 
 def test_kuberay_sample_and_too_large_gang(tmp_path: Path) -> None:
-    queues = yaml.safe_load_all((EXAMPLES / "ray-cluster.kai-scheduler.yaml").read_text()) if (
-        EXAMPLES / "ray-cluster.kai-scheduler.yaml").exists() else []
-    queue_objs = [q for q in queues if q and q.get("kind") == "Queue"] or [
-        queue("department-1"), queue("team-a", "department-1")]
+    queue_objs = [q for q in examples("ray-cluster.kai-scheduler.yaml") if q["kind"] == "Queue"]
+    assert [q["metadata"]["name"] for q in queue_objs] == ["department-1", "team-a"]
     nodes = {"kind": "List", "items": [node("node-1", gpus=4), node("node-2", gpus=4)]}
     objs = [nodes, *queue_objs, *RAY, *gang("huge", 3, gpus=4, namespace="default", queue_name="team-a")]
     result = run_simulation(objs, SchedulerConfig(), now=0.0, cycles=2)
@@ -61,15 +62,29 @@ def test_cycles_apply_fractional_groups(tmp_path: Path) -> None:
 
 
 def test_quickstart_bare_pod_gets_implicit_podgroup() -> None:
-    doc = EXAMPLES / "kai-docs" / "quickstart_pods_gpu-pod.yaml"
-    pods = [o for o in yaml.safe_load_all(doc.read_text()) if o] if doc.exists() else [
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-pod", "labels": {
-            "kai.scheduler/queue": "default-queue"}}, "spec": {"schedulerName": "kai-scheduler", "containers": [
-                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}]
-    objs = [node("n", gpus=1), queue("default-parent-queue"), queue("default-queue", "default-parent-queue"), *pods]
+    objs = [node("n", gpus=1), *examples("quickstart/default-queues.yaml"), *examples("quickstart/gpu-pod.yaml")]
     result = run_simulation(objs)
     assert [b["node"] for b in result["binds"]] == ["n"]
     assert result["binds"][0]["podGroup"].startswith("pg-")
+
+
+def test_priority_example_build_pod_preempts_a_train_pod() -> None:
+    """examples/priority: train work fills 4 nodes x 8 GPUs; the build pod evicts one train pod for its GPU."""
+    job = examples("priority/train-job.yaml")[0]
+    template = job["spec"]["template"]
+    nodes = [node(f"n{i}", gpus=8) for i in range(4)]
+    train = [{"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": f"train-job-{i}", "namespace": "default", "labels": template["metadata"]["labels"]},
+              "spec": {**template["spec"], "nodeName": f"n{i}"}, "status": {"phase": "Running"}}
+             for i in range(job["spec"]["parallelism"])]
+    build = examples("priority/build-pod.yaml")[0]
+    objs = [*nodes, *PRIORITY_CLASSES, *examples("queues-default-test.yaml"), *train]
+    assert run_simulation(objs)["binds"] == []  # every GPU is taken
+    result = run_simulation([*objs, build], cycles=2)
+    [eviction] = result["evictions"]
+    assert eviction["action"] == "preempt" and eviction["pod"].startswith("train-job-")
+    [bind] = result["binds"]
+    assert bind["pod"] == "build-pod" and bind["node"] == f"n{eviction['pod'][-1]}"
 
 
 def test_deterministic_output() -> None:
