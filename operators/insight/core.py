@@ -81,16 +81,15 @@ class Outcome:
 
 def outcome(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: str, pod_group: str,
             cycles: int = 2) -> Outcome:
-    """Run up to `cycles` cycles (binds and evictions applied in between) until the group's pending pods bind."""
+    """Run up to `cycles` cycles (binds and evictions applied in between) until the group gets pods bound."""
     first: Decisions | None = None
     pipelined: tuple[tuple[str, str], ...] = ()
-    pending = {p.name for p in pods_of(snapshot, namespace, pod_group) if is_pending(p)}
     for cycle in range(1, cycles + 1):
         d = run_cycle(snapshot, config, now + (cycle - 1) * config.schedule_period)
         first = first or d
         bound = tuple(sorted((b.pod, b.node) for b in d.binds
                              if b.namespace == namespace and b.pod_group == pod_group))
-        if bound and pending <= {pod for pod, _ in bound}:
+        if bound:  # the core binds a gang only once its minimum fits
             return Outcome(bound, (), cycle, first)
         pipelined = pipelined or tuple(sorted((p.pod, p.node) for p in d.pipelined
                                               if p.namespace == namespace and p.pod_group == pod_group))

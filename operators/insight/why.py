@@ -43,9 +43,10 @@ class Suggestion:
     kind: str  # raise-limit | lower-request | consolidate | free-pods | label-node
     text: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    cycle: int = 0  # the simulated cycle in which it binds after the change (0: pipelined, binds after evictions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, "verified": True, **self.details}
+        return {"kind": self.kind, "text": self.text, "verified": True, "cycle": self.cycle, **self.details}
 
 
 @dataclass(slots=True)
@@ -241,7 +242,8 @@ def _raise_limits(snapshot: Snapshot, config: SchedulerConfig, now: float, queue
                     "raise-limit",
                     f"raise queue {q.name} {RESOURCES[i]} limit from {fmt_queue_value(limit, i)} to "
                     f"{fmt_queue_value(new_limit, i)} (spec.resources.{RESOURCES[i]}.limit)" + _how(result),
-                    {"queue": q.name, "resource": RESOURCES[i], "from": to_queue_units(limit, i), "to": value}))
+                    {"queue": q.name, "resource": RESOURCES[i], "from": to_queue_units(limit, i), "to": value},
+                    result.cycle))
     return out
 
 
@@ -265,7 +267,7 @@ def _lower_requests(snapshot: Snapshot, config: SchedulerConfig, now: float, ses
             result = outcome(edit_pods(snapshot, lowered), config, now, namespace, pod_group)
             if result.scheduled:
                 out.append(Suggestion("lower-request", f"lower the GPU request per pod from {whole} to {z}"
-                                      + _how(result), {"resource": "gpu", "from": whole, "to": z}))
+                                      + _how(result), {"resource": "gpu", "from": whole, "to": z}, result.cycle))
                 break
     ok = [n for n in session.nodes if n.ok]
     for i, attr in ((1, "cpu"), (2, "memory")):
@@ -286,7 +288,8 @@ def _lower_requests(snapshot: Snapshot, config: SchedulerConfig, now: float, ses
         if result.scheduled:
             out.append(Suggestion("lower-request", f"lower the {attr} request per pod from {fmt_amount(asked, i)} "
                                   f"to {fmt_amount(cut, i)}" + _how(result),
-                                  {"resource": attr, "from": to_queue_units(asked, i), "to": to_queue_units(cut, i)}))
+                                  {"resource": attr, "from": to_queue_units(asked, i), "to": to_queue_units(cut, i)},
+                                  result.cycle))
     return out
 
 
@@ -346,7 +349,7 @@ def _label_nodes(snapshot: Snapshot, config: SchedulerConfig, now: float, sessio
                 text = " ".join(f"{k}={v}" for k, v in sorted(add.items()))
                 return [Suggestion("label-node", f"node {n.name} lacks the label(s) its required node affinity/"
                                    f"selector asks for: `kubectl label node {n.name} {text}`" + _how(result),
-                                   {"node": n.name, "labels": add})]
+                                   {"node": n.name, "labels": add}, result.cycle)]
     return []
 
 
@@ -390,11 +393,11 @@ def _free_pods(snapshot: Snapshot, config: SchedulerConfig, now: float, session:
         if result.scheduled:
             text = "; ".join(f"{p.key} from {p.node_name} to {node}" for p, node in moves)
             return [Suggestion("consolidate", f"consolidation: move {text}" + _how(result),
-                               {"moves": [{"pod": p.key, "from": p.node_name, "to": node} for p, node in moves]})]
+                               {"moves": [{"pod": p.key, "from": p.node_name, "to": node} for p, node in moves]}, result.cycle)]
     result = outcome(without_pods(snapshot, [r.key for r in removed]), config, now, namespace, pod_group)
     return [Suggestion("free-pods", "it fits after these pods finish or move: "
                        + ", ".join(f"{p.key} (on {p.node_name})" for p in removed) + _how(result),
-                       {"pods": [p.key for p in removed]})]
+                       {"pods": [p.key for p in removed]}, result.cycle)]
 
 
 def _moves(session: Session, pods: Sequence[PodRecord]) -> list[tuple[PodRecord, str]] | None:
