@@ -393,7 +393,8 @@ def _free_pods(snapshot: Snapshot, config: SchedulerConfig, now: float, session:
         if result.scheduled:
             text = "; ".join(f"{p.key} from {p.node_name} to {node}" for p, node in moves)
             return [Suggestion("consolidate", f"consolidation: move {text}" + _how(result),
-                               {"moves": [{"pod": p.key, "from": p.node_name, "to": node} for p, node in moves]}, result.cycle)]
+                               {"moves": [{"pod": p.key, "from": p.node_name, "to": node} for p, node in moves]},
+                               result.cycle)]
     result = outcome(without_pods(snapshot, [r.key for r in removed]), config, now, namespace, pod_group)
     return [Suggestion("free-pods", "it fits after these pods finish or move: "
                        + ", ".join(f"{p.key} (on {p.node_name})" for p in removed) + _how(result),
