@@ -30,12 +30,12 @@ def gpu_view(snapshot: Snapshot) -> list[dict[str, Any]]:
         whole: list[dict[str, Any]] = []
         groups: dict[str, dict[str, Any]] = {}
         for p in sorted(by_node.get(node.name, []), key=lambda p: p.key):
-            if p.gpu.whole:
+            if p.gpu.whole and not p.is_reservation:  # a reservation pod holds a shared group's device
                 whole.append({"pod": p.key, "gpus": p.gpu.whole})
             for gid in p.gpu_groups:
                 g = groups.setdefault(gid, {"id": gid, "used": 0.0, "pods": []})
                 if p.is_reservation:
-                    continue  # holds the device for the group; not a share
+                    continue
                 share = _portion(p, node.gpu_memory_mib)
                 g["used"] = round(g["used"] + share, 6)
                 g["pods"].append({"pod": p.key, "fraction": round(share, 6)})

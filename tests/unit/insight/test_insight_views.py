@@ -111,3 +111,13 @@ def test_podgroups_of_a_deployment_ray_cluster_and_pod() -> None:
     assert targets.podgroups_for(objs, "RayCluster", "rc", "ns") == ["pg-ray"]
     assert targets.podgroups_for(objs, "Pod", "web-123-x", "ns") == ["pg-a"]
     assert targets.podgroups_for(objs, "Deployment", "web", "other") == []
+
+
+def test_top_does_not_count_a_reservation_pod_as_a_whole_gpu() -> None:
+    reservation = pod("runai-reservation-gpu-n1-x", None, gpus=1, namespace="kai-resource-reservation",
+                      node_name="n1", phase="Running", labels={"app": "kai-resource-reservation"}, gpu_group="g1")
+    objs = [node("n1"), queue("q"), reservation,
+            podgroup("h1", "q"), pod("h1", "h1", fraction="0.5", node_name="n1", phase="Running", gpu_group="g1")]
+    n1 = top.gpu_view(snap(objs))[0]
+    assert (n1["wholeUsed"], len(n1["shared"]), n1["idle"]) == (0, 1, 7)
+    assert n1["shared"][0]["pods"] == [{"pod": "ns/h1", "fraction": 0.5}]
