@@ -43,6 +43,12 @@ def fmt_queue_value(value: float, resource: int) -> str:
     return "-1" if value == -1 else humanize(to_queue_units(value, resource))
 
 
+def one_line(message: str) -> str:
+    """A core message on one line (KAI's fit summaries end in ".." when the last reason has its own period)."""
+    message = message.replace("\n", "")
+    return message[:-1] if message.endswith("..") else message
+
+
 def is_placed(pod: PodRecord) -> bool:
     return bool(pod.node_name) and pod.phase not in FINISHED
 

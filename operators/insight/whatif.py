@@ -8,10 +8,12 @@ would get for real. Queues, PriorityClasses, Nodes and PodGroups in the file are
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.core import keys
+from operators.insight.core import one_line
 from operators.podgrouper.grouping.grouper import group_pod
 from operators.podgrouper.grouping.model import GroupingResult
 from operators.scheduler.config import SchedulerConfig
@@ -26,6 +28,8 @@ _AS_IS = ("Queue", "PriorityClass", "Node", "PodGroup", "ConfigMap")
 _REPLICATED = {"Deployment": ("replicas", 1), "ReplicaSet": ("replicas", 1), "StatefulSet": ("replicas", 1),
                "Job": ("parallelism", 1)}
 SUPPORTED = ("Pod", *_REPLICATED, *_AS_IS)
+# Made-up objects get stable uids (the names derived from them, like a PodGroup's, stay the same run to run).
+_UID_NAMESPACE = uuid.UUID("0b5a3c1e-52d4-4d8e-9a57-8c4f5f1e2d30")
 
 
 def _ref(obj: Mapping[str, Any]) -> Obj:
@@ -46,11 +50,12 @@ def _stamp(obj: Obj, namespace: str, now: float, uid: str) -> Obj:
     return obj
 
 
-def _pod_from_template(owner: Obj, index: int, now: float) -> Obj:
+def _pod_from_template(owner: Obj, base: str, index: int, now: float) -> Obj:
     template = (owner.get("spec") or {}).get("template") or {}
     meta = copy.deepcopy(template.get("metadata") or {})
-    name = f"{owner['metadata']['name']}-whatif-{index}"
-    meta.update({"name": name, "namespace": owner["metadata"]["namespace"], "uid": f"whatif-{name}",
+    name = f"{base}-whatif-{index}"
+    uid = str(uuid.uuid5(_UID_NAMESPACE, f"{owner['metadata']['namespace']}/{name}"))
+    meta.update({"name": name, "namespace": owner["metadata"]["namespace"], "uid": uid,
                  "creationTimestamp": rfc3339(now), "ownerReferences": [_ref(owner)]})
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": copy.deepcopy(template.get("spec") or {}),
             "status": {"phase": "Pending"}}
@@ -74,7 +79,7 @@ def _grouped(pod: Obj, chain: Sequence[Obj], priority_classes: Sequence[str]) ->
     if result.subgroup:
         pod["metadata"].setdefault("labels", {})[keys.SUBGROUP_LABEL] = result.subgroup
     pg = result.podgroup
-    pg["metadata"]["uid"] = f"whatif-{result.name}"
+    pg["metadata"]["uid"] = str(uuid.uuid5(_UID_NAMESPACE, f"{pod['metadata']['namespace']}/{result.name}"))
     pg["metadata"]["creationTimestamp"] = pod["metadata"]["creationTimestamp"]
     return [pod, pg]
 
@@ -109,7 +114,8 @@ def expand(objects: Sequence[Mapping[str, Any]], namespace: str, now: float,
                           "spec": obj.get("spec") or {}}
                 chain = [parent, obj]
             for index in range(count):
-                out += _grouped(_pod_from_template(parent, index, now), chain, priority_classes)
+                out += _grouped(_pod_from_template(parent, obj["metadata"]["name"], index, now), chain,
+                                priority_classes)
     # Pods of one owner-wide group (ReplicaSet, StatefulSet, Job gangs) share one PodGroup.
     for obj in out:
         if obj.get("kind") == "PodGroup":
@@ -171,7 +177,7 @@ def format_text(result: Mapping[str, Any]) -> str:
         lines.append(f"evict    {e['namespace']}/{e['pod']} by {e['action']} for {e['forPodGroup'] or '-'}: "
                      f"{e['message']}")
     for u in result["unschedulable"]:
-        lines.append(f"pending  {u['namespace']}/{u['podGroup']}: {u['message']}")
+        lines.append(f"pending  {u['namespace']}/{u['podGroup']}: {one_line(u['message'])}")
     if not result["evictions"]:
         lines.append("evict    nothing")
     for q in result["queues"]:

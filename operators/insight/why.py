@@ -21,6 +21,7 @@ from operators.insight.core import (
     from_queue_units,
     is_pending,
     is_placed,
+    one_line,
     outcome,
     pod_vector,
     pods_of,
@@ -126,7 +127,7 @@ def explain(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: 
     unsched = next((u for u in d.unschedulable if u.namespace == namespace and u.pod_group == pod_group), None)
     if unsched is not None:
         report.reasons = [r.to_dict() for r in unsched.reasons]
-        report.lines.append(unsched.message.replace("\n", ""))
+        report.lines.append(one_line(unsched.message))
     report.lines += [_queue_sentence(q) for q in report.queues]
     best = _best_node(session, pending)
     if best is not None:
@@ -199,12 +200,12 @@ def _best_node(session: Session, pending: Sequence[PodRecord]) -> dict[str, Any]
     nodes = [n for n in session.nodes if n.ok]
     if not nodes or not pending:
         return None
-    best = max(nodes, key=lambda n: (_free(n), n.best_group_free(), n.name))
+    best = max(nodes, key=lambda n: (_free(n), n.best_group_free()))  # ties: the first by name
     free = _free(best)
-    ask = pod_vector(pending[0], best.rec.gpu_memory_mib)
+    ask = max(pod_vector(p, best.rec.gpu_memory_mib) for p in pending)  # the largest pending pod
     text = (f"Best node {best.name}: free {fmt_amount(free[0], 0)}, {fmt_amount(free[1], 1)}, "
-            f"{fmt_amount(free[2], 2)}; each pod asks {fmt_amount(ask[0], 0)}, {fmt_amount(ask[1], 1)}, "
-            f"{fmt_amount(ask[2], 2)} ({len(pending)} pending pod(s)).")
+            f"{fmt_amount(free[2], 2)}; the largest pending pod asks {fmt_amount(ask[0], 0)}, "
+            f"{fmt_amount(ask[1], 1)}, {fmt_amount(ask[2], 2)} ({len(pending)} pending pod(s)).")
     return {"name": best.name, "free": {"gpu": free[0], "cpu": free[1], "memory": free[2]},
             "podRequest": {"gpu": ask[0], "cpu": ask[1], "memory": ask[2]}, "text": text}
 
