@@ -53,17 +53,20 @@ def current_namespace(kubeconfig: str | None) -> str:
 
 def _common(p: argparse.ArgumentParser, outputs: Sequence[str]) -> None:
     p.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    p.add_argument("-A", "--all-namespaces", action="store_true",
+                   help="look in every namespace (why: the workload's name must then be unique)")
     p.add_argument("-o", "--output", choices=outputs, default="text")
     p.add_argument("--kubeconfig", default=None)
     add_arguments(p)
 
 
-async def _read(kubeconfig: str | None, replicasets_in: str | None = None) -> list[dict[str, Any]]:
+async def _read(kubeconfig: str | None, replicasets_in: str | None = None,
+                all_replicasets: bool = False) -> list[dict[str, Any]]:
     objects = await collect(kubeconfig)
-    if replicasets_in:
+    if replicasets_in or all_replicasets:  # a Deployment's pods are owned by its ReplicaSets
         api = await api_client(kubeconfig)
         async with api:
-            page = await raw(api, "GET", REPLICASETS.path(replicasets_in))
+            page = await raw(api, "GET", REPLICASETS.path(replicasets_in), timeout=120)
         objects += [{"kind": "ReplicaSet", **o} for o in page.get("items") or []]
     return objects
 
@@ -95,9 +98,17 @@ def why(argv: Sequence[str]) -> int:
     kind = targets.KINDS.get(args.kind.lower())
     if kind is None:
         raise UsageError(f"unknown kind {args.kind!r}; one of: pod, podgroup, rayjob, raycluster, deployment, job")
-    namespace = args.namespace or current_namespace(args.kubeconfig)
+    namespace = "" if args.all_namespaces else args.namespace or current_namespace(args.kubeconfig)
     config = config_from_args(args)
-    objects = asyncio.run(_read(args.kubeconfig, namespace if kind == "Deployment" else None))
+    objects = asyncio.run(_read(args.kubeconfig, namespace if kind == "Deployment" else None,
+                                all_replicasets=kind == "Deployment" and not namespace))
+    if not namespace:
+        spaces = sorted({str((o.get("metadata") or {}).get("namespace")) for o in objects
+                         if o.get("kind") == "PodGroup"})
+        found = [ns for ns in spaces if targets.podgroups_for(objects, kind, args.name, ns)]
+        if len(found) > 1:
+            raise UsageError(f"{args.kind} {args.name} exists in several namespaces ({', '.join(found)}); use -n")
+        namespace = found[0] if found else "<all namespaces>"
     groups = targets.podgroups_for(objects, kind, args.name, namespace)
     if not groups:
         raise UsageError(f"no PodGroup found for {args.kind} {namespace}/{args.name} (does it exist, and has the "
@@ -155,6 +166,9 @@ def queues(argv: Sequence[str]) -> int:
     while True:
         objects = asyncio.run(_read(args.kubeconfig))
         tree = analysis.queue_tree(_snapshot(objects, config), config, time.time())
+        if args.namespace and not args.all_namespaces:  # queues are cluster-wide; -n narrows the pending list
+            for q in tree:
+                q["pendingPodGroups"] = [g for g in q["pendingPodGroups"] if g.startswith(f"{args.namespace}/")]
         if args.output in ("json", "yaml"):
             text = _dump({"queues": tree}, args.output)
         else:

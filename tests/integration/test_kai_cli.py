@@ -210,7 +210,7 @@ def test_why_a_job_blocked_by_fragmentation_names_the_consolidation_that_would_h
              lambda: any((pg.get("status") or {}).get("schedulingConditions")
                          for pg in items(cluster, "podgroups", namespace)), timeout=120)
 
-    out = kai(cluster, "why", "job", "wide", "-n", namespace)
+    out = kai(cluster, "why", "job", "wide", "-A")  # the name is unique cluster-wide
     assert out.returncode == 1, out.stdout + out.stderr
     assert "consolidation: move" in out.stdout, out.stdout
     report = json.loads(kai(cluster, "why", "job", "wide", "-n", namespace, "-o", "json").stdout)
