@@ -104,3 +104,12 @@ def test_unknown_podgroup_is_a_lookup_error() -> None:
 
     with pytest.raises(LookupError):
         why([node("n1"), queue("q")], "nope")
+
+
+def test_pipelined_names_the_pods_evicted_for_it() -> None:
+    objs = [node("n1", gpus=2), queue("q"),
+            *gang("low", 1, gpus=2, node_name="n1", phase="Running"),
+            podgroup("urgent", "q", priority_class="inference"), pod("urgent-0", "urgent", gpus=2)]
+    report = why(objs, "urgent")
+    assert report.state == "pipelined" and not report.runs_now
+    assert any("ns/low-0 (preempt)" in line for line in report.lines), report.lines
