@@ -1,4 +1,5 @@
-"""The `kai` command: run components, manage the local control plane, simulate and snapshot."""
+"""The `kai` command: run components, manage the local control plane, simulate and snapshot, and explain the
+live cluster (`why`, `what-if`, `queues`, `top`). Installed also as the kubectl plugin `kubectl-kai`."""
 
 from __future__ import annotations
 
@@ -151,6 +152,14 @@ def version() -> str:
         return "unknown"
 
 
+INSIGHT_COMMANDS = {
+    "why": "why a workload is pending, and the smallest changes that would start it",
+    "what-if": "what the scheduler would do with these objects now (nothing is written)",
+    "queues": "the queue tree with quota, limit, fair share, allocated and requested",
+    "top": "nodes by GPU: whole GPUs used, shared GPU groups, idle GPUs",
+}
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kai", description=__doc__)
     p.add_argument("--version", action="version", version=f"kai {version()}")
@@ -190,12 +199,18 @@ def parser() -> argparse.ArgumentParser:
     snap = sub.add_parser("snapshot", help="write the cluster state the scheduler uses", add_help=False)
     snap.add_argument("extra", nargs=argparse.REMAINDER)
     snap.set_defaults(func=_snapshot)
+    for name, text in INSIGHT_COMMANDS.items():
+        sub.add_parser(name, help=text, add_help=False).add_argument("extra", nargs=argparse.REMAINDER)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # `simulate` and `snapshot` own their flags (argparse's REMAINDER drops a leading option).
+    # `simulate`, `snapshot` and the insight commands own their flags (argparse's REMAINDER drops a leading option).
+    if argv and argv[0] in INSIGHT_COMMANDS:
+        from operators.insight import shell
+
+        return shell.main(argv[0], argv[1:])
     if argv and argv[0] in ("simulate", "snapshot"):
         ns = argparse.Namespace(extra=argv[1:])
         return _simulate(ns) if argv[0] == "simulate" else _snapshot(ns)

@@ -1,4 +1,5 @@
-"""The podgroup-controller: keeps `status.resourcesStatus` of every PodGroup exact, and validates PodGroups.
+"""The podgroup-controller: keeps `status.resourcesStatus` and the running/pending pod counts of every PodGroup
+exact, and validates PodGroups.
 
 Kopf runs the process and reports PodGroup events; pods (kai-scheduler's only, filtered by the API server),
 nodes (GPU memory labels) and PriorityClasses come from informers. A pod change enqueues its PodGroup; the
@@ -20,7 +21,7 @@ from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Infor
 from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
-from operators.podgroupcontroller.status import resources_status, status_patch
+from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
 from operators.podgroupcontroller.validation import validate_podgroup
 
 log = logging.getLogger("podgroup-controller")
@@ -40,7 +41,8 @@ def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
             "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace", "uid")},
             "spec": {k: v for k, v in (obj.get("spec") or {}).items()
                      if k in ("priorityClassName", "preemptibility", "queue")},
-            "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {}}}
+            "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {},
+                       **{k: v for k, v in (obj.get("status") or {}).items() if k in ("running", "pending")}}}
 
 
 class PodGroupController:
@@ -75,10 +77,14 @@ class PodGroupController:
         classes = {pc["metadata"]["name"]: pc for pc in self.priority_classes.values()}
         computed = resources_status(podgroup, pods, nodes, classes)
         patch = status_patch(podgroup, computed)
+        counts = counts_patch(podgroup, pod_counts(podgroup, pods))
+        if counts:
+            patch = patch or {"status": {}}
+            patch["status"].update(counts)
         if patch is None:
             return
-        # A merge patch of resourcesStatus only (the scheduler's schedulingConditions are untouched). Not
-        # server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
+        # A merge patch of resourcesStatus and the pod counts only (the scheduler's schedulingConditions are
+        # untouched). Not server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
         try:
             await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}/status",
                       query={"fieldManager": FIELD_MANAGER}, body=patch, content_type=MERGE_PATCH)

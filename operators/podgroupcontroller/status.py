@@ -143,6 +143,18 @@ def status_patch(podgroup: Obj, computed: Mapping[str, Mapping[str, str]]) -> di
     return {"status": {"resourcesStatus": patch}}
 
 
+def pod_counts(podgroup: Obj, pods: Iterable[Obj]) -> dict[str, int]:
+    """`status.running` / `status.pending`: the group's pods in phase Running / Pending (for `kubectl get pg`)."""
+    phases = [_phase(pod) for pod in pods_of(podgroup, pods)]
+    return {"running": phases.count("Running"), "pending": phases.count("Pending")}
+
+
+def counts_patch(podgroup: Obj, counts: Mapping[str, int]) -> dict[str, int]:
+    """The counts that differ from the stored ones (a missing stored count differs from every value)."""
+    stored = podgroup.get("status") or {}
+    return {name: value for name, value in counts.items() if stored.get(name) != value}
+
+
 def field_patch(stored: Mapping[str, Any] | None, computed: Mapping[str, str] | None) -> dict[str, str | None] | None:
     """The merge-patch value of one ResourceList: the computed entries, stale ones nulled; None when empty."""
     if not computed:

@@ -76,7 +76,7 @@ def _default_now(snapshot: Snapshot) -> float:
     return max(times, default=0.0)
 
 
-def _apply(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
+def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     """The next cycle's snapshot: bound pods run, evicted pods are pending again, annotations written."""
     binds = {(b.namespace, b.pod): b for b in decisions.binds}
     evicted = {(e.namespace, e.pod) for e in decisions.evictions}
@@ -121,7 +121,7 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
         for key in ("binds", "evictions", "stale", "annotations"):
             for item in data[key]:
                 result.setdefault(key, []).append({**item, "cycle": cycle + 1} if cycles else item)
-        snapshot = _apply(snapshot, last)
+        snapshot = apply_decisions(snapshot, last)
     final = last.to_dict()
     for key in ("pipelined", "unschedulable", "notReady", "queues"):
         result[key] = final[key]

@@ -119,6 +119,19 @@ QUEUE_COLUMNS = [
 ]
 
 
+# `kubectl get pg`: where the group runs, its gang size, the latest scheduling condition's specific reason
+# (OverLimit, PodSchedulingErrors, ...) and its pods by phase (counted by the podgroup-controller).
+PODGROUP_COLUMNS = [
+    {"name": "Queue", "type": "string", "jsonPath": ".spec.queue"},
+    {"name": "Priority", "type": "string", "jsonPath": ".spec.priorityClassName"},
+    {"name": "Min-Member", "type": "integer", "jsonPath": ".spec.minMember"},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.schedulingConditions[-1:].reasons[0].reason"},
+    {"name": "Running", "type": "integer", "jsonPath": ".status.running"},
+    {"name": "Pending", "type": "integer", "jsonPath": ".status.pending"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
 def all_crds() -> dict[str, dict[str, Any]]:
     """File name in crds/ -> CRD object."""
     return {
@@ -126,7 +139,7 @@ def all_crds() -> dict[str, dict[str, Any]]:
             Queue, plural="queues", singular="queue", scope="Cluster", version="v2", columns=QUEUE_COLUMNS),
         "scheduling.run.ai_podgroups.yaml": _crd(
             PodGroup, plural="podgroups", singular="podgroup", scope="Namespaced", version="v2alpha2",
-            short_names=["pg"]),
+            short_names=["pg"], columns=PODGROUP_COLUMNS),
         "scheduling.run.ai_bindrequests.yaml": _crd(
             BindRequest, plural="bindrequests", singular="bindrequest", scope="Namespaced", version="v1alpha2"),
     }

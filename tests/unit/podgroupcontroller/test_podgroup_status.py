@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from operators.core import keys
 from operators.core.resources import parse_resource_list
-from operators.podgroupcontroller.status import pods_of, resources_status, status_patch
+from operators.podgroupcontroller.status import counts_patch, pod_counts, pods_of, resources_status, status_patch
 from tests.support import EXAMPLES
 
 PRIORITY_CLASSES = {name: {"metadata": {"name": name}, "value": value}
@@ -147,3 +147,13 @@ def test_allocated_never_exceeds_requested(specs: list[tuple[str, int, bool]]) -
     allocated = parse_resource_list(status["allocated"]).get("cpu", 0)
     requested = parse_resource_list(status["requested"]).get("cpu", 0)
     assert allocated <= requested
+
+
+def test_running_and_pending_counts_for_the_printer_columns() -> None:
+    pods = [pod("a"), pod("b"), pod("c", phase="Pending"), pod("d", phase="Succeeded"), pod("e", group="other")]
+    counts = pod_counts(podgroup(), pods)
+    assert counts == {"running": 2, "pending": 1}
+    assert counts_patch(podgroup(), counts) == counts
+    stored = {**podgroup(), "status": {"running": 2, "pending": 0}}
+    assert counts_patch(stored, counts) == {"pending": 1}
+    assert counts_patch({**podgroup(), "status": counts}, counts) == {}
