@@ -253,8 +253,14 @@ def test_device_level_consolidation_packs_fractions(cluster: Cluster, namespace:
     apply(cluster, namespace, gang_pods("whole", q, 1, 1, "train", spec(selector, gpus=1, node=node)))
     wait_for("the whole-GPU pod to run", lambda: running(pods(cluster, namespace, "group=whole")) or None,
              timeout=120)
-    [e] = pod_evictions(cluster, namespace)
-    assert f"Moved to node {node} to make room for {namespace}/whole." in e["message"], e
+    # Usually one fraction moves. A second move can follow when the next cycle runs before the GPU the first
+    # one left is given back (its reservation pod still holds it): then the other fraction moves onto it.
+    evicts = pod_evictions(cluster, namespace)
+    assert 1 <= len(evicts) <= 2, [e["message"] for e in evicts]
+    for e in evicts:
+        assert e["message"].startswith(f"Pod {namespace}/half-"), e
+        assert "rescheduled due to bin packing (resource consolidation) procedure" in e["message"], e
+        assert f"Moved to node {node} to make room for {namespace}/whole." in e["message"], e
 
     def settled() -> list[dict[str, Any]] | None:
         items = all_pods(cluster, namespace)
