@@ -356,6 +356,9 @@ class Solver:
             if key is not None and key in failed:
                 self._count("scenarios_duplicate")
                 continue
+            # The validator reads the queues' accounting: on the state before any scenario, as in the search.
+            stmt.rollback(start)
+            applied = False
             trial_reasons = validate(trial) if validate is not None else [""] * len(trial)
             if trial_reasons is None:
                 self._count("scenarios_filtered")
@@ -365,7 +368,6 @@ class Solver:
             trials -= 1
             self.work -= 50
             self._count("scenarios_simulation")
-            stmt.rollback(start)
             if self._apply(stmt, job, trial, trial_reasons, describe, move_victims):
                 scenario, reasons, applied = trial, trial_reasons, True
             else:

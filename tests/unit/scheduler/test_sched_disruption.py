@@ -248,3 +248,20 @@ def test_equivalent_victim_sets_are_not_simulated_twice() -> None:
     # a fits on n2's free GPU: it moves there instead of being evicted for good.
     assert {p.pod: p.node for p in d.pipelined} == {"p-0": "n1", "p-1": "n1", "a-0": "n2"}
     assert d.counters == {"scenarios_simulation/preempt": 2, "scenarios_duplicate/preempt": 2}
+
+
+def test_reclaim_victim_set_is_minimal_and_explained_on_the_state_before_the_scenario() -> None:
+    # As the preempt case, across queues: B (quota 2) reclaims 2 GPUs from A (quota 0), which holds all 4.
+    objs = three_train_one_build()
+    objs[2:3] = [queue("qa", gpu=(0, -1, 1)), queue("qb", gpu=(2, -1, 1))]
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["queue"] = "qb" if o["metadata"]["name"] == "b" else "qa"
+            o["spec"]["priorityClassName"] = "train"
+    one = run_simulation(objs, SchedulerConfig(actions=("allocate", "reclaim")))
+    [e] = one["evictions"]
+    assert e["pod"] == "t1-0" and e["action"] == "reclaim"
+    # The reason quotes A's allocation before anything was taken from it (4 GPUs, fair share 2).
+    assert "queue qa uses 4 GPUs, above its fair share of 2 GPUs" in e["message"], e["message"]
+    two = simulate(objs)
+    assert placement(two)["b-0"] == ("Running", "n1") and placement(two)["t3-0"] == ("Running", "n1")
