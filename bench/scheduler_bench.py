@@ -3,16 +3,21 @@ node, timed through the same path as `kai simulate` (parse objects -> snapshot -
 
 Each size runs in its own process so peak RSS is per size. Prints a table and writes a plot.
 Run: python bench/scheduler_bench.py [--sizes 500,1000,5000] [--plot bench/scheduler_bench.png]
+With --baseline REF, each size also runs on the scheduler code of git revision REF (extracted to a temporary
+directory), alternating with the working tree, so before/after are measured in the same session; the table
+shows the best cycle CPU of `--repeat` runs of each, and the disruptive actions' scenario-search counts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -180,6 +185,8 @@ def run_one(n_nodes: int) -> dict[str, Any]:
     return {"nodes": n_nodes, "pods": pods, "pending": pending, "parse_s": t1 - t0, "cycle_s": t2 - t1,
             "cycle_cpu_s": c2 - c1, "build_snapshot_cpu_s": b1 - b0, "allocate_only_cpu_s": b2 - b1,
             "binds": len(decisions.binds), "pipelined": len(decisions.pipelined),
+            "evictions": len(decisions.evictions), "counters": dict(sorted(decisions.counters.items())),
+            "actions_ms": {k: round(v, 1) for k, v in decisions.timings.items() if not k.startswith("plugin/")},
             "unschedulable": len(decisions.unschedulable), "peak_rss_mib": rss / 1024,
             "rss_growth_mib": (rss - rss_before) / 1024}
 
@@ -190,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", default="bench/scheduler_bench.png")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help="cProfile the cycle of the largest size")
+    parser.add_argument("--baseline", help="git revision to measure against in the same run (e.g. HEAD~1)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per size (and per revision); best CPU kept")
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(run_one(args.one)))
@@ -206,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         prof.runcall(run_cycle, snapshot, SchedulerConfig(), 1.7e9)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
         return 0
+    if args.baseline:
+        return compare(args.baseline, [int(s) for s in args.sizes.split(",")], max(1, args.repeat))
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        out = subprocess.run([sys.executable, __file__, "--one", str(size)], check=True, capture_output=True,
-                             text=True)
-        rows.append(json.loads(out.stdout))
+        rows.append(min((_run(size) for _ in range(max(1, args.repeat))), key=lambda r: r["cycle_cpu_s"]))
     header = f"{'nodes':>6} {'pods':>7} {'pending':>8} {'parse s':>8} {'cycle s':>8} {'cycle cpu s':>12} " \
              f"{'alloc-only cpu s':>17} {'snapshot cpu s':>15} {'binds':>6} {'unsched':>8} {'peak RSS MiB':>13}"
     print(header)
@@ -218,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['nodes']:>6} {r['pods']:>7} {r['pending']:>8} {r['parse_s']:>8.3f} {r['cycle_s']:>8.3f} "
               f"{r['cycle_cpu_s']:>12.3f} {r['allocate_only_cpu_s']:>17.3f} {r['build_snapshot_cpu_s']:>15.3f} "
               f"{r['binds']:>6} {r['unschedulable']:>8} {r['peak_rss_mib']:>13.0f}")
+    for r in rows:
+        print(f"{r['nodes']:>6} nodes: {r['evictions']} evictions, {r['pipelined']} pipelined; "
+              f"scenario search {_counts(r)}")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -242,6 +254,46 @@ def main(argv: list[str] | None = None) -> int:
     fig.tight_layout()
     fig.savefig(args.plot)
     print(f"plot: {args.plot}")
+    return 0
+
+
+def _run(size: int, code: str | None = None) -> dict[str, Any]:
+    """One size in a fresh process; `code` puts another checkout's `operators` package first on the path."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    out = subprocess.run([sys.executable, __file__, "--one", str(size)], check=True, capture_output=True,
+                         text=True, env=env)
+    row: dict[str, Any] = json.loads(out.stdout)
+    return row
+
+
+def _counts(row: dict[str, Any]) -> str:
+    counters: dict[str, int] = row.get("counters", {})
+    return ", ".join(f"{k}={v}" for k, v in counters.items()) or "none"
+
+
+def compare(ref: str, sizes: list[int], repeat: int) -> int:
+    """Cycle CPU of revision `ref` against the working tree, runs alternated so both see the same load."""
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", root, "archive", ref, "operators"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        print(f"{'nodes':>6} {'revision':>10} {'cycle cpu s':>12} {'evictions':>10} {'pipelined':>10}  actions ms; "
+              f"scenario search")
+        for size in sizes:
+            best: dict[str, dict[str, Any]] = {}
+            for _ in range(repeat):
+                for label, code in ((ref, tmp), ("worktree", None)):
+                    r = _run(size, code)
+                    if label not in best or r["cycle_cpu_s"] < best[label]["cycle_cpu_s"]:
+                        best[label] = r
+            for label, r in best.items():
+                actions = " ".join(f"{k}={v}" for k, v in r.get("actions_ms", {}).items())
+                print(f"{size:>6} {label:>10} {r['cycle_cpu_s']:>12.3f} {r.get('evictions', 0):>10} "
+                      f"{r['pipelined']:>10}  {actions}; {_counts(r)}")
     return 0
 
 

@@ -162,7 +162,8 @@ class Decisions:
     annotations: list[AnnotationUpdate] = field(default_factory=list)
     # Milliseconds spent per phase ("open-session", each action, "close-session"): for metrics, never printed.
     timings: dict[str, float] = field(default_factory=dict)
-    # Event counts for metrics ("scenarios_simulation/<action>", "scenarios_filtered/<action>"): never printed.
+    # Event counts for metrics ("scenarios_simulation/<action>", "scenarios_filtered/<action>",
+    # "scenarios_duplicate/<action>"): never printed.
     counters: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

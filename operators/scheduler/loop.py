@@ -61,10 +61,13 @@ FILTERED = Counter("kai_scenarios_filtered_by_action", "Victim scenarios refused
                    ["action"])
 EVICTED_PODS = Counter("kai_pod_group_evicted_pods_total", "Pods evicted per PodGroup",
                        ["podgroup", "namespace", "uid", "nodepool", "action"])
-_COUNTERS = {"scenarios_simulation": SIMULATIONS, "scenarios_filtered": FILTERED}
+DUPLICATES = Counter("kai_scenarios_duplicate_by_action",
+                     "Victim scenarios skipped as equivalent to one that already failed for the same job", ["action"])
+_COUNTERS = {"scenarios_simulation": SIMULATIONS, "scenarios_filtered": FILTERED, "scenarios_duplicate": DUPLICATES}
 for _action in ("reclaim", "preempt", "consolidation"):  # the solver's actions: exposed from the start, at 0
     SIMULATIONS.labels(_action)
     FILTERED.labels(_action)
+    DUPLICATES.labels(_action)
 SCHEDULED = Counter("kai_podgroups_scheduled_by_action", "PodGroups that got pods bound", ["action"])
 ACTED_ON = Counter("kai_podgroups_acted_on_by_action", "PodGroups evicted from", ["action"])
 EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the scheduler")

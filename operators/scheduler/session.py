@@ -613,17 +613,25 @@ class Session:
 
     # --- capacity (proportion plugin) -----------------------------------------------------------
 
-    def capacity_error(self, job: Job, tasks: Iterable[Task]) -> explain.JobError | None:
-        """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor."""
+    def capacity_error(self, job: Job, tasks: Iterable[Task],
+                       freed: dict[QueueState, list[float]] | None = None) -> explain.JobError | None:
+        """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor, on the current state.
+
+        `freed` (per queue: what victims could still release under it) lowers the allocation the limits are
+        checked against; victims are preemptible, so they never make room under a non-preemptible quota.
+        """
         assert job.queue is not None
         if job.preemptible and self._unlimited(job.queue):
             return None  # no limit anywhere up the hierarchy, and the quota check is for non-preemptible jobs
         req = self.job_request(tasks)
         lineage = job.queue.lineage()
         for q in lineage:
+            minus = freed.get(q) if freed is not None else None
             for r in range(3):
                 limit = q.rec.limit[r]
-                if limit != UNLIMITED and req[r] > _EPS and q.allocated[r] + req[r] > limit + _EPS:
+                if limit == UNLIMITED or req[r] <= _EPS:
+                    continue
+                if q.allocated[r] - (minus[r] if minus is not None else 0.0) + req[r] > limit + _EPS:
                     msg = explain.over_limit(q.rec.title, r, limit, q.allocated[r], req[r])
                     return explain.JobError(keys.REASON_OVER_LIMIT, (msg,), self._details(q, job, req))
         if not job.preemptible:

@@ -133,6 +133,7 @@ def test_scheduler_metrics_have_live_values(cluster: Cluster, namespace: str) ->
     assert simulated >= 1
     for action in ("reclaim", "preempt", "consolidation"):
         assert value(after, "kai_scenarios_filtered_by_action", action=action) is not None, action
+        assert value(after, "kai_scenarios_duplicate_by_action", action=action) is not None, action
     [(labels, count)] = [(lab, v) for lab, v in after["kai_pod_group_evicted_pods_total"]
                          if lab["namespace"] == namespace]
     assert count == 1 and labels["action"] == "preempt" and labels["podgroup"].startswith("pg-train-"), labels

@@ -1,8 +1,10 @@
 """consolidation: move preemptible pods to other nodes to make room for a pending preemptible job
 (spec/algorithms.md 7, contracts 8.4).
 
-A scenario evicts whole victim jobs and must pipeline the pending job *and every victim pod* onto other nodes;
-if any victim pod cannot be re-placed the scenario is dropped, so consolidation never kills a pod for good.
+A scenario evicts victim chunks (an elastic job's pods above minMember one at a time, then the rest of a job
+whole) and must pipeline the pending job *and every victim pod* elsewhere (another node, or for a fractional
+pod another GPU of its node); if any victim pod cannot be re-placed the scenario is dropped, so consolidation
+never kills a pod for good.
 At most `max_consolidation_preemptees` victim jobs per scenario; disabled with a spread placement strategy or
 a cap of 0 (`SchedulerConfig.effective_actions`). Beyond KAI, victims protected by `preemptMinRuntime` are
 not moved either (a move restarts the pod).
@@ -110,6 +112,8 @@ class Consolidation:
         chunks: list[Chunk] = []
         for other in candidates:
             assert other.queue is not None
-            guarded = protected(session, other, preempt_min_runtime(session, other.queue))
-            chunks.extend(victim_chunks(other, guarded, whole=True))
+            if protected(session, other, preempt_min_runtime(session, other.queue)):
+                continue  # a move restarts the pod
+            # Pods above minMember one at a time, then the core: an elastic job's surplus pods move first.
+            chunks.extend(victim_chunks(other, False))
         return order_chunks(session, chunks)

@@ -2,7 +2,8 @@
 (spec/algorithms.md 5.3, contracts 8.4).
 
 Never crosses queues and applies no fairness rule; the preemptor must itself pass the capacity checks (queue
-limits, and for a non-preemptible preemptor the non-preemptible quota at every level). Victims protected by
+limits, on the scenario's state once its victims left, and for a non-preemptible preemptor the non-preemptible
+quota at every level). Victims protected by
 `preemptMinRuntime` (resolved from the victim's queue upward) are skipped, elastic ones keep their minimum.
 """
 
@@ -17,9 +18,10 @@ from operators.scheduler.actions.victims import (
     preempt_message,
     preempt_min_runtime,
     protected,
+    releasable,
     victim_chunks,
 )
-from operators.scheduler.model import Job, Task
+from operators.scheduler.model import Job, QueueState, Task
 from operators.scheduler.ordering import JobTree, tasks_to_allocate
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class Preempt:
         tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
+        freed: dict[QueueState, list[float]] | None = None
         cache: dict[tuple[object, ...], list[Chunk]] = {}  # ordered victims per (queue, priority) until a commit
         while hopeful > 0 and not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
@@ -71,7 +74,15 @@ class Preempt:
             if not tasks:
                 continue
             signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))
-            if signature in failed or session.capacity_error(job, tasks) is not None:
+            if signature in failed:
+                continue
+            # Limits are checked in each scenario, after its victims left (they are all in this queue); here
+            # only what no scenario can change: the non-preemptible quota, and a limit even every candidate of
+            # the queue leaving would not make room under.
+            if freed is None:
+                freed = releasable(session, candidates)
+            mine = freed.get(job.queue)
+            if session.capacity_error(job, tasks, dict.fromkeys(job.queue.lineage(), mine) if mine else {}):
                 continue
             key = (job.queue, job.priority)
             chunks = cache.get(key)

@@ -24,6 +24,7 @@ from operators.scheduler.actions.victims import (
     protected,
     reclaim_message,
     reclaim_min_runtime,
+    releasable,
     victim_chunks,
     within_queue_order,
 )
@@ -182,6 +183,7 @@ class Reclaim:
         tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
+        freed: dict[QueueState, list[float]] | None = None
         # Ordered victims per (reclaimer queue, contested resources); valid until the next commit. Victim-side
         # queues and per-job chunks (with their min-runtime protection) stay valid until their job is evicted.
         cache: dict[tuple[object, ...], MergedVictims] = {}
@@ -205,7 +207,13 @@ class Reclaim:
             if signature in failed:
                 continue
             request = session.job_request(tasks)
-            if not can_reclaim(job.queue, request) or session.capacity_error(job, tasks) is not None:
+            if not can_reclaim(job.queue, request):
+                continue
+            # Limits are checked in each scenario, after its victims left: a victim below a limited queue makes
+            # room under it. Here only a limit that every candidate leaving would not relieve rules the job out.
+            if freed is None:
+                freed = releasable(session, candidates)
+            if session.capacity_error(job, tasks, freed) is not None:
                 continue
             key = (job.queue, tuple(r for r in range(3) if request[r] > _EPS))
             chunks = cache.get(key)

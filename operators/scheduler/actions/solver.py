@@ -4,11 +4,15 @@ For a pending job the solver walks the ordered victim chunks and grows a prefix 
 prefix it builds scenarios — for every node hosting the newest chunk, the prefix's chunks touching that node
 (KAI's by-node scenarios, which keep victim sets small), then the whole prefix — and simulates each inside
 the job's statement: evict the scenario, pipeline the job onto what is being released (and, for
-consolidation, pipeline every victim pod onto another node). The first scenario that passes the action's
-validator and places the whole gang is kept; anything else is rolled back, so nothing is evicted unless the
-job then fits. Differences from KAI, on purpose: the job's tasks are solved together rather than one task
-prefix at a time (the whole-prefix scenario covers gangs spread over several nodes), and reclaim/preempt
-victims are not re-placed (allocate already ran, so a victim would rarely find room the job did not).
+consolidation, pipeline every victim pod onto another node). The job's capacity checks (queue limits) run in
+the simulation, on the state without the scenario's victims, so a victim under a limited queue makes room
+under that limit. The first scenario that passes the action's validator and places the whole gang is kept;
+anything else is rolled back, so nothing is evicted unless the job then fits. A kept scenario is then made
+minimal (every victim the job does not need is dropped, newest first), and reclaim/preempt victims that fit
+elsewhere are moved there (pipelined) instead of being evicted for good. Victim sets equivalent to one that
+already failed for the job (same pods' shapes freed on the same nodes and devices, same queues) are skipped.
+Difference from KAI, on purpose: the job's tasks are solved together rather than one task prefix at a time
+(the whole-prefix scenario covers gangs spread over several nodes).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.actions.common import allocate_job
-from operators.scheduler.actions.victims import Chunk
+from operators.scheduler.actions.victims import Chunk, moved_note
 from operators.scheduler.model import VICTIM_STATUSES, Job, Task
 
 if TYPE_CHECKING:
@@ -29,6 +33,10 @@ MAX_SIMULATIONS = 256
 # Work one action may spend per cycle (victim chunks scanned + scenario sizes validated + 50 per simulation).
 # Deterministic, so `kai simulate` stays reproducible; jobs not reached are tried again next cycle.
 ACTION_WORK_BUDGET = 20_000
+# Simulations one successful scenario may spend on dropping victims it does not need.
+MAX_MINIMIZE_SIMULATIONS = 16
+# Scenarios up to this many chunks are remembered (by equivalence) when they fail, and not tried again.
+MAX_KEYED_CHUNKS = 32
 
 # Per-chunk reasons (aligned with the scenario) when the action accepts the scenario, None when it refuses.
 Validator = Callable[[Sequence[Chunk]], "list[str] | None"]
@@ -56,10 +64,15 @@ class Solver:
         self.max_gpus = cfg.max_evicted_gpus_per_job
         self.work = ACTION_WORK_BUDGET
         self._free: list[float] | None = None
+        self._request: list[float] = [0.0, 0.0, 0.0]  # the request of the job being solved
+        # Per pending job: equivalence keys of victim sets that failed for it since the last commit.
+        self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
 
     def changed(self) -> None:
-        """Call after committing a statement: cluster-wide free resources are recomputed on next use."""
+        """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
+        victim sets that failed before may work now."""
         self._free = None
+        self._failed_sets.clear()
 
     @property
     def exhausted(self) -> bool:
@@ -104,10 +117,11 @@ class Solver:
         # prefix. Everything a scenario check needs is kept incrementally (no per-step copies or sums): within
         # one search no chunk changes status (simulations either succeed and end it, or are rolled back).
         session = self.session
-        request = session.job_request(tasks)
+        request = self._request = session.job_request(tasks)
         if self._free is None:
             self._free = cluster_free(session)
         free = self._free
+        failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
         req0, req1, req2 = request
@@ -236,24 +250,66 @@ class Solver:
                     self._count("scenarios_filtered")
                     continue
                 self.work -= len(scenario)
+                key = self._equivalence(scenario) if len(scenario) <= MAX_KEYED_CHUNKS else None
+                if key is not None and key in failed_sets:
+                    self._count("scenarios_duplicate")
+                    continue
                 reasons = validate(scenario) if validate is not None else [""] * len(scenario)
                 if reasons is None:
                     self._count("scenarios_filtered")
+                    if key is not None:
+                        failed_sets.add(key)
                     continue
                 self.work -= 50
                 self._count("scenarios_simulation")
-                if self._simulate(stmt, job, scenario, reasons, describe, move_victims):
+                if self._simulate(stmt, job, scenario, reasons, describe, move_victims, validate):
                     return True
+                if key is not None:
+                    failed_sets.add(key)
         return False
 
     def _count(self, what: str) -> None:
-        """For metrics (`Decisions.counters`, never printed): scenarios filtered or simulated per action."""
+        """For metrics (`Decisions.counters`, never printed): scenarios filtered, simulated or skipped as
+        duplicates of a victim set that already failed, per action."""
         counters = self.session.decisions.counters
         key = f"{what}/{self.action}"
         counters[key] = counters.get(key, 0) + 1
 
+    def _equivalence(self, scenario: Sequence[Chunk]) -> tuple[object, ...] | None:
+        """What a scenario's outcome depends on: per victim pod its node, devices, shape and queue (the
+        validators look at queues, the simulation at what is freed where, and a move at the pod's constraints).
+        None while inter-pod affinity is in play: then which pod leaves matters, not only what it frees."""
+        if self.session.pod_index is not None:
+            return None
+        counts: dict[tuple[object, ...], int] = {}
+        for chunk in scenario:
+            queue = chunk.job.queue.name if chunk.job.queue is not None else ""
+            for t in chunk.tasks:
+                rec = t.rec
+                item = (t.node, t.groups, t.portion, rec.cpu, rec.memory, rec.gpu, rec.scalars,
+                        id(rec.constraints), queue)
+                counts[item] = counts.get(item, 0) + 1
+        return (frozenset(counts.items()),)
+
     def _simulate(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], reasons: Sequence[str],
-                  describe: Describe, move_victims: bool) -> bool:
+                  describe: Describe, move_victims: bool, validate: Validator | None) -> bool:
+        """Apply the scenario; on success make its victim set minimal and (reclaim, preempt) move the victims
+        that fit elsewhere instead of evicting them for good. False leaves `stmt` as it was."""
+        start = stmt.checkpoint()
+        if not self._apply(stmt, job, scenario, reasons, describe, move_victims):
+            return False
+        if len(scenario) > 1:
+            scenario = self._minimize(stmt, job, list(scenario), list(reasons), describe, move_victims, validate,
+                                      start)
+        if not move_victims:
+            self._move_victims(stmt, job, scenario, start)
+        return True
+
+    def _apply(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], reasons: Sequence[str],
+               describe: Describe, move_victims: bool) -> bool:
+        """Evict the scenario and place the job (and, for consolidation, every victim pod) with pipelines.
+
+        The job's capacity checks (queue limits) run here, on the state without the victims."""
         session = self.session
         start = stmt.checkpoint()
         for chunk, reason in zip(scenario, reasons, strict=True):
@@ -275,6 +331,72 @@ class Solver:
         stmt.rollback(start)
         return False
 
+    def _minimize(self, stmt: Statement, job: Job, scenario: list[Chunk], reasons: list[str],
+                  describe: Describe, move_victims: bool, validate: Validator | None, start: int) -> list[Chunk]:
+        """Drop every victim the job does not need, newest first (so the victims kept are the earliest in
+        victim order); `stmt` ends with the minimal scenario applied."""
+        session = self.session
+        request = self._request
+        free = self._free if not move_victims else None
+        applied = True  # `scenario` is what stmt holds after `start`
+        trials = MAX_MINIMIZE_SIMULATIONS
+        for chunk in list(reversed(scenario)):
+            if len(scenario) == 1 or trials <= 0 or self.work <= 0:
+                break
+            trial = [c for c in scenario if c is not chunk]
+            if free is not None:
+                # Before the scenario the victims' resources were not free: without `chunk` the job must still
+                # be covered by what the other victims release.
+                base = free
+                got = [base[r] + sum(c.vector(session)[r] for c in trial) for r in range(3)]
+                if _short(request, got):
+                    continue
+            key = self._equivalence(trial)
+            failed = self._failed_sets.setdefault(job.key, set())
+            if key is not None and key in failed:
+                self._count("scenarios_duplicate")
+                continue
+            # The validator reads the queues' accounting: on the state before any scenario, as in the search.
+            stmt.rollback(start)
+            applied = False
+            trial_reasons = validate(trial) if validate is not None else [""] * len(trial)
+            if trial_reasons is None:
+                self._count("scenarios_filtered")
+                if key is not None:
+                    failed.add(key)
+                continue
+            trials -= 1
+            self.work -= 50
+            self._count("scenarios_simulation")
+            if self._apply(stmt, job, trial, trial_reasons, describe, move_victims):
+                scenario, reasons, applied = trial, trial_reasons, True
+            else:
+                applied = False
+                if key is not None:
+                    failed.add(key)
+        if not applied:
+            ok = self._apply(stmt, job, scenario, reasons, describe, move_victims)
+            assert ok, "a scenario that worked works again on the same state"
+        return scenario
+
+    def _move_victims(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], start: int) -> None:
+        """Consolidating reclaim/preempt: a victim chunk that fits elsewhere (within its queue's limits, on the
+        state with the job placed) is pipelined there instead of being evicted for good. A chunk moves whole
+        or not at all; moved victims only leave the fairness checks easier to pass (they keep their share)."""
+        session = self.session
+        evict_ops = {id(op.task): op for op in stmt.ops[start:] if op.kind == "evict"}
+        for chunk in scenario:
+            if chunk.job.queue is None or session.capacity_error(chunk.job, chunk.tasks) is not None:
+                continue
+            checkpoint = stmt.checkpoint()
+            if all(self._move(stmt, t) for t in chunk.tasks):
+                for t in chunk.tasks:
+                    op = evict_ops.get(id(t))
+                    if op is not None:
+                        op.message = f"{op.message} {moved_note(session.nodes[t.node].name)}"
+            else:
+                stmt.rollback(checkpoint)
+
     def _place_all(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], preemptor_first: bool) -> bool:
         def preemptor() -> bool:
             return allocate_job(self.session, stmt, job, pipeline_only=True)
@@ -286,15 +408,31 @@ class Solver:
         return all(step() for step in steps)
 
     def _move(self, stmt: Statement, task: Task) -> bool:
-        """Pipeline an evicted pod onto another node (never back onto the one it is leaving)."""
+        """Pipeline an evicted pod elsewhere: a whole-GPU or CPU pod onto another node, a fractional pod onto
+        another node or another GPU of its node (never back onto the devices it is leaving)."""
         origin = self.session.nodes[task.node]
-        saved = origin.n_pods
-        origin.n_pods = origin.max_pods  # makes the origin node refuse the pod for this one search
-        try:
-            placement = self.session.placer.find(task)
-        finally:
-            origin.n_pods = saved
+        blocked = [origin.groups[g] for g in task.groups if g in origin.groups] if task.rec.gpu.is_shared else []
+        if blocked:
+            saved_used = [g.used for g in blocked]
+            released = sum(1 for g in blocked if g.fully_releasing)  # counted as whole releasing GPUs
+            for g in blocked:
+                g.used = 2.0  # no room left on the devices it leaves, for this one search
+            origin.rel_gpu -= released
+            try:
+                placement = self.session.placer.find(task)
+            finally:
+                for g, used in zip(blocked, saved_used, strict=True):
+                    g.used = used
+                origin.rel_gpu += released
+        else:
+            saved = origin.n_pods
+            origin.n_pods = origin.max_pods  # makes the origin node refuse the pod for this one search
+            try:
+                placement = self.session.placer.find(task)
+            finally:
+                origin.n_pods = saved
         if placement is None:
             return False
         stmt.pipeline(task, placement)
         return True
+

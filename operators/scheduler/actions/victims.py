@@ -52,6 +52,28 @@ def can_be_victim(job: Job) -> bool:
         t.status in VICTIM_STATUSES and t.node >= 0 for t in job.tasks)
 
 
+def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, list[float]]:
+    """Per queue, what all candidate victims below it hold: the most any scenario could free under its limit.
+
+    Limits are checked on a scenario's state after its victims left, so a job over a limit can still succeed
+    when victims in that queue's subtree make room; a job whose request exceeds even this bound cannot.
+    """
+    out: dict[QueueState, list[float]] = {}
+    for job in candidates:
+        if job.queue is None:
+            continue
+        v = session.job_request(live_tasks(job))
+        for q in job.queue.lineage():
+            acc = out.get(q)
+            if acc is None:
+                out[q] = [v[0], v[1], v[2]]
+            else:
+                acc[0] += v[0]
+                acc[1] += v[1]
+                acc[2] += v[2]
+    return out
+
+
 def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]:
     """Pods above minMember one at a time (last podset, reverse task order), then the core as one chunk.
 
@@ -277,6 +299,11 @@ def consolidation_message(task: Task, job: Job, node: str) -> str:
     kai = (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
            f"(resource consolidation) procedure")
     return f"{kai}. Moved to node {node} to make room for {job.key}."
+
+
+def moved_note(node: str) -> str:
+    """Appended to the eviction message of a reclaim/preempt victim that is re-placed rather than evicted."""
+    return f"It is moved to node {node}."
 
 
 def stale_eviction_message(task: Task, job: Job, active: int, since: float, now: float, grace: float) -> str:
