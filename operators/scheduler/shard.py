@@ -105,15 +105,16 @@ class ShardWatcher:
         await informers
 
     async def _crds_installed(self) -> bool:
+        """Whether both kinds can be read; if not (no CRD, no RBAC), say why once and run without them."""
         for resource in (SHARDS, CONFIGS):
             try:
                 await raw(self.api, "GET", resource.path(), query={"limit": 1})
-            except RawError as exc:
-                if exc.status != 404:
-                    raise
+            except Exception as exc:
                 if not self.synced.is_set():
-                    log.warning("the %s.%s CRD is not installed: running on flags and --config only",
-                                resource.plural, GROUP)
+                    why = "is not installed" if isinstance(exc, RawError) and exc.status == 404 else (
+                        f"cannot be read ({getattr(exc, 'status', None) or exc})")
+                    log.warning("%s.%s %s: running on flags and --config only, checking again every %.0fs",
+                                resource.plural, GROUP, why, _CRD_RECHECK)
                 return False
         return True
 
