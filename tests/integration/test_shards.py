@@ -161,6 +161,8 @@ def two_shards(cluster: Cluster, namespace: str) -> Iterator[tuple[str, str]]:
     finally:
         shards.stop_shards(state, names)
         cluster.kubectl("delete", "schedulingshard", *names, "--ignore-not-found")
+        cluster.kubectl("delete", "lease", *(f"kai-scheduler-{n}" for n in names), "-n", "kai-scheduler",
+                        "--ignore-not-found")
 
 
 def test_two_node_pool_shards_schedule_only_their_pools(cluster: Cluster, namespace: str,
