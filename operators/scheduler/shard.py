@@ -43,6 +43,7 @@ CONFIGS = Resource(GROUP, VERSION, "configs")
 SHARD_INFO = Gauge("kai_scheduler_shard_info", "The SchedulingShard and node pool this scheduler instance serves",
                    ["shard", "node_pool"])
 _CRD_RECHECK = 60.0
+_SYNC_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,13 @@ class ShardWatcher:
             await asyncio.sleep(_CRD_RECHECK)
         self.installed = True
         informers = asyncio.gather(self.shards.run(), self.configs.run())
-        await asyncio.gather(self.shards.synced.wait(), self.configs.synced.wait())
-        self.synced.set()
+        try:
+            await asyncio.wait_for(asyncio.gather(self.shards.synced.wait(), self.configs.synced.wait()),
+                                   _SYNC_TIMEOUT)
+        except TimeoutError:
+            log.warning("SchedulingShards/Configs not listed within %.0fs: scheduling on flags and --config until "
+                        "they are", _SYNC_TIMEOUT)
+        self.synced.set()  # scheduling never waits on these objects for long
         await informers
 
     async def _crds_installed(self) -> bool:
