@@ -129,23 +129,42 @@ def test_patching_the_default_shard_to_spread_moves_the_next_pods_without_a_rest
     assert deployed["observedGeneration"] == shard["metadata"]["generation"]
 
 
-def test_unhonoured_shard_fields_are_accepted_and_named(cluster: Cluster, namespace: str) -> None:
-    name = f"{namespace}-x"
-    body = shards.shard_manifest(name, usageDBConfig={"clientType": "prometheus"},
-                                 plugins={"topology": {"enabled": False}})
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+def test_unhonoured_fields_and_unusable_specs_are_reported_on_the_shard(cluster: Cluster, namespace: str) -> None:
+    def patch(spec: dict[str, Any]) -> None:
+        cluster.kubectl("patch", "schedulingshard", "default", "--type=merge", "-p", json.dumps({"spec": spec}))
+
+    def condition(kind: str, status: str) -> dict[str, Any] | None:
+        shard, cond = shard_condition(cluster, "default", kind)
+        current = cond["observedGeneration"] == shard["metadata"]["generation"]
+        return cond if current and cond["status"] == status else None
+
     try:
-        stored = cluster.get_json("schedulingshard", name)
+        patch({"usageDBConfig": {"clientType": "prometheus"}, "plugins": {"topology": {"enabled": False}}})
+        stored = cluster.get_json("schedulingshard", "default")
         assert stored["spec"]["usageDBConfig"] == {"clientType": "prometheus"}, "unknown KAI fields are kept"
-        # The default shard reports on the Config; the dev cluster's Config sets only what is honoured.
-        config = cluster.get_json("config", "kai-config")
-        ignored = next(c for c in config["status"]["conditions"] if c["type"] == "FieldsNotHonoured")
-        assert ignored["status"] == "False" and ignored["observedGeneration"] == config["metadata"]["generation"]
-        bad = cluster.kubectl("apply", "-f", "-", check=False, input=json.dumps(
-            shards.shard_manifest(f"{namespace}-y", placementStrategy={"gpu": "pack"})))
-        assert bad.returncode != 0 and "Unsupported value: \"pack\"" in bad.stderr, bad.stderr
+        named = wait_for("FieldsNotHonoured names the fields", lambda: condition("FieldsNotHonoured", "True"))
+        assert named["message"] == ("Accepted but not honoured by this scheduler: spec.usageDBConfig, "
+                                    "spec.plugins.topology.enabled"), named
+        assert condition("Available", "True")
+
+        patch({"queueDepthPerAction": {"backfill": 2}})
+        refused = wait_for("Available=False with the reason", lambda: condition("Available", "False"))
+        assert "backfill isn't one of them, making the queueDepthPerAction invalid" in refused["message"]
+        assert "running with the last valid settings" in refused["message"]
+        apply(cluster, namespace, [gpu_pod("still-scheduled", 1)])
+        wait_for("scheduling goes on with the last valid settings",
+                 lambda: placement(cluster, namespace, ["still-scheduled"]), 120)
     finally:
-        cluster.kubectl("delete", "schedulingshard", name, f"{namespace}-y", "--ignore-not-found")
+        patch({"usageDBConfig": None, "plugins": None, "queueDepthPerAction": None})
+    wait_for("every field honoured again", lambda: condition("FieldsNotHonoured", "False"))
+    assert wait_for("available again", lambda: condition("Available", "True"))
+    # The default shard reports on the Config too; the dev cluster's Config sets only what is honoured.
+    config = cluster.get_json("config", "kai-config")
+    ignored = next(c for c in config["status"]["conditions"] if c["type"] == "FieldsNotHonoured")
+    assert ignored["status"] == "False" and ignored["observedGeneration"] == config["metadata"]["generation"]
+    bad = cluster.kubectl("apply", "-f", "-", check=False, input=json.dumps(
+        shards.shard_manifest(f"{namespace}-y", placementStrategy={"gpu": "pack"})))
+    assert bad.returncode != 0 and 'Unsupported value: "pack"' in bad.stderr, bad.stderr
 
 
 @pytest.fixture
