@@ -47,7 +47,7 @@ def effective_config(base: SchedulerConfig, shard_spec: Mapping[str, Any] | None
     if shard_spec:
         try:
             cfg = config_from_mapping(shard_spec, base)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # any malformed value
             return Effective(last_good or base, f"spec rejected, running with the last valid settings: {exc}")
     key = node_pool_label_key(config_spec)
     if key and "nodepool-label-key" not in ((shard_spec or {}).get("args") or {}):

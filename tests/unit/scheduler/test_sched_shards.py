@@ -171,3 +171,10 @@ def test_models_round_trip_kai_objects() -> None:
               "spec": {"namespace": "kai-scheduler", "global": {"nodePoolLabelKey": "k", "replicaCount": 2},
                        "binder": {"replicas": 1}}}
     assert Config.model_validate(config).to_wire() == config
+
+
+def test_a_malformed_spec_never_stops_scheduling() -> None:
+    for spec in ({"placementStrategy": "spread"}, {"args": {"max-evictions-per-job": "many"}},
+                 {"plugins": {"minruntime": "off"}}, {"queueDepthPerAction": {"allocate": "deep"}}):
+        eff = effective_config(SchedulerConfig(), spec, None)
+        assert eff.config == SchedulerConfig() and eff.error, spec
