@@ -19,7 +19,8 @@ def _dev_up(args: argparse.Namespace) -> int:
     opts = cluster.Options(name=args.name, nodes=args.nodes, gpus=args.gpus, gpu_memory_mib=args.gpu_memory,
                            gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
                            port_base=args.port_base, components=not args.no_components,
-                           kuberay=not args.no_kuberay, timeout=args.timeout)
+                           kuberay=not args.no_kuberay, timeout=args.timeout, shards=args.shards,
+                           shard_nodes=args.shard_nodes)
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -44,6 +45,15 @@ def _dev_up(args: argparse.Namespace) -> int:
         time.sleep(0.5)
     cluster.down(state.name)
     return 0
+
+
+def _shard_names(value: str) -> list[str]:
+    from operators.devcluster.shards import parse_shards
+
+    try:
+        return parse_shards(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _dev_down(args: argparse.Namespace) -> int:
@@ -179,6 +189,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--no-components", action="store_true", help="do not start the KAI components")
     up.add_argument("--no-kuberay", action="store_true", help="do not start the KubeRay operator")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
+    up.add_argument("--shards", type=_shard_names, default=[], metavar="A,B",
+                    help="node-pool shards: a SchedulingShard, nodes and a scheduler process per name")
+    up.add_argument("--shard-nodes", type=int, default=2, help="nodes per shard (labelled kai.scheduler/node-pool)")
     up.set_defaults(func=_dev_up)
     down = dev.add_parser("down", help="stop everything `up` started and remove its state")
     down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))

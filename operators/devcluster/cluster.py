@@ -46,6 +46,8 @@ class Options:
     components: bool = True  # start `kai run all` when the components exist
     kuberay: bool = True
     timeout: float = 180.0
+    shards: list[str] = field(default_factory=list)  # node-pool shards, each with its own scheduler process
+    shard_nodes: int = 2  # fake nodes per shard, labelled with its node pool
 
 
 @dataclass
@@ -299,6 +301,10 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         launcher.wait_http("ray-operator", f"http://127.0.0.1:{ports['ray-operator-probe']}/readyz", timeout)
     if opts.components:
         _start_components(state, launcher, ca, timeout)
+    if opts.shards:
+        from operators.devcluster import shards
+
+        shards.start_shards(state, opts.shards, nodes_per_shard=opts.shard_nodes, shape=shape, timeout=timeout)
 
 
 def _insecure() -> ssl.SSLContext:

@@ -99,47 +99,76 @@ def parse_duration(value: str | float | int) -> float:
 def _actions_from_map(raw: Mapping[str, Any], base: tuple[str, ...]) -> tuple[str, ...]:
     # SchedulingShard `actions: {name: {enabled, priority}}`; higher priority runs first, ties by name.
     default_priority = {name: 500 - 100 * i for i, name in enumerate(ALL_ACTIONS)}
+    unknown = sorted(name for name in raw if name not in default_priority)
+    if unknown:
+        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(ALL_ACTIONS)})")
     enabled = {name: default_priority[name] for name in base}
     for name, opts in raw.items():
         opts = opts or {}
         if opts.get("enabled") is False:
             enabled.pop(name, None)
             continue
-        enabled[name] = int(opts.get("priority", default_priority.get(name, 0)))
+        enabled[name] = int(opts.get("priority", enabled.get(name, default_priority[name])))
     return tuple(sorted(enabled, key=lambda n: (-enabled[n], n)))
 
 
-def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
-    """SchedulingShard `plugins: {name: {enabled, priority, arguments}}` -> the SchedulerConfig fields that
-    plugin arguments set (proportion, minruntime, nodeplacement). Arguments are strings in KAI's shard; other
-    plugins, and `enabled`/`priority`, set nothing here."""
-    def args_of(name: str) -> Mapping[str, Any]:
-        entry = plugins.get(name) or {}
-        arguments = entry.get("arguments") if isinstance(entry, Mapping) else None
-        return arguments if isinstance(arguments, Mapping) else {}
+# SchedulingShard `spec.args` (scheduler flags without the dashes) that the scheduler applies.
+SHARD_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "schedule-period": ("schedule_period", parse_duration),
+    "default-staleness-grace-period": ("stale_grace_period", parse_duration),
+    "max-consolidation-preemptees": ("max_consolidation_preemptees", int),
+    "scheduler-name": ("scheduler_name", str),
+    "nodepool-label-key": ("node_pool_label", str),
+    "partition-label-value": ("partition", str),
+    "detailed-fit-errors": ("detailed_fit_errors", lambda v: str(v).lower() == "true"),
+    "max-evictions-per-job": ("max_evictions_per_job", int),
+    "max-evicted-gpus-per-job": ("max_evicted_gpus_per_job", float),
+}
+# `spec.plugins.<name>.arguments` keys the scheduler applies, per plugin (KAI's argument names).
+PLUGIN_ARGUMENTS: dict[str, frozenset[str]] = {
+    "nodeplacement": frozenset({"gpu", "cpu"}),
+    "minruntime": frozenset({"defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "reclaimResolveMethod"}),
+    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier"}),
+}
 
+
+def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
+    """SchedulingShard `plugins: {name: {enabled, priority, arguments}}` -> the SchedulerConfig fields that plugin
+    arguments set (nodeplacement, minruntime, proportion); `enabled`/`priority` and other plugins set nothing here."""
     changes: dict[str, Any] = {}
-    proportion, minruntime, placement = args_of("proportion"), args_of("minruntime"), args_of("nodeplacement")
-    if "kValue" in proportion:
-        changes["k_value"] = float(proportion["kValue"])
-    if "relcaimerSaturationMultiplier" in proportion:  # KAI's spelling
-        changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
-    for arg, attr in (("defaultPreemptMinRuntime", "default_preempt_min_runtime"),
-                      ("defaultReclaimMinRuntime", "default_reclaim_min_runtime")):
-        if arg in minruntime:
-            changes[attr] = parse_duration(minruntime[arg])
-    if "reclaimResolveMethod" in minruntime:
-        method = str(minruntime["reclaimResolveMethod"])
-        if method not in ("lca", "queue"):
-            raise ValueError(f"reclaimResolveMethod must be lca or queue, got {method!r}")
-        changes["reclaim_min_runtime_resolve"] = method
+    args = {name: (opts.get("arguments") or {}) if isinstance(opts, Mapping) else {}
+            for name, opts in plugins.items()}
+    placement = args.get("nodeplacement", {})
     for resource in ("gpu", "cpu"):
         if placement.get(resource):
             changes[f"{resource}_placement"] = _strategy(placement[resource])
+    min_runtime = args.get("minruntime", {})
+    for arg, attr in (("defaultPreemptMinRuntime", "default_preempt_min_runtime"),
+                      ("defaultReclaimMinRuntime", "default_reclaim_min_runtime")):
+        if min_runtime.get(arg) is not None:
+            changes[attr] = parse_duration(min_runtime[arg])
+    if min_runtime.get("reclaimResolveMethod"):
+        changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
+    proportion = args.get("proportion", {})
+    if proportion.get("kValue") is not None:
+        changes["k_value"] = float(proportion["kValue"])
+    if proportion.get("relcaimerSaturationMultiplier") is not None:
+        changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
     return changes
 
 
+def _resolve_method(value: Any) -> str:
+    method = str(value)
+    if method not in ("lca", "queue"):
+        raise ValueError(f"reclaimResolveMethod must be lca or queue, got {method!r}")
+    return method
+
+
 def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = None) -> SchedulerConfig:
+    """Apply a SchedulingShard spec (or a whole object with `spec`) on top of `base`.
+
+    Raises ValueError with an actionable message for a value the scheduler cannot use.
+    """
     cfg = base or SchedulerConfig()
     spec = raw.get("spec", raw) if isinstance(raw.get("spec"), Mapping) else raw
     changes: dict[str, Any] = {}
@@ -159,18 +188,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     elif isinstance(spec.get("actions"), list | str):
         changes["actions"] = parse_actions(spec["actions"])
     args = spec.get("args") or {}
-    flag_fields: dict[str, tuple[str, Callable[[Any], Any]]] = {
-        "schedule-period": ("schedule_period", parse_duration),
-        "default-staleness-grace-period": ("stale_grace_period", parse_duration),
-        "max-consolidation-preemptees": ("max_consolidation_preemptees", int),
-        "scheduler-name": ("scheduler_name", str),
-        "nodepool-label-key": ("node_pool_label", str),
-        "partition-label-value": ("partition", str),
-        "detailed-fit-errors": ("detailed_fit_errors", lambda v: str(v).lower() == "true"),
-        "max-evictions-per-job": ("max_evictions_per_job", int),
-        "max-evicted-gpus-per-job": ("max_evicted_gpus_per_job", float),
-    }
-    for flag, (attr, conv) in flag_fields.items():
+    for flag, (attr, conv) in SHARD_ARGS.items():
         if flag in args:
             changes[attr] = conv(args[flag])
     for camel, attr, conv in (("maxEvictionsPerJob", "max_evictions_per_job", int),
@@ -183,17 +201,20 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
         if min_runtime.get(camel) is not None:
             changes[attr] = parse_duration(min_runtime[camel])
     if min_runtime.get("reclaimResolveMethod"):
-        method = str(min_runtime["reclaimResolveMethod"])
-        if method not in ("lca", "queue"):
-            raise ValueError(f"reclaimResolveMethod must be lca or queue, got {method!r}")
-        changes["reclaim_min_runtime_resolve"] = method
+        changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
+    # Plugin arguments replace what the dedicated fields set (KAI renders those fields as plugin arguments).
+    if isinstance(spec.get("plugins"), Mapping):
+        changes.update(plugin_settings(spec["plugins"]))
     for attr in ("schedule_period", "stale_grace_period"):
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"
         if camel in spec:
             changes[attr] = parse_duration(spec[camel])
-    if isinstance(spec.get("plugins"), Mapping):
-        changes.update(plugin_settings(spec["plugins"]))
-    return replace(cfg, **changes)
+    out = replace(cfg, **changes)
+    unknown_depth = sorted(a for a in out.queue_depth_per_action if a not in out.actions)
+    if unknown_depth:
+        raise ValueError(f"the scheduler's actions are {', '.join(out.actions)}. {unknown_depth[0]} isn't one of "
+                         "them, making the queueDepthPerAction invalid")
+    return out
 
 
 def _strategy(value: str) -> str:

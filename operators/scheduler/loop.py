@@ -29,6 +29,7 @@ from operators.core.metrics import Counter
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.cycle import run_cycle
 from operators.scheduler.decisions import Bind, Decisions, Eviction, Unschedulable
+from operators.scheduler.shard import ShardWatcher
 from operators.scheduler.snapshot import (
     bindrequest_record,
     build_snapshot,
@@ -105,9 +106,11 @@ def _now_rfc3339() -> str:
 
 
 class SchedulerLoop:
-    def __init__(self, api: Any, config: SchedulerConfig, *, concurrency: int = 32) -> None:
+    def __init__(self, api: Any, config: SchedulerConfig, *, concurrency: int = 32,
+                 shard: ShardWatcher | None = None) -> None:
         self.api = api
         self.config = config
+        self.shard = shard  # when set, `config` follows the instance's SchedulingShard at every cycle
         name = config.scheduler_name
 
         def pods(obj: dict[str, Any]) -> Any:
@@ -140,6 +143,8 @@ class SchedulerLoop:
         # BindRequests created and not yet seen bound (pod key -> monotonic creation time), for BIND_LATENCY.
         self._binding: dict[str, float] = {}
         self.pods.add_listener(self._on_pod)
+        if shard is not None:
+            shard.on_change(self.wake.set)
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, _: str, old: Any, new: Any) -> None:
@@ -154,10 +159,11 @@ class SchedulerLoop:
 
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
-        await asyncio.gather(*(i.run() for i in self.informers))
+        await asyncio.gather(*(i.run() for i in self.informers), *([self.shard.run()] if self.shard else []))
 
     async def wait_synced(self) -> None:
-        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        await asyncio.gather(*(i.synced.wait() for i in self.informers),
+                             *([self.shard.wait_synced()] if self.shard else []))
         self.synced = True
         gc.freeze()  # the records heap is long-lived; keep it out of every collection
 
@@ -165,8 +171,8 @@ class SchedulerLoop:
         await self.wait_synced()
         log.info("informers synced: %d nodes, %d pods, %d podgroups, %d queues", len(self.nodes.store),
                  len(self.pods.store), len(self.podgroups.store), len(self.queues.store))
-        period = self.config.schedule_period
         while True:
+            period = self.config.schedule_period
             started = time.monotonic()
             try:
                 await self.cycle()
@@ -199,10 +205,14 @@ class SchedulerLoop:
 
     async def cycle(self) -> Decisions:
         t0 = time.monotonic()
+        if self.shard is not None:
+            self.config = self.shard.refresh()
         await self.cleanup_bindrequests()
         snapshot = self.snapshot()
         t1 = time.monotonic()
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time())
+        if self.shard is not None:
+            decisions.unschedulable += self.shard.unserved(self.podgroups.store.values(), self.pods.store.values())
         t2 = time.monotonic()
         await self.commit(decisions)
         t3 = time.monotonic()

@@ -21,7 +21,9 @@ log = logging.getLogger("scheduler")
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("scheduler")
     add_arguments(p)
-    p.set_defaults(lease_name="kai-scheduler-default")
+    p.add_argument("--shard-name", default="default",
+                   help="the SchedulingShard this instance serves (read live); its Lease is kai-scheduler-<name>")
+    p.set_defaults(lease_name=None)
     return p
 
 
@@ -29,17 +31,19 @@ async def serve(args: argparse.Namespace) -> None:
     from dataclasses import replace
 
     from operators.scheduler.loop import SchedulerLoop
+    from operators.scheduler.shard import ShardWatcher
 
     config = replace(config_from_args(args), scheduler_name=args.scheduler_name, group_id=random_group_id)
     api = await api_client(args.kubeconfig)
-    loop = SchedulerLoop(api, config)
+    loop = SchedulerLoop(api, config, shard=ShardWatcher(api, args.shard_name, config))
     await component.serve_probes(args, ready=lambda: loop.synced)
     informers = asyncio.create_task(loop.run_informers())
     lag = asyncio.create_task(loop.measure_lag())
     try:
         if args.leader_elect:
             await loop.wait_synced()
-            await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=loop.run,
+            lease = args.lease_name or f"kai-scheduler-{args.shard_name}"
+            await run_as_leader(api, name=lease, namespace=args.namespace, work=loop.run,
                                 **component.lease_options(args))
         else:
             await loop.run()

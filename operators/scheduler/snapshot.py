@@ -76,7 +76,8 @@ def build_snapshot(
         nodes=tuple(n for n in nodes if _in_shard(n.labels, node_pool_label, partition)),
         pods=tuple(pods),
         podgroups=tuple(p for p in podgroups if _in_shard(p.labels, node_pool_label, partition)),
-        queues=tuple(q for q in queues if _in_shard(q.labels, node_pool_label, partition)),
+        # Queues are shared: an unlabelled Queue is in every shard, a labelled one only in its own.
+        queues=tuple(q for q in queues if q.labels.get(node_pool_label, "") in ("", partition)),
         bindrequests=tuple(bindrequests),
         priority_classes=tuple(priority_classes),
         configmaps=frozenset(f"{c.namespace}/{c.name}" for c in configmaps),

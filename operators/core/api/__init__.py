@@ -3,5 +3,6 @@
 from operators.core.api.bindrequest import BindRequest
 from operators.core.api.podgroup import PodGroup
 from operators.core.api.queue import Queue
+from operators.core.api.schedulingshard import Config, SchedulingShard
 
-__all__ = ["BindRequest", "PodGroup", "Queue"]
+__all__ = ["BindRequest", "Config", "PodGroup", "Queue", "SchedulingShard"]

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from operators.core.api.bindrequest import BindRequest
 from operators.core.api.podgroup import PodGroup
 from operators.core.api.queue import Queue
+from operators.core.api.schedulingshard import Config, SchedulingShard
 
 _DROP = {"title", "default", "discriminator"}
 
@@ -80,7 +81,7 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
 
 def _crd(model: type[BaseModel], *, plural: str, singular: str, scope: str, version: str,
          short_names: list[str] | None = None, columns: list[dict[str, Any]] | None = None,
-         required_spec: bool = False) -> dict[str, Any]:
+         required_spec: bool = False, group: str = "scheduling.run.ai") -> dict[str, Any]:
     kind = model.model_fields["kind"].default
     schema = schema_of(model)
     if required_spec:
@@ -100,8 +101,8 @@ def _crd(model: type[BaseModel], *, plural: str, singular: str, scope: str, vers
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.scheduling.run.ai"},
-        "spec": {"group": "scheduling.run.ai", "names": names, "scope": scope, "versions": [version_entry]},
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "names": names, "scope": scope, "versions": [version_entry]},
     }
 
 
@@ -142,6 +143,11 @@ def all_crds() -> dict[str, dict[str, Any]]:
             short_names=["pg"], columns=PODGROUP_COLUMNS),
         "scheduling.run.ai_bindrequests.yaml": _crd(
             BindRequest, plural="bindrequests", singular="bindrequest", scope="Namespaced", version="v1alpha2"),
+        "kai.scheduler_schedulingshards.yaml": _crd(
+            SchedulingShard, plural="schedulingshards", singular="schedulingshard", scope="Cluster", version="v1",
+            group="kai.scheduler"),
+        "kai.scheduler_configs.yaml": _crd(
+            Config, plural="configs", singular="config", scope="Cluster", version="v1", group="kai.scheduler"),
     }
 
 
