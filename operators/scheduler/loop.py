@@ -28,6 +28,7 @@ from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_fo
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.cycle import run_cycle
 from operators.scheduler.decisions import Bind, Decisions, Eviction, Unschedulable
+from operators.scheduler.provisioning_shell import ProvisioningShell
 from operators.scheduler.snapshot import (
     bindrequest_record,
     build_snapshot,
@@ -116,6 +117,8 @@ class SchedulerLoop:
         # BindRequests created and not yet seen bound (pod key -> monotonic creation time), for BIND_LATENCY.
         self._binding: dict[str, float] = {}
         self.pods.add_listener(self._on_pod)
+        # Autoscaler provisioning for gangs that opted in (a no-op while the API server lacks the CRD).
+        self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, _: str, old: Any, new: Any) -> None:
@@ -130,7 +133,7 @@ class SchedulerLoop:
 
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
-        await asyncio.gather(*(i.run() for i in self.informers))
+        await asyncio.gather(*(i.run() for i in self.informers), self.provisioning.run())
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
@@ -179,8 +182,10 @@ class SchedulerLoop:
         snapshot = self.snapshot()
         t1 = time.monotonic()
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time())
+        decisions = self.provisioning.hold(snapshot, decisions, time.time())
         t2 = time.monotonic()
         await self.commit(decisions)
+        await self.provisioning.write()
         t3 = time.monotonic()
         CYCLES.inc()
         OPEN_SESSION.set((t1 - t0) * 1000 + decisions.timings.get("open-session", 0.0))
