@@ -34,6 +34,7 @@ from operators.podgrouper.grouping.grouper import (
 )
 from operators.podgrouper.grouping.model import GrouperConfig, GroupingError, Lookups, NeedObjects
 from operators.podgrouper.grouping.model import ObjectRef as NeededRef
+from operators.podgrouper.rayjob_controller import RayJobAdmission
 
 log = logging.getLogger("pod-grouper")
 OWNER_TTL = 10.0
@@ -214,7 +215,8 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         api = await api_client(args.kubeconfig)
         life.on_close(api.close)
         grouper = state["grouper"] = PodGrouper(api, args)
-        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync())
+        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync(),
+                   RayJobAdmission(api, grouper.events, args.queue_label_key).run())
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
