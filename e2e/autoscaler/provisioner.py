@@ -88,6 +88,21 @@ class Provisioner:
             if not is_not_found(exc):
                 raise
 
+    async def event(self, request: dict[str, Any], condition: dict[str, str]) -> None:
+        """An Event like the autoscaler's: it outlives the request (deleted as soon as the gang runs)."""
+        meta = request["metadata"]
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": meta["namespace"]},
+                "involvedObject": {"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                                   "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+                "reason": condition["reason"], "message": condition["message"], "type": "Normal",
+                "firstTimestamp": condition["lastTransitionTime"], "lastTimestamp": condition["lastTransitionTime"],
+                "count": 1, "source": {"component": "test-provisioner"}}
+        try:
+            await raw(self.api, "POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=body)
+        except Exception as exc:
+            log.warning("event on %s not written: %s", meta["name"], exc)
+
     async def handle(self, request: dict[str, Any]) -> None:
         meta, spec = request["metadata"], request.get("spec") or {}
         key = f"{meta['namespace']}/{meta['name']}"
@@ -103,8 +118,9 @@ class Provisioner:
             return
         attempt = int((meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION) or 1)
         if attempt <= int(params.get("fail-attempts", "0")):
-            await self.set_conditions(request, _condition(
-                "Failed", "True", "OutOfCapacity", f"test provisioner: told to fail attempt {attempt}"))
+            failed = _condition("Failed", "True", "OutOfCapacity", f"test provisioner: told to fail attempt {attempt}")
+            await self.set_conditions(request, failed)
+            await self.event(request, failed)
             log.info("failed %s (attempt %d)", key, attempt)
             return
         shapes: list[nodes.NodeShape] = []
@@ -139,8 +155,9 @@ class Provisioner:
         if missing:
             log.warning("%s: nodes not Ready: %s", key, missing)
             return
-        await self.set_conditions(request, _condition("Provisioned", "True", "Provisioned",
-                                                      f"test provisioner: added {len(names)} nodes"))
+        done = _condition("Provisioned", "True", "Provisioned", f"test provisioner: added {len(names)} nodes")
+        await self.set_conditions(request, done)
+        await self.event(request, done)
         log.info("provisioned %s: %d nodes", key, len(names))
 
 

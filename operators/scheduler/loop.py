@@ -179,7 +179,7 @@ class SchedulerLoop:
     async def cycle(self) -> Decisions:
         t0 = time.monotonic()
         await self.cleanup_bindrequests()
-        snapshot = self.snapshot()
+        snapshot = self.provisioning.prefer(self.snapshot())
         t1 = time.monotonic()
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time())
         decisions = self.provisioning.hold(snapshot, decisions, time.time())

@@ -93,6 +93,7 @@ class ProvisioningRequestRecord:
     conditions: tuple[Condition, ...] = ()
     deleting: bool = False
     node_pool: str = ""
+    created: float = 0.0
 
     @property
     def key(self) -> str:
@@ -140,7 +141,8 @@ def provisioning_request_record(obj: Mapping[str, Any]) -> ProvisioningRequestRe
         uid=str(meta.get("uid") or ""), pod_group=str(pod_group), attempt=max(attempt, 1),
         class_name=str(spec.get("provisioningClassName") or ""), templates=templates, conditions=conditions,
         deleting=bool(meta.get("deletionTimestamp")),
-        node_pool="" if pool == NODE_POOL_LABEL_VALUE_EMPTY else pool)
+        node_pool="" if pool == NODE_POOL_LABEL_VALUE_EMPTY else pool,
+        created=parse_time(meta.get("creationTimestamp")))
 
 
 # --- what to request --------------------------------------------------------------------------------
@@ -420,3 +422,53 @@ def apply(decisions: Decisions, p: ProvisioningPlan, node_pool: str) -> Decision
             message=message, reasons=(hold.reason,), pod_messages={pod: message for pod in hold.pending_pods},
             has_allocated_pods=False))
     return replace(decisions, evictions=evictions, pipelined=pipelined, unschedulable=unschedulable)
+
+
+def prefer_new_nodes(snapshot: Snapshot, requests: Sequence[ProvisioningRequestRecord]) -> Snapshot:
+    """The snapshot with each pending pod of a provisioned gang nominated to a node that arrived for it.
+
+    The autoscaler does not say which nodes it added for a request: nodes created after the request are taken
+    as its nodes. Each pending whole-GPU or CPU pod (largest first) is nominated to the first such node with room
+    left, counting what runs there and what was nominated before; placement tries a nominated node first and
+    falls back to every other node, so the gang still runs if the new nodes were taken meanwhile.
+    """
+    provisioned = {f"{r.namespace}/{r.pod_group}": r for r in requests
+                   if r.provisioned and not r.deleting and r.node_pool == snapshot.node_pool}
+    if not provisioned:
+        return snapshot
+    oldest = min(r.created for r in provisioned.values())
+    fresh = [n for n in snapshot.nodes if n.created >= oldest and n.ready and not n.unschedulable]
+    if not fresh:
+        return snapshot
+    free: dict[str, list[float]] = {n.name: [n.cpu, n.memory, float(n.gpus), float(n.max_pods)] for n in fresh}
+    binding = {f"{b.namespace}/{b.pod_name}": b.selected_node for b in snapshot.bindrequests if not b.failed}
+    pending: dict[str, list[PodRecord]] = {}
+    for pod in snapshot.pods:
+        node = pod.node_name or binding.get(pod.key, "")
+        if node in free and not pod.deleting and pod.phase not in ("Succeeded", "Failed"):
+            room = free[node]
+            room[0] -= pod.cpu
+            room[1] -= pod.memory
+            room[2] -= pod.gpu.whole
+            room[3] -= 1
+        elif not node and f"{pod.namespace}/{pod.pod_group}" in provisioned and _is_pending(pod, frozenset()):
+            pending.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
+    nominated: dict[str, PodRecord] = {}
+    for key in sorted(pending):
+        request = provisioned[key]
+        nodes = [n.name for n in sorted(fresh, key=lambda n: n.name) if n.created >= request.created]
+        for pod in sorted(pending[key], key=lambda p: (-p.gpu.whole, -p.cpu, -p.memory, p.name)):
+            if pod.gpu.is_shared or pod.nominated_node:
+                continue
+            for name in nodes:
+                room = free[name]
+                if room[0] >= pod.cpu and room[1] >= pod.memory and room[2] >= pod.gpu.whole and room[3] >= 1:
+                    room[0] -= pod.cpu
+                    room[1] -= pod.memory
+                    room[2] -= pod.gpu.whole
+                    room[3] -= 1
+                    nominated[pod.key] = replace(pod, nominated_node=name)
+                    break
+    if not nominated:
+        return snapshot
+    return replace(snapshot, pods=tuple(nominated.get(p.key, p) for p in snapshot.pods))

@@ -63,7 +63,12 @@ class ProvisioningShell:
             return False
         return any(r.get("name") == provisioning.PLURAL for r in doc.get("resources") or [])
 
-    # --- pure step, run in the loop ---------------------------------------------------------------
+    # --- pure steps, run in the loop ---------------------------------------------------------------
+    def prefer(self, snapshot: Snapshot) -> Snapshot:
+        if not self.available:
+            return snapshot
+        return provisioning.prefer_new_nodes(snapshot, list(self.requests.store.values()))
+
     def hold(self, snapshot: Snapshot, decisions: Decisions, now: float) -> Decisions:
         if not self.available:
             return decisions

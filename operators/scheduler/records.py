@@ -202,6 +202,7 @@ class NodeRecord:
     scalars: tuple[tuple[str, float], ...]
     gpu_memory_mib: int | None
     gpu_count_label: int | None
+    created: float = 0.0  # epoch seconds (autoscaler provisioning prefers nodes newer than a gang's request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,7 +347,8 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
         unschedulable=bool(spec.get("unschedulable")), ready=ready,
         cpu=_q(alloc.get("cpu", 0)) * 1000, memory=_q(alloc.get("memory", 0)),
         gpus=int(_q(alloc.get(keys.GPU_RESOURCE, 0))), max_pods=max_pods, scalars=scalars,
-        gpu_memory_mib=node_gpu_memory_mib(labels), gpu_count_label=gpu_count)
+        gpu_memory_mib=node_gpu_memory_mib(labels), gpu_count_label=gpu_count,
+        created=parse_time(meta.get("creationTimestamp")))
 
 
 def _required_configmaps(spec: Mapping[str, Any], namespace: str, shared_prefix: str) -> tuple[str, ...]:

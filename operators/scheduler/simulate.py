@@ -124,6 +124,7 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
     last = Decisions()
     for cycle in range(cycles or 1):
         now_cycle = start + cycle * cfg.schedule_period
+        snapshot = provisioning.prefer_new_nodes(snapshot, requests)
         last = run_cycle(snapshot, cfg, now_cycle, actions)
         plan = provisioning.plan(snapshot, last, requests, now_cycle)
         last = provisioning.apply(last, plan, cfg.node_pool_name)

@@ -201,3 +201,27 @@ def test_simulate_lists_the_would_be_request() -> None:
     assert req["name"] == "big-provisioning-1" and req["podGroup"] == "big"
     assert [p["count"] for p in req["podSets"]] == [1, 4]
     assert "provisioning" not in run_simulation(base(*gang("small", 2, 2)))
+
+
+def test_provisioned_gang_is_placed_on_the_new_nodes() -> None:
+    _, first, _ = run(base(*gang("big", 3, 8, head=False)))  # 24 GPUs; n1 has 8
+    request = first.create[0].manifest()
+    request["metadata"]["creationTimestamp"] = "2025-01-01T00:10:00Z"
+    request["status"] = {"conditions": [{"type": "Provisioned", "status": "True", "reason": "Provisioned",
+                                         "message": "", "lastTransitionTime": "2025-01-01T00:11:00Z"}]}
+    record = provisioning.provisioning_request_record(request)
+    assert record is not None
+    new = [node(f"new-{i}", gpus=8) for i in range(3)]
+    for n in new:
+        n["metadata"]["creationTimestamp"] = "2025-01-01T00:10:30Z"
+    old = node("n1", gpus=8)
+    old["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"
+    snapshot = provisioning.prefer_new_nodes(
+        snapshot_from_objects([old, *new, queue("q"), *PRIORITY_CLASSES, *gang("big", 3, 8, head=False)]), [record])
+    assert {p.name: p.nominated_node for p in snapshot.pods} == {"big-w0": "new-0", "big-w1": "new-1",
+                                                                  "big-w2": "new-2"}
+    d = run_cycle(snapshot, SchedulerConfig(), NOW)
+    assert {b.pod: b.node for b in d.binds} == {"big-w0": "new-0", "big-w1": "new-1", "big-w2": "new-2"}
+    # Without a provisioned request nothing is nominated.
+    plain = snapshot_from_objects([old, *new, queue("q"), *gang("big", 3, 8, head=False)])
+    assert provisioning.prefer_new_nodes(plain, []) is plain
