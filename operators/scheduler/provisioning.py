@@ -3,10 +3,10 @@
 A gang whose workload (or queue) opted in with a provisioning class, that cannot be placed on today's nodes but is
 not blocked by its queue's quota, gets one `ProvisioningRequest` (autoscaling.x-k8s.io/v1) for its pending pods,
 with one PodTemplate per pod shape. While the request is not provisioned the gang is held: nothing is evicted on
-its behalf (gang scheduling already forbids a partial bind). `Provisioned=True` lets the gang be placed as usual
-on the nodes that arrived. `Failed`, `CapacityRevoked` or `BookingExpired` puts the reason on the PodGroup and the
-request is replaced by a new attempt after an exponential backoff. The request goes away once the gang runs or its
-PodGroup is gone.
+its behalf (gang scheduling already forbids a partial bind), and it is not bound before `Provisioned=True`, when
+it is placed with a preference for the nodes that arrived (`prefer_new_nodes`). `Failed`, `CapacityRevoked` or
+`BookingExpired` puts the reason on the PodGroup and the request is replaced by a new attempt after an exponential
+backoff. The request goes away once the gang runs or its PodGroup is gone.
 
 Every state lives in the cluster (the attempt number and the failure time are on the request), so the plan is a
 function of the snapshot, the requests and the clock; `provisioning_shell` does the I/O.
@@ -289,6 +289,7 @@ class ProvisioningPlan:
     delete: list[ProvisioningRequestRecord] = field(default_factory=list)
     holds: dict[str, Hold] = field(default_factory=dict)  # PodGroup key -> hold
     explained: dict[str, Reason] = field(default_factory=dict)  # PodGroup key -> reason (held or not)
+    hold_binds: set[str] = field(default_factory=set)  # PodGroup keys whose binds wait for Provisioned
 
     def to_dict(self) -> list[dict[str, Any]]:
         """What `kai simulate` prints: the requests this cycle would create."""
@@ -340,21 +341,29 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         existing = [r for r in by_group.get(key, []) if not r.deleting]
         settings = settings_for(group, queues.get(group.queue))
         members = pods.get(key, [])
-        active = sum(1 for p in members if _is_active(p, binding)) + bound_now.get(key, 0)
+        active = sum(1 for p in members if _is_active(p, binding))
         pending = [p for p in members if _is_pending(p, binding)]
         if settings is None or active >= group.min_member or not pending:
             # Opted out, running (the nodes served their purpose), or nothing left to place.
             if existing and (settings is None or active >= group.min_member):
                 out.delete += existing
             continue
+        latest = max(existing, key=lambda r: r.attempt, default=None)
         if key in bound_now:
-            continue  # placed this cycle after all: the next cycle sees it running
+            if latest is not None and not latest.provisioned and latest.failure is None:
+                # The nodes are arriving but the request has not reported Provisioned: the gang waits for it,
+                # then goes onto the new nodes (placed now, part of it would land on whatever was free).
+                reason = Reason(REASON_PENDING, f"waiting for ProvisioningRequest {latest.name} "
+                                                f"({latest.class_name}) to be provisioned")
+                out.explained[key] = reason
+                out.holds[key] = Hold(group.namespace, group.name, reason, tuple(sorted(p.name for p in pending)))
+                out.hold_binds.add(key)
+            continue  # placed this cycle: the next cycle sees it running and deletes the request
         u = unschedulable.get(key)
         if u is None and key not in wanted:
             continue  # not tried this cycle (backoff, not ready): leave the request alone
         if u is not None and any(r.reason in _QUOTA_REASONS for r in u.reasons):
             continue  # the queue cannot take it: no capacity is requested for it
-        latest = max(existing, key=lambda r: r.attempt, default=None)
         out.delete += [r for r in existing if r is not latest]
         names = tuple(sorted(p.name for p in pending))
         if latest is None:
@@ -395,13 +404,16 @@ def _new_request(group: PodGroupRecord, settings: Settings, pending: Sequence[Po
 
 
 def apply(decisions: Decisions, p: ProvisioningPlan, node_pool: str) -> Decisions:
-    """The cycle's decisions with held gangs held: no evictions or pipelining for them, the reason explained.
+    """The cycle's decisions with held gangs held: no evictions or pipelining for them (nor binds while their
+    request has not reported Provisioned), the reason explained.
 
     Only evictions made on a held gang's behalf go; victims of other gangs' evictions are not touched.
     """
     if not p.holds and not p.explained:
         return decisions
     held = p.holds
+    binds = [b for b in decisions.binds if f"{b.namespace}/{b.pod_group}" not in p.hold_binds]
+    annotations = [a for a in decisions.annotations if f"{a.namespace}/{a.pod_group}" not in p.hold_binds]
     evictions = [e for e in decisions.evictions if e.for_pod_group not in held]
     pipelined = [x for x in decisions.pipelined if f"{x.namespace}/{x.pod_group}" not in held]
     unschedulable: list[Unschedulable] = []
@@ -421,11 +433,12 @@ def apply(decisions: Decisions, p: ProvisioningPlan, node_pool: str) -> Decision
             namespace=hold.namespace, pod_group=hold.pod_group, node_pool=node_pool or "default",
             message=message, reasons=(hold.reason,), pod_messages={pod: message for pod in hold.pending_pods},
             has_allocated_pods=False))
-    return replace(decisions, evictions=evictions, pipelined=pipelined, unschedulable=unschedulable)
+    return replace(decisions, binds=binds, annotations=annotations, evictions=evictions, pipelined=pipelined,
+                   unschedulable=unschedulable)
 
 
 def prefer_new_nodes(snapshot: Snapshot, requests: Sequence[ProvisioningRequestRecord]) -> Snapshot:
-    """The snapshot with each pending pod of a provisioned gang nominated to a node that arrived for it.
+    """The snapshot with each pending pod of a gang with a provisioned request nominated to a node that arrived.
 
     The autoscaler does not say which nodes it added for a request: nodes created after the request are taken
     as its nodes. Each pending whole-GPU or CPU pod (largest first) is nominated to the first such node with room

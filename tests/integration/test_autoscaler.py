@@ -48,8 +48,8 @@ def cluster_gpus(cluster: Cluster) -> int:
     return sum(int((n["status"].get("allocatable") or {}).get(GPU, 0)) for n in nodes)
 
 
-def submit(cluster: Cluster, namespace: str, parameters: dict[str, str]) -> tuple[str, str, int]:
-    """The example RayJob in a queue of this test, sized past the cluster's GPUs; returns (name, uid, pods)."""
+def submit(cluster: Cluster, namespace: str, parameters: dict[str, str], missing: int = 1) -> tuple[str, str, int]:
+    """The example RayJob in a queue of this test, `missing` workers past the cluster's GPUs; (name, uid, pods)."""
     docs = load_yaml(EXAMPLE)
     queues = [d for d in docs if d["kind"] == "Queue"]
     job = next(d for d in docs if d["kind"] == "RayJob")
@@ -64,7 +64,7 @@ def submit(cluster: Cluster, namespace: str, parameters: dict[str, str]) -> tupl
         job["metadata"]["annotations"][f"provisioning.kai.scheduler/{key}"] = value
     worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
     per_worker = int(worker["template"]["spec"]["containers"][0]["resources"]["requests"][GPU])
-    workers = math.ceil(cluster_gpus(cluster) / per_worker) + 1  # more GPUs than exist
+    workers = math.ceil(cluster_gpus(cluster) / per_worker) + missing  # more GPUs than exist
     worker["replicas"] = worker["minReplicas"] = worker["maxReplicas"] = workers
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(queues))
     created = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(job),
@@ -190,7 +190,8 @@ def test_failed_request_keeps_the_gang_pending_with_the_reason_and_is_retried(au
 def test_partial_provisioning_binds_nothing_and_deleting_the_rayjob_deletes_the_request(
         autoscaled: Cluster, namespace: str) -> None:
     cluster = autoscaled
-    job, _, n = submit(cluster, namespace, {"delay-seconds": "1", "partial": "2"})
+    # Three workers' nodes are missing; the provisioner adds two nodes (the head's and one worker's).
+    job, _, n = submit(cluster, namespace, {"delay-seconds": "1", "partial": "2"}, missing=3)
     admitted(cluster, namespace, job, n)
 
     def partial() -> dict[str, Any] | None:

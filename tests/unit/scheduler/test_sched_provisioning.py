@@ -176,7 +176,12 @@ def test_request_is_deleted_when_the_gang_runs_or_is_gone() -> None:
     objs = base(node("new-0", gpus=8), node("new-1", gpus=8), *gang("big", 5, 4))
     objs = [o for o in objs if o["metadata"]["name"] != "n1"]
     _, plan, held = run(objs, [provisioned], NOW + 1)
-    assert len(held.binds) == 5
+    assert len(held.binds) == 5 and not plan.delete  # bound this cycle: the request goes once they run
+    placed = {b.pod: b.node for b in held.binds}
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["spec"]["nodeName"], o["status"]["phase"] = placed[o["metadata"]["name"]], "Running"
+    _, plan, _ = run(objs, [provisioned], NOW + 2)
     assert [r.name for r in plan.delete] == ["big-provisioning-1"]
     _, plan, _ = run(base(), [provisioned], NOW + 2)  # PodGroup deleted
     assert [r.name for r in plan.delete] == ["big-provisioning-1"]
@@ -225,3 +230,18 @@ def test_provisioned_gang_is_placed_on_the_new_nodes() -> None:
     # Without a provisioned request nothing is nominated.
     plain = snapshot_from_objects([old, *new, queue("q"), *gang("big", 3, 8, head=False)])
     assert provisioning.prefer_new_nodes(plain, []) is plain
+
+
+def test_gang_that_fits_before_its_request_is_provisioned_waits_for_it() -> None:
+    _, first, _ = run(base(*gang("big", 5, 4)))
+    pending = existing(first.create[0], ("Accepted", "Accepted", NOW))
+    objs = base(node("new-0", gpus=8), node("new-1", gpus=8), *gang("big", 5, 4))  # the nodes arrived
+    d, plan, held = run(objs, [pending], NOW + 5)
+    assert len(d.binds) == 5, "precondition: the gang fits"
+    assert not held.binds and "ns/big" in plan.holds and not plan.delete
+    (u,) = [u for u in held.unschedulable if u.pod_group == "big"]
+    assert "waiting for ProvisioningRequest big-provisioning-1" in u.message and len(u.pod_messages) == 5
+    # A failed request does not hold a gang that fits: it runs, and the request goes next cycle.
+    failed = existing(first.create[0], ("Failed", "OutOfCapacity", NOW))
+    _, plan, held = run(objs, [failed], NOW + 5)
+    assert len(held.binds) == 5 and not plan.holds
