@@ -4,7 +4,8 @@ A RayJob with the queue label that was created with `spec.suspend: true` stays s
 head plus the minimum of every worker group, as the pod-grouper counts it) fits in its queue: within the limit of
 the queue and of every ancestor, given what they have allocated. Or until the ProvisioningRequest of its gang
 reports `Provisioned=True`. Then it is un-suspended and marked admitted, so that it is never un-suspended again
-by us (a user who suspends it later keeps it suspended). Every decision carries the message of an event on the
+by us (a user who suspends it later keeps it suspended). A RayJob created unsuspended is marked the same way
+when first seen. Every decision carries the message of an event on the
 RayJob.
 
 Capacity is not checked here: once admitted, the scheduler holds the gang as a whole (no pod binds alone) and, for
@@ -75,11 +76,18 @@ def queue_view(obj: Mapping[str, Any]) -> QueueView:
 
 
 def is_candidate(job: Mapping[str, Any], queue_label: str = keys.QUEUE_LABEL) -> bool:
-    """Ours to admit: queue label, suspended, never admitted by us, never started."""
+    """Ours to admit: queue label, suspended, not marked admitted (see `needs_mark`)."""
     meta = job.get("metadata") or {}
     return (bool((meta.get("labels") or {}).get(queue_label)) and (job.get("spec") or {}).get("suspend") is True
-            and ADMITTED_ANNOTATION not in (meta.get("annotations") or {})
-            and not (job.get("status") or {}).get("startTime") and not meta.get("deletionTimestamp"))
+            and ADMITTED_ANNOTATION not in (meta.get("annotations") or {}) and not meta.get("deletionTimestamp"))
+
+
+def needs_mark(job: Mapping[str, Any], queue_label: str = keys.QUEUE_LABEL) -> bool:
+    """A RayJob with the queue label seen running without our mark was created unsuspended: marking it admitted
+    keeps a later suspension by its user in place (we only ever un-suspend what was created suspended)."""
+    meta = job.get("metadata") or {}
+    return (bool((meta.get("labels") or {}).get(queue_label)) and (job.get("spec") or {}).get("suspend") is not True
+            and ADMITTED_ANNOTATION not in (meta.get("annotations") or {}) and not meta.get("deletionTimestamp"))
 
 
 def _pod_requests(template: Any) -> tuple[float, float, float]:

@@ -28,8 +28,7 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     keep = {k: meta.get(k) for k in ("name", "namespace", "uid", "labels", "annotations", "deletionTimestamp")}
     return {"metadata": keep, "spec": {"suspend": (obj.get("spec") or {}).get("suspend"),
-                                       "rayClusterSpec": (obj.get("spec") or {}).get("rayClusterSpec")},
-            "status": {"startTime": (obj.get("status") or {}).get("startTime")}}
+                                       "rayClusterSpec": (obj.get("spec") or {}).get("rayClusterSpec")}}
 
 
 class RayJobAdmission:
@@ -81,7 +80,13 @@ class RayJobAdmission:
     async def pass_once(self) -> None:
         queues = {q.name: q for q in self.queues.values()}
         for job in self.jobs.values():
-            if job["metadata"]["uid"] in self._admitted or not admission.is_candidate(job, self.queue_label):
+            if job["metadata"]["uid"] in self._admitted:
+                continue
+            if admission.needs_mark(job, self.queue_label):
+                await self._mark(job, {"metadata": {"annotations": {
+                    admission.ADMITTED_ANNOTATION: "created-unsuspended"}}})
+                continue
+            if not admission.is_candidate(job, self.queue_label):
                 continue
             provisioned = await self._provisioned(job)
             decision = admission.decide(job, queues, provisioned, self.queue_label)
@@ -109,9 +114,12 @@ class RayJobAdmission:
         return ""
 
     async def _unsuspend(self, job: dict[str, Any]) -> None:
-        meta = job["metadata"]
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        body = {"metadata": {"annotations": {admission.ADMITTED_ANNOTATION: now}}, "spec": {"suspend": False}}
+        await self._mark(job, {"metadata": {"annotations": {admission.ADMITTED_ANNOTATION: now}},
+                               "spec": {"suspend": False}})
+
+    async def _mark(self, job: dict[str, Any], body: dict[str, Any]) -> None:
+        meta = job["metadata"]
         try:
             await raw(self.api, "PATCH", f"{RAYJOBS.path(meta['namespace'])}/{meta['name']}", body=body,
                       content_type=MERGE_PATCH)

@@ -218,3 +218,34 @@ def test_partial_provisioning_binds_nothing_and_deleting_the_rayjob_deletes_the_
     wait_for("the request to be deleted with the RayJob", lambda: requests(cluster, namespace) == [], timeout=90)
     wait_for("its PodTemplates to be deleted", lambda: cluster.get_json(
         "podtemplates", namespace=namespace)["items"] == [], timeout=60)
+
+
+def test_rayjob_stays_suspended_until_its_gang_fits_its_queue(autoscaled: Cluster, namespace: str) -> None:
+    cluster = autoscaled
+    docs = load_yaml(EXAMPLE)
+    job = next(d for d in docs if d["kind"] == "RayJob")
+    queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
+             "metadata": {"name": f"{namespace}-small", "labels": {TEST_LABEL: "true"}},
+             "spec": {"resources": {"cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                                    "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                                    "gpu": {"quota": 8, "limit": 8, "overQuotaWeight": 1}}}}
+    job["metadata"]["labels"]["kai.scheduler/queue"] = queue["metadata"]["name"]
+    worker = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    worker["replicas"] = worker["minReplicas"] = worker["maxReplicas"] = 2  # 16 GPUs over a limit of 8
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(queue))
+    name = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=yaml.safe_dump(job),
+                                      namespace=namespace).stdout)["metadata"]["name"]
+
+    def reasons() -> list[str]:
+        return [e["reason"] for e in rayjob_events(cluster, namespace, name)]
+    wait_for("the waiting decision on the RayJob", lambda: "WaitingForQuota" in reasons())
+    (waiting,) = [e for e in rayjob_events(cluster, namespace, name) if e["reason"] == "WaitingForQuota"]
+    assert waiting["message"] == (f"RayJob stays suspended: its gang of 3 pods needs 16 GPUs; queue "
+                                  f"'{queue['metadata']['name']}' has 0 allocated of a limit of 8")
+    time.sleep(3)
+    assert cluster.get_json("rayjobs.ray.io", name, namespace=namespace)["spec"]["suspend"] is True
+    assert pods(cluster, namespace) == [], "no head pod while the workers cannot start"
+    # Room in the queue: admitted, with the event saying why.
+    queue["spec"]["resources"]["gpu"]["limit"] = 16
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(queue))
+    admitted(cluster, namespace, name, 3)

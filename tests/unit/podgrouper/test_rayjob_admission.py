@@ -37,16 +37,20 @@ def test_gang_request_counts_head_and_minimum_workers() -> None:
     assert req == (8.0, 5000.0, float(2 * 2**30 + 2 * 4 * 2**30))
 
 
-def test_candidates_are_suspended_labelled_never_admitted_never_started() -> None:
+def test_candidates_are_suspended_since_creation_and_never_admitted() -> None:
     assert admission.is_candidate(rayjob())
     assert not admission.is_candidate(rayjob(suspend=False))
     assert not admission.is_candidate(rayjob(queue=""))
     admitted = rayjob()
     admitted["metadata"]["annotations"] = {admission.ADMITTED_ANNOTATION: "2026-01-01T00:00:00Z"}
     assert not admission.is_candidate(admitted)  # a user who suspends it again keeps it suspended
-    started = rayjob()
-    started["status"]["startTime"] = "2026-01-01T00:00:00Z"
-    assert not admission.is_candidate(started)
+    # Created unsuspended: marked when first seen, so that a later suspension by its user stays.
+    running = rayjob(suspend=False)
+    assert admission.needs_mark(running) and not admission.needs_mark(rayjob())
+    running["metadata"]["annotations"] = {admission.ADMITTED_ANNOTATION: "created-unsuspended"}
+    assert not admission.needs_mark(running)
+    running["spec"]["suspend"] = True
+    assert not admission.is_candidate(running)
 
 
 def test_admitted_when_the_gang_fits_the_queue_and_its_parents() -> None:
