@@ -109,13 +109,17 @@ def admitted(cluster: Cluster, namespace: str, job: str, pods_wanted: int) -> No
 
 
 def no_pod_bound_until(cluster: Cluster, namespace: str, what: str, done: Any, timeout: float = 90) -> Any:
-    """Poll `done` until truthy, asserting after every poll that did not see it that no pod is bound yet."""
+    """Poll `done` until truthy, asserting that no pod was bound before it held.
+
+    Pods are read first: a bind seen before `done` holds would still be seen when `done` turns true just after.
+    """
     deadline = time.monotonic() + timeout
     while True:
+        seen_bound = bound(cluster, namespace)
         result = done()
         if result:
             return result
-        assert bound(cluster, namespace) == [], f"pods bound while waiting for {what}"
+        assert seen_bound == [], f"pods bound while waiting for {what}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.3)
 
