@@ -314,6 +314,9 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
     its behalf needs capacity); `requests` are this scheduler's existing ProvisioningRequests (of its node pool).
     """
     out = ProvisioningPlan()
+    if not requests and not any(q.provisioning_class for q in snapshot.queues) and not any(
+            g.provisioning_class for g in snapshot.podgroups):
+        return out  # nobody opted in: no per-pod work in the cycle
     queues = {q.name: q for q in snapshot.queues}
     groups = {g.key: g for g in snapshot.podgroups}
     by_group: dict[str, list[ProvisioningRequestRecord]] = {}
@@ -369,8 +372,9 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         if latest is None:
             new = _new_request(group, settings, pending, 1, snapshot.node_pool)
             out.create.append(new)
-            reason = Reason(REASON_PENDING, f"ProvisioningRequest {new.name} was created for {len(pending)} pods "
-                                            f"({settings.class_name}); waiting for it to be provisioned")
+            reason = Reason(REASON_PENDING, f"requesting capacity for {len(pending)} pods from the cluster "
+                                            f"autoscaler with ProvisioningRequest {new.name} "
+                                            f"({settings.class_name})")
         elif latest.provisioned:
             reason = Reason(REASON_PROVISIONED, f"ProvisioningRequest {latest.name} is provisioned; "
                                                 "the gang does not fit the nodes yet")
