@@ -337,8 +337,7 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         k = f"{b.namespace}/{b.pod_group}"
         bound_now[k] = bound_now.get(k, 0) + 1
     unschedulable = {f"{u.namespace}/{u.pod_group}": u for u in decisions.unschedulable}
-    wanted = {e.for_pod_group for e in decisions.evictions} | {
-        f"{p.namespace}/{p.pod_group}" for p in decisions.pipelined}
+    wanted = {e.for_pod_group for e in decisions.evictions}  # would fit only by evicting others
 
     for key, group in groups.items():
         existing = [r for r in by_group.get(key, []) if not r.deleting]
