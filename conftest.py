@@ -26,7 +26,7 @@ def cluster() -> Iterator[Cluster]:
     started = False
     if not (reuse and state is not None and dev.is_running(state)):
         state = dev.up(dev.Options(name=name, port_base=int(os.environ.get("KAI_TEST_PORT_BASE", "17000")),
-                                   timeout=300))
+                                   autoscaler=True, timeout=300))
         started = True
     assert state is not None
     yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)

@@ -19,8 +19,8 @@ def _dev_up(args: argparse.Namespace) -> int:
     opts = cluster.Options(name=args.name, nodes=args.nodes, gpus=args.gpus, gpu_memory_mib=args.gpu_memory,
                            gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
                            port_base=args.port_base, components=not args.no_components,
-                           kuberay=not args.no_kuberay, timeout=args.timeout, shards=args.shards,
-                           shard_nodes=args.shard_nodes)
+                           kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout,
+                           shards=args.shards, shard_nodes=args.shard_nodes)
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -188,6 +188,8 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each piece")
     up.add_argument("--no-components", action="store_true", help="do not start the KAI components")
     up.add_argument("--no-kuberay", action="store_true", help="do not start the KubeRay operator")
+    up.add_argument("--autoscaler", action="store_true",
+                    help="install the ProvisioningRequest CRD and run the test provisioner")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     up.add_argument("--shards", type=_shard_names, default=[], metavar="A,B",
                     help="node-pool shards: a SchedulingShard, nodes and a scheduler process per name")

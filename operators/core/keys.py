@@ -23,6 +23,10 @@ DEFAULT_PARENT_QUEUE: Final = "default-parent-queue"
 
 # --- user-facing labels and annotations (contract 1.1) ------------------------------------------
 QUEUE_LABEL: Final = "kai.scheduler/queue"
+# Autoscaler opt-in (on a workload or a Queue): the ProvisioningRequest class, and its parameters as
+# `provisioning.kai.scheduler/<name>: <value>` annotations.
+PROVISIONING_CLASS_ANNOTATION: Final = "kai.scheduler/provisioning-class"
+PROVISIONING_PARAMETER_PREFIX: Final = "provisioning.kai.scheduler/"
 PRIORITY_CLASS_LABEL: Final = "priorityClassName"
 PREEMPTIBILITY_LABEL: Final = "kai.scheduler/preemptibility"
 RAY_PRIORITY_CLASS_LABEL: Final = "ray.io/priority-class-name"

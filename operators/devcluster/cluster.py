@@ -27,6 +27,7 @@ from operators.devcluster import build, nodes, pki, webhooks
 MANIFESTS = Path(__file__).parent / "manifests"
 STAGES = Path(__file__).parent / "kwok-stages.yaml"
 CRDS = build.REPO / "crds"
+AUTOSCALER = build.REPO / "e2e" / "autoscaler"
 
 
 class StartError(RuntimeError):
@@ -45,6 +46,7 @@ class Options:
     port_base: int = 16000
     components: bool = True  # start `kai run all` when the components exist
     kuberay: bool = True
+    autoscaler: bool = False  # ProvisioningRequest CRD + the test provisioner (e2e/autoscaler)
     timeout: float = 180.0
     shards: list[str] = field(default_factory=list)  # node-pool shards, each with its own scheduler process
     shard_nodes: int = 2  # fake nodes per shard, labelled with its node pool
@@ -275,6 +277,10 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     if opts.kuberay:
         _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f", str(bins.kuberay_crds)],
                  "KubeRay CRDs", launcher)
+    if opts.autoscaler:
+        crd = AUTOSCALER / "provisioningrequests.crd.yaml"
+        _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f", str(crd)],
+                 "ProvisioningRequest CRD", launcher)
     _kubectl(kubectl + ["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"], "CRDs",
              launcher)
     _kubectl(kubectl + ["apply", "--server-side", "--force-conflicts", "-f",
@@ -299,6 +305,9 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
                            tls=_insecure())
     if opts.kuberay:
         launcher.wait_http("ray-operator", f"http://127.0.0.1:{ports['ray-operator-probe']}/readyz", timeout)
+    if opts.autoscaler:
+        launcher.start("test-provisioner", [sys.executable, str(AUTOSCALER / "provisioner.py")],
+                       env={"KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"})
     if opts.components:
         _start_components(state, launcher, ca, timeout)
     if opts.shards:

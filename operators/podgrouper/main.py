@@ -44,6 +44,7 @@ from operators.podgrouper.rayjob import (
     refusal_message,
     slim_rayjob,
 )
+from operators.podgrouper.rayjob_controller import RayJobAdmission
 
 log = logging.getLogger("pod-grouper")
 OWNER_TTL = 10.0
@@ -279,7 +280,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         life.on_close(api.close)
         grouper = state["grouper"] = PodGrouper(api, args)
         life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync(),
-                   grouper.watch_rayjobs())
+                   grouper.watch_rayjobs(), RayJobAdmission(api, grouper.events, args.queue_label_key).run())
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)

@@ -29,6 +29,7 @@ from operators.core.metrics import Counter
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.cycle import run_cycle
 from operators.scheduler.decisions import Bind, Decisions, Eviction, Unschedulable
+from operators.scheduler.provisioning_shell import ProvisioningShell
 from operators.scheduler.shard import ShardWatcher
 from operators.scheduler.snapshot import (
     bindrequest_record,
@@ -145,6 +146,8 @@ class SchedulerLoop:
         self.pods.add_listener(self._on_pod)
         if shard is not None:
             shard.on_change(self.wake.set)
+        # Autoscaler provisioning for gangs that opted in (a no-op while the API server lacks the CRD).
+        self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, _: str, old: Any, new: Any) -> None:
@@ -159,7 +162,8 @@ class SchedulerLoop:
 
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
-        await asyncio.gather(*(i.run() for i in self.informers), *([self.shard.run()] if self.shard else []))
+        await asyncio.gather(*(i.run() for i in self.informers), self.provisioning.run(),
+                             *([self.shard.run()] if self.shard else []))
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers),
@@ -208,13 +212,15 @@ class SchedulerLoop:
         if self.shard is not None:
             self.config = self.shard.refresh()
         await self.cleanup_bindrequests()
-        snapshot = self.snapshot()
+        snapshot = self.provisioning.prefer(self.snapshot())
         t1 = time.monotonic()
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time())
         if self.shard is not None:
             decisions.unschedulable += self.shard.unserved(self.podgroups.store.values(), self.pods.store.values())
+        decisions = self.provisioning.hold(snapshot, decisions, time.time())
         t2 = time.monotonic()
         await self.commit(decisions)
+        await self.provisioning.write()
         t3 = time.monotonic()
         CYCLES.inc()
         OPEN_SESSION.set((t1 - t0) * 1000 + decisions.timings.get("open-session", 0.0))

@@ -202,6 +202,7 @@ class NodeRecord:
     scalars: tuple[tuple[str, float], ...]
     gpu_memory_mib: int | None
     gpu_count_label: int | None
+    created: float = 0.0  # epoch seconds (autoscaler provisioning prefers nodes newer than a gang's request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +261,9 @@ class PodGroupRecord:
     mark_unschedulable: bool
     unschedulable_pools: tuple[str, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Autoscaler opt-in from the workload's annotations: class name and ProvisioningRequest parameters.
+    provisioning_class: str = ""
+    provisioning_parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -283,6 +287,9 @@ class QueueRecord:
     # spec.preemptMinRuntime / spec.reclaimMinRuntime in seconds; None = unset (inherit from the parent).
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    # Autoscaler opt-in for every workload of the queue (a workload's own annotation wins).
+    provisioning_class: str = ""
+    provisioning_parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def title(self) -> str:
@@ -340,7 +347,8 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
         unschedulable=bool(spec.get("unschedulable")), ready=ready,
         cpu=_q(alloc.get("cpu", 0)) * 1000, memory=_q(alloc.get("memory", 0)),
         gpus=int(_q(alloc.get(keys.GPU_RESOURCE, 0))), max_pods=max_pods, scalars=scalars,
-        gpu_memory_mib=node_gpu_memory_mib(labels), gpu_count_label=gpu_count)
+        gpu_memory_mib=node_gpu_memory_mib(labels), gpu_count_label=gpu_count,
+        created=parse_time(meta.get("creationTimestamp")))
 
 
 def _required_configmaps(spec: Mapping[str, Any], namespace: str, shared_prefix: str) -> tuple[str, ...]:
@@ -444,7 +452,18 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         stale_since=annotations.get(keys.STALE_PODGROUP_TIMESTAMP),
         scheduling_backoff=int(backoff) if backoff is not None else -1,
         mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
-        labels=dict(meta.get("labels") or {}))
+        labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
+        provisioning_parameters=_provisioning_parameters(annotations))
+
+
+def _provisioning_class(annotations: Mapping[str, Any]) -> str:
+    return str(annotations.get(keys.PROVISIONING_CLASS_ANNOTATION) or "").strip()
+
+
+def _provisioning_parameters(annotations: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    prefix = keys.PROVISIONING_PARAMETER_PREFIX
+    return tuple(sorted((str(k)[len(prefix):], str(v)) for k, v in annotations.items()
+                        if str(k).startswith(prefix) and len(str(k)) > len(prefix)))
 
 
 def _queue_vector(resources: Mapping[str, Any], field_name: str, default: float) -> tuple[float, float, float]:
@@ -480,7 +499,9 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         quota=_queue_vector(resources, "quota", 0.0), limit=_queue_vector(resources, "limit", 0.0),
         weight=_queue_vector(resources, "overQuotaWeight", 0.0), labels=dict(meta.get("labels") or {}),
         preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
-        reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")))
+        reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
+        provisioning_class=_provisioning_class(meta.get("annotations") or {}),
+        provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}))
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:

@@ -1,7 +1,9 @@
 """`kai simulate`: run scheduling cycles on objects read from YAML files and print the decisions.
 
 Input: YAML streams of ordinary Kubernetes objects (Nodes, Pods, PodGroups, Queues, PriorityClasses,
-BindRequests, ConfigMaps; `kind: List` is expanded). A pod with spec.nodeName and phase Running runs there.
+BindRequests, ConfigMaps, ProvisioningRequests; `kind: List` is expanded). A gang that opted into autoscaler
+provisioning and does not fit shows the ProvisioningRequest it would get in a `provisioning` list.
+A pod with spec.nodeName and phase Running runs there.
 Bare kai-scheduler pods without a `pod-group-name` annotation get the PodGroup the pod-grouper would create
 (`pg-<pod>-<uid>`, minMember 1), so the KAI quickstart pods can be simulated as they are.
 With --cycles N, each cycle's binds and evictions are applied before the next one.
@@ -22,6 +24,7 @@ from typing import Any
 import yaml
 
 from operators.core import keys
+from operators.scheduler import provisioning
 from operators.scheduler.config import SchedulerConfig, add_arguments, config_from_args
 from operators.scheduler.cycle import run_cycle
 from operators.scheduler.decisions import Decisions
@@ -114,9 +117,20 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
                                      node_pool_label=cfg.node_pool_label, partition=cfg.partition)
     start = _default_now(snapshot) if now is None else now
     result: dict[str, Any] = {"binds": [], "pipelined": [], "evictions": [], "unschedulable": [], "queues": []}
+    # ProvisioningRequests given as input are the existing ones; each cycle's new ones stay pending after it.
+    requests = [r for o in flatten(objects) if o.get("kind") == provisioning.KIND
+                and (r := provisioning.provisioning_request_record(o)) is not None]
+    would_create: list[dict[str, Any]] = []
     last = Decisions()
     for cycle in range(cycles or 1):
-        last = run_cycle(snapshot, cfg, start + cycle * cfg.schedule_period, actions)
+        now_cycle = start + cycle * cfg.schedule_period
+        snapshot = provisioning.prefer_new_nodes(snapshot, requests)
+        last = run_cycle(snapshot, cfg, now_cycle, actions)
+        plan = provisioning.plan(snapshot, last, requests, now_cycle)
+        last = provisioning.apply(last, plan, cfg.node_pool_name)
+        would_create += [{**r.to_dict(), "cycle": cycle + 1} if cycles else r.to_dict() for r in plan.create]
+        requests = [r for r in requests if r not in plan.delete] + [
+            rec for n in plan.create if (rec := provisioning.provisioning_request_record(n.manifest())) is not None]
         data = last.to_dict()
         for key in ("binds", "evictions", "stale", "annotations"):
             for item in data[key]:
@@ -125,6 +139,8 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
     final = last.to_dict()
     for key in ("pipelined", "unschedulable", "notReady", "queues"):
         result[key] = final[key]
+    if would_create:
+        result["provisioning"] = would_create
     if cycles:
         pipelined = {(p.namespace, p.pod): p.node for p in last.pipelined}
         placement = []
@@ -157,6 +173,11 @@ def format_text(result: Mapping[str, Any]) -> str:
         lines.append(f"not-ready   {n['namespace']}/{n['podGroup']}: {n['message']}")
     for u in result.get("unschedulable", []):
         lines.append(f"pending     {u['namespace']}/{u['podGroup']}: {u['message']}")
+    for r in result.get("provisioning", []):
+        sets = ", ".join(f"{p['count']}x{{{','.join(f'{k}={v}' for k, v in p['requests'].items())}}}"
+                         for p in r["podSets"])
+        lines.append(f"provision   {r['namespace']}/{r['name']} ({r['provisioningClassName']}) for "
+                     f"{r['podGroup']}: {sets}{at(r)}")
     for q in result.get("queues", []):
         def fmt(v: Mapping[str, float]) -> str:
             return f"gpu={v['gpu']:g} cpu={v['cpu']:g}m mem={v['memory']:g}MB"

@@ -219,11 +219,13 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
     # What each component does, in one line each (the integration test proves it is enough).
     expect = {
         "scheduler": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "delete"),
-                      ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch")],
+                      ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch"),
+                      ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete")],
         "binder": [("", "pods/binding", "create"), ("scheduling.run.ai", "bindrequests/status", "patch"),
                    ("", "configmaps", "create"), ("", "nodes", "get")],
         "pod-grouper": [("scheduling.run.ai", "podgroups", "create"), ("scheduling.run.ai", "podgroups", "update"),
-                        ("", "pods", "patch"), ("ray.io", "rayclusters", "get")],
+                        ("", "pods", "patch"), ("ray.io", "rayclusters", "get"), ("ray.io", "rayjobs", "patch"),
+                        ("scheduling.run.ai", "queues", "watch")],
         "podgroup-controller": [("scheduling.run.ai", "podgroups/status", "patch"), ("", "nodes", "watch")],
         "queue-controller": [("scheduling.run.ai", "queues/status", "patch"),
                              ("scheduling.run.ai", "podgroups", "watch")],
