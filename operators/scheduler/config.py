@@ -136,8 +136,11 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
     """SchedulingShard `plugins: {name: {enabled, priority, arguments}}` -> the SchedulerConfig fields that plugin
     arguments set (nodeplacement, minruntime, proportion); `enabled`/`priority` and other plugins set nothing here."""
     changes: dict[str, Any] = {}
-    args = {name: (opts.get("arguments") or {}) if isinstance(opts, Mapping) else {}
-            for name, opts in plugins.items()}
+    args: dict[str, Any] = {}
+    for name, opts in plugins.items():
+        if opts is not None and not isinstance(opts, Mapping):
+            raise ValueError(f"plugins.{name} must be an object {{enabled, priority, arguments}}, got {opts!r}")
+        args[name] = (opts or {}).get("arguments") or {}
     placement = args.get("nodeplacement", {})
     for resource in ("gpu", "cpu"):
         if placement.get(resource):

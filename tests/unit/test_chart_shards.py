@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 import yaml
 
@@ -33,8 +34,11 @@ def test_config_and_default_shard_like_kai() -> None:
     assert (loaded.gpu_placement, loaded.cpu_placement, loaded.partition) == ("spread", "spread", "")
     assert dict(loaded.queue_depth_per_action) == {"allocate": 5}
     # The shard object and the scheduler's config file say the same.
-    file = yaml.safe_load(by_kind(docs, "ConfigMap")["kai-scheduler-default"]["data"]["config.yaml"])
-    assert config_from_mapping(file) == loaded
+    # (The file also carries the node-pool label key, which the shard takes from the Config object.)
+    data = by_kind(docs, "ConfigMap")["kai-scheduler-default"]["data"]
+    file = config_from_mapping(yaml.safe_load(data["config.yaml"]))
+    assert file.node_pool_label == config["spec"]["global"]["nodePoolLabelKey"]
+    assert replace(file, node_pool_label=loaded.node_pool_label) == loaded
     assert unhonoured_fields(shard["spec"]) == []
     assert not by_kind(render("config.create=false"), "Config")
 
@@ -82,7 +86,7 @@ def test_every_scheduler_may_read_shards_and_report_on_them() -> None:
 def test_bad_shard_values_fail_with_a_clear_error() -> None:
     for shards, message in (([{"name": "a"}], "partitionLabelValue is required"),
                             ([{"name": "default", "partitionLabelValue": "x"}], "unique name other than default"),
-                            ([{"name": "a", "partitionLabelValue": "x"}, {"name": "a", "partitionLabelValue": "y"}],
+                            ([{"name": "a", "partitionLabelValue": "x"}, {"name": "a", "partitionLabelValue": "z"}],
                              "unique name")):
         proc = subprocess.run([HELM, "template", "kai-scheduler", str(CHART), "-n", NS, "-f", "-"],
                               input=yaml.safe_dump({"schedulingShards": shards}), capture_output=True, text=True,
