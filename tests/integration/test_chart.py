@@ -322,7 +322,7 @@ def test_components_with_their_serviceaccount_tokens_schedule_a_gpu_sharing_rayc
     # the queue webhook validates with the chart's certificate: an invalid queue is denied
     bad = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
            "metadata": {"name": "chart-bad-queue", "labels": {TEST_LABEL: "true"}},
-           "spec": {"parentQueue": "no-such-parent", "resources": {}}}
+           "spec": {"parentQueue": "chart-bad-queue", "resources": {}}}  # its own parent: a cycle
     denied = chart_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(bad), check=False)
     assert denied.returncode != 0 and "denied" in denied.stderr, denied.stderr
     # binder and scheduler elect with their chart ServiceAccounts (the chart's Lease Roles are enough)
