@@ -39,6 +39,8 @@ def _shape_error(podgroup: Mapping[str, Any]) -> str | None:
         return None
     if not isinstance(spec, Mapping):
         return f"spec: must be an object, got {spec!r}"
+    if (problem := _int32_error("spec.minMember", spec.get("minMember"))) is not None:
+        return problem
     subgroups = spec.get("subGroups")
     if subgroups is None:
         return None
@@ -51,4 +53,17 @@ def _shape_error(podgroup: Mapping[str, Any]) -> str | None:
             value = subgroup.get(field)
             if value is not None and not isinstance(value, str):
                 return f"spec.subGroups[{index}].{field}: must be a subgroup name, got {value!r}"
+        if (problem := _int32_error(f"spec.subGroups[{index}].minMember", subgroup.get("minMember"))) is not None:
+            return problem
+    return None
+
+
+INT32_MAX = 2**31 - 1
+
+
+def _int32_error(path: str, value: Any) -> str | None:
+    # The CRD declares these int32 but the API server does not enforce formats; KAI's own controllers could not
+    # decode a larger value, so it is refused here.
+    if isinstance(value, int) and not isinstance(value, bool) and value > INT32_MAX:
+        return f"{path}: {value} is larger than {INT32_MAX}"
     return None

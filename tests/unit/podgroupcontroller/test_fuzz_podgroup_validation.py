@@ -46,3 +46,10 @@ def test_any_podgroup_is_accepted_as_a_tree_or_refused(podgroup: dict[str, Any])
             assert current not in seen
             seen.add(current)
             current = parents[current]
+
+
+def test_min_member_beyond_int32_is_refused_naming_the_field() -> None:
+    assert validate_podgroup({"spec": {"minMember": 2**31}}) == "spec.minMember: 2147483648 is larger than 2147483647"
+    assert validate_podgroup({"spec": {"minMember": 2**31 - 1}}) is None
+    sub = {"spec": {"subGroups": [{"name": "a", "minMember": 2**40}]}}
+    assert validate_podgroup(sub) == f"spec.subGroups[0].minMember: {2**40} is larger than 2147483647"
