@@ -224,6 +224,32 @@ def component_pids(cluster: Cluster) -> dict[str, int]:
     return dict(state.pids)
 
 
+def component_logs(cluster: Cluster) -> dict[str, str]:
+    from operators import components
+    from operators.devcluster import cluster as dev
+
+    state = dev.load_state(cluster.name)
+    assert state is not None
+    return {name: path for name, path in state.logs.items() if name in components.COMPONENTS}
+
+
+def log_sizes(logs: dict[str, str]) -> dict[str, int]:
+    return {name: os.path.getsize(path) if os.path.exists(path) else 0 for name, path in logs.items()}
+
+
+def new_tracebacks(logs: dict[str, str], since: dict[str, int]) -> dict[str, int]:
+    """Per component, tracebacks logged since `since` (a reconcile that fails is handled, not crashed, but a
+    traceback means some input reached code that did not expect it)."""
+    out = {}
+    for name, path in logs.items():
+        with open(path, "rb") as f:
+            f.seek(since.get(name, 0))
+            count = f.read().count(b"Traceback")
+        if count:
+            out[name] = count
+    return out
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -254,6 +280,9 @@ def healthy(port: int) -> bool:
 
 async def test_fuzz_every_admission_boundary(cluster: Cluster, namespace: str, api: Any) -> None:
     pids_before = component_pids(cluster)
+    logs = component_logs(cluster)
+    assert {"admission", "queue-controller", "podgroup-controller", "scheduler"} <= set(logs), logs
+    sizes_before = log_sizes(logs)
     started = time.monotonic()
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     queue = f"fz-{namespace}"
@@ -346,13 +375,15 @@ async def test_fuzz_every_admission_boundary(cluster: Cluster, namespace: str, a
     restarted = sorted(name for name in pids_before if pids_after.get(name) != pids_before[name])
     unhealthy = [port for port in healthz_ports(cluster) if not healthy(port)]
     crashes = len(dead) + len(restarted)
+    tracebacks = new_tracebacks(logs, sizes_before)
 
     tallies = [queues, podgroups, pods, updates]
     print(f"\nfuzz run (seed {SEED}, {N} inputs per boundary, {fuzz_seconds:.1f}s):")
     for tally in tallies:
         print("  " + tally.line())
     print(f"  accepted fuzz pods bound: {fuzz_bound} of {len(accepted_pods)}; ordinary pod bound after "
-          f"{bound_after:.1f}s; component crashes/restarts: {crashes}; unhealthy probes: {len(unhealthy)}")
+          f"{bound_after:.1f}s; component crashes/restarts: {crashes}; unhealthy probes: {len(unhealthy)}; "
+          f"tracebacks logged: {sum(tracebacks.values())}")
     for tally in tallies:
         for failure in tally.failures[:5]:
             print(f"  FAILURE {tally.boundary}: {failure}")
@@ -369,3 +400,4 @@ async def test_fuzz_every_admission_boundary(cluster: Cluster, namespace: str, a
         assert tally.refused > 0 and tally.accepted > 0, f"{tally.boundary}: the inputs did not reach both outcomes"
     assert not dead and not restarted, f"components died {dead} or restarted {restarted}"
     assert not unhealthy, f"probe ports not healthy: {unhealthy}"
+    assert not tracebacks, f"components logged tracebacks during the run: {tracebacks}"
