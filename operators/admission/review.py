@@ -16,13 +16,14 @@ from typing import Any, Final
 from operators.admission.mutate import AdmissionDenied, JsonPatch, make_random_suffix, mutate_pod
 from operators.admission.validate import validate_pod
 from operators.core import keys
+from operators.core.badreview import BadReview
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
 
 
-class ReviewError(ValueError):
-    """The body is not an AdmissionReview request."""
+class ReviewError(BadReview):
+    """The body is not an AdmissionReview request (the webhook server answers HTTP 400)."""
 
 
 def review_request(review: Mapping[str, Any]) -> Mapping[str, Any]:

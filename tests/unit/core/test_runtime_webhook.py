@@ -94,3 +94,26 @@ async def test_replaced_certificate_is_served_at_the_next_handshake(tmp_path: Pa
         await wait_for_name(port, "third")
     finally:
         await server.stop()
+
+
+async def test_a_failing_handler_is_answered_as_a_denial_whatever_the_body() -> None:
+    import aiohttp
+
+    def broken(review: dict[str, Any]) -> dict[str, Any]:
+        return verdict(review, review["request"]["object"]["spec"]["missing"])
+
+    port = free_port()
+    server = WebhookServer({"/validate": broken}, address=f"127.0.0.1:{port}", certfile=None, keyfile=None)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            for body, uid in ((b'{"request": {"uid": "u1"}}', "u1"), (b"[1, 2]", ""), (b'"x"', ""), (b"7", "")):
+                async with session.post(f"http://127.0.0.1:{port}/validate", data=body) as resp:
+                    assert resp.status == 200, (body, await resp.text())
+                    answer = (await resp.json())["response"]
+                    assert answer["uid"] == uid and answer["allowed"] is False
+                    assert answer["status"]["message"].startswith("internal error")
+            async with session.post(f"http://127.0.0.1:{port}/validate", data=b"{not json") as resp:
+                assert resp.status == 400
+    finally:
+        await server.stop()
