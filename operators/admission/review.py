@@ -16,13 +16,14 @@ from typing import Any, Final
 from operators.admission.mutate import AdmissionDenied, JsonPatch, make_random_suffix, mutate_pod
 from operators.admission.validate import validate_pod
 from operators.core import keys
+from operators.core.badreview import BadReview
 
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
 
 
-class ReviewError(ValueError):
-    """The body is not an AdmissionReview request."""
+class ReviewError(BadReview):
+    """The body is not an AdmissionReview request (the webhook server answers HTTP 400)."""
 
 
 def review_request(review: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -79,10 +80,50 @@ def response_patch(review_response: Mapping[str, Any]) -> JsonPatch:
     return patch
 
 
+def _shape_error(pod: Mapping[str, Any]) -> str | None:
+    """What makes `pod` not decodable as a Pod, as far as the plugins read it; None when it is.
+
+    The API server only sends decoded pods; this keeps a malformed body a 400 instead of a crash (a 500).
+    """
+    metadata, spec = pod.get("metadata"), pod.get("spec")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        return "metadata must be an object"
+    if spec is not None and not isinstance(spec, Mapping):
+        return "spec must be an object"
+    for field in ("annotations", "labels"):
+        values = (metadata or {}).get(field)
+        if values is not None and not (isinstance(values, Mapping)
+                                       and all(isinstance(v, str) for v in values.values())):
+            return f"metadata.{field} must map names to strings"
+    owners = (metadata or {}).get("ownerReferences")
+    if owners is not None and not (isinstance(owners, list) and all(isinstance(o, Mapping) for o in owners)):
+        return "metadata.ownerReferences must be a list of objects"
+    for field in ("name", "namespace", "generateName"):
+        if (metadata or {}).get(field) is not None and not isinstance(metadata[field], str):  # type: ignore[index]
+            return f"metadata.{field} must be a string"
+    for kind in ("containers", "initContainers", "volumes"):
+        items = (spec or {}).get(kind)
+        if items is not None and not (isinstance(items, list) and all(isinstance(i, Mapping) for i in items)):
+            return f"spec.{kind} must be a list of objects"
+    for kind in ("containers", "initContainers"):
+        for container in (spec or {}).get(kind) or []:
+            for field in ("env", "envFrom"):
+                items = container.get(field)
+                if items is not None and not (isinstance(items, list)
+                                              and all(isinstance(i, Mapping) for i in items)):
+                    return f"spec.{kind}[].{field} must be a list of objects"
+            resources = container.get("resources")
+            if resources is not None and not (isinstance(resources, Mapping) and all(
+                    isinstance(resources.get(s) or {}, Mapping) for s in ("requests", "limits"))):
+                return f"spec.{kind}[].resources must be an object of requests and limits"
+    return None
+
+
 def _pod_object(request: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    kind = (request.get("kind") or {}).get("kind")
+    kind = request.get("kind")
+    kind_name = kind.get("kind") if isinstance(kind, Mapping) else kind
     obj = request.get("object")
-    if kind not in (None, "Pod") or not isinstance(obj, Mapping) or obj.get("kind") not in (None, "Pod"):
+    if kind_name not in (None, "Pod") or not isinstance(obj, Mapping) or obj.get("kind") not in (None, "Pod"):
         return None
     return obj
 
@@ -103,6 +144,8 @@ def mutate_review(
     pod = _pod_object(request)
     if pod is None:
         return errored(uid, "bad object type")
+    if (problem := _shape_error(pod)) is not None:
+        return errored(uid, f"bad pod: {problem}")
     try:
         ops = mutate_pod(pod, str(request.get("namespace") or ""), runtime_class_name=runtime_class_name,
                          random_suffix=random_suffix, scheduler_name=scheduler_name,
@@ -123,6 +166,8 @@ def validate_review(
     pod = _pod_object(request)
     if pod is None:
         return errored(uid, "bad object type")
+    if (problem := _shape_error(pod)) is not None:
+        return errored(uid, f"bad pod: {problem}")
     metadata = pod.get("metadata") or {}
     if not metadata.get("namespace") and request.get("namespace"):
         # The denial names the pod `<namespace>/<name>`; a CREATE object may not carry its namespace yet.

@@ -143,6 +143,10 @@ class Informer(Generic[R]):
         for key in [k for k in self.store if k not in fresh]:
             self._put(key, None, "DELETED")
         for key, record in fresh.items():
+            # A relist after 410 Gone returns everything; listeners hear only what changed while the watch was
+            # away, not a copy of every object they already had (each would trigger a reconcile).
+            if key in self.store and self.store[key] == record:
+                continue
             self._put(key, record, "ADDED" if key not in self.store else "MODIFIED")
 
     async def _watch(self) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
+from operators.core.badreview import BadReview
+
 log = logging.getLogger(__name__)
 
 # A handler answers a review; it may be a coroutine function when it must read the cluster.
@@ -27,7 +29,9 @@ Handler = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any]]
 
 
 def _response_for_error(review: dict[str, Any], message: str) -> dict[str, Any]:
-    uid = (review.get("request") or {}).get("uid", "")
+    # Must not fail itself: the body may be any JSON (a list, a string) when the handler choked on it.
+    request = review.get("request") if isinstance(review, dict) else None
+    uid = request.get("uid", "") if isinstance(request, dict) else ""
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": {"uid": uid, "allowed": False, "status": {"code": 500, "message": message}}}
 
@@ -103,6 +107,8 @@ class WebhookServer:
                 answer = handler(review)
                 if inspect.isawaitable(answer):
                     answer = await answer
+            except BadReview as exc:
+                return web.Response(status=400, text=f"expected an AdmissionReview: {exc}")
             except Exception as exc:  # a bug must deny with a reason, not hang the API server
                 log.exception("webhook %s failed", request.path)
                 answer = _response_for_error(review, f"internal error: {exc}")

@@ -8,6 +8,7 @@ queue and the scheduler keeps the queue's workloads pending until the parent app
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
@@ -36,7 +37,10 @@ def parse_duration(text: str) -> float:
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    # NaN and infinity are numbers to Python (and to a JSON decoder that accepts them) but no quota.
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _check_resources(resources: Mapping[str, Any]) -> list[str]:
@@ -66,12 +70,19 @@ def _check_resources(resources: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _member(obj: Any, section: str, field: str) -> str:
+    """`obj[section][field]` as a string, "" when any part is missing or not a string."""
+    part = obj.get(section) if isinstance(obj, Mapping) else None
+    value = part.get(field) if isinstance(part, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
 def _name(queue: Mapping[str, Any]) -> str:
-    return str((queue.get("metadata") or {}).get("name") or "")
+    return _member(queue, "metadata", "name")
 
 
 def _parent(queue: Mapping[str, Any]) -> str:
-    return str((queue.get("spec") or {}).get("parentQueue") or "")
+    return _member(queue, "spec", "parentQueue")
 
 
 def _check_hierarchy(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -100,9 +111,14 @@ def validate_queue(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]]
     first message (KAI also returns it as an admission warning).
     """
     spec = queue.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        return [f"spec: must be an object with resources, got {spec!r}"]
     if spec.get("resources") is None:
         return [RESOURCES_REQUIRED]
     errors: list[str] = []
+    parent = spec.get("parentQueue")
+    if parent is not None and not isinstance(parent, str):
+        errors.append(f"spec.parentQueue: must be the name of a queue, got {parent!r}")
     if isinstance(spec["resources"], Mapping):
         errors += _check_resources(spec["resources"])
     else:
