@@ -27,6 +27,11 @@ log = logging.getLogger("podgroup-controller")
 FIELD_MANAGER = "kai-podgroup-controller"
 VALIDATE_PATH = "/validate-scheduling-run-ai-v2alpha2-podgroup"
 RESYNC_SECONDS = 120.0
+# A PodGroup's status is written at most once per this many seconds: the changes of a burst (pods grouped, then
+# bound a moment later) land in one write, and the work queue keeps at most one write per PodGroup in flight,
+# computed from the latest informer state when it runs. Nothing schedules from resourcesStatus, so the delay
+# costs no scheduling latency.
+COALESCE_SECONDS = 2.0
 
 
 def _group_key(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -59,11 +64,11 @@ class PodGroupController:
     def _on_pod(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         for pod in (old, new):
             if pod is not None and (key := _group_key(pod)):
-                self.work.add(key)
+                self.work.add_after(key, COALESCE_SECONDS)
 
     def _on_podgroup(self, event: str, _: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is not None and event == "ADDED":
-            self.work.add((new["metadata"]["namespace"], new["metadata"]["name"]))
+            self.work.add_after((new["metadata"]["namespace"], new["metadata"]["name"]), COALESCE_SECONDS)
 
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = cast(tuple[str, str], key)
@@ -122,7 +127,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         controller: PodGroupController | None = state.get("controller")
         meta = body.get("metadata", {})
         if controller is not None and type != "DELETED" and meta.get("name"):
-            controller.work.add((meta.get("namespace"), meta["name"]))
+            controller.work.add_after((meta.get("namespace"), meta["name"]), COALESCE_SECONDS)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
