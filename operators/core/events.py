@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes_asyncio import client
 
@@ -49,10 +49,12 @@ def _now() -> str:
 
 
 class TokenBucket:
-    def __init__(self, rate: float, burst: float, now: float) -> None:
+    def __init__(self, rate: float, burst: float, now: float | None = None) -> None:
         self.rate, self.burst, self.tokens, self.stamp = rate, burst, burst, now
 
     def take(self, now: float) -> bool:
+        if self.stamp is None:
+            self.stamp = now
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
         if self.tokens < 1:
@@ -65,7 +67,6 @@ class TokenBucket:
 class _Sent:
     name: str
     count: int  # occurrences so far, sent or not
-    sent_count: int  # the count the Event object holds
     last: float  # monotonic time of the last send
     interval: float  # the earliest next send after `last`
 
@@ -91,7 +92,7 @@ class EventRecorder:
         self.max_entries = max_entries
         self._seen: dict[tuple[ObjectRef, str, str, str], _Sent] = {}
         self._objects: dict[ObjectRef, TokenBucket] = {}
-        self._repeats = TokenBucket(repeat_rate, max(1.0, repeat_rate * 10), time.monotonic())
+        self._repeats = TokenBucket(repeat_rate, max(1.0, repeat_rate * 10))
 
     def _allowed(self, ref: ObjectRef, now: float) -> bool:
         bucket = self._objects.get(ref)
@@ -100,29 +101,34 @@ class EventRecorder:
             bucket = self._objects[ref] = TokenBucket(SPAM_RATE, SPAM_BURST, now)
         return bucket.take(now)
 
+    def plan(self, key: tuple[ObjectRef, str, str, str], now: float) -> _Sent | Literal["create"] | None:
+        """What one occurrence of an event costs: nothing (None), a new Event, or a count patch of `_Sent`."""
+        ref = key[0]
+        seen = self._seen.get(key)
+        if seen is None:
+            return "create" if self._allowed(ref, now) else None
+        seen.count += 1
+        if now - seen.last < seen.interval or not self._allowed(ref, now) or not self._repeats.take(now):
+            return None
+        seen.last, seen.interval = now, min(seen.interval * 2, self.max_interval)
+        return seen
+
     async def emit(self, ref: ObjectRef, event_type: str, reason: str, message: str,
                    annotations: dict[str, str] | None = None) -> None:
         """Create or bump an Event; never raises (events are best effort)."""
         key = (ref, event_type, reason, message[:1024])
-        now = time.monotonic()
         try:
-            seen = self._seen.get(key)
-            if seen is not None:
-                seen.count += 1
-                if now - seen.last < seen.interval or not self._repeats.take(now) or not self._allowed(ref, now):
-                    return
-                seen.last, seen.interval = now, min(seen.interval * 2, self.max_interval)
-                seen.sent_count = seen.count
-                body = {"count": seen.count, "lastTimestamp": _now()}
+            verdict = self.plan(key, time.monotonic())
+            if verdict is None:
+                return
+            if verdict != "create":
+                body = {"count": verdict.count, "lastTimestamp": _now()}
                 try:
-                    await raw(self.api, "PATCH", f"/api/v1/namespaces/{ref.namespace}/events/{seen.name}",
+                    await raw(self.api, "PATCH", f"/api/v1/namespaces/{ref.namespace}/events/{verdict.name}",
                               body=body, content_type=MERGE_PATCH)
                     return
                 except Exception:
                     pass  # expired or deleted: create a fresh one below
-            elif not self._allowed(ref, now):
-                return
-            _forget_oldest(self._seen, self.max_entries)
             name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
             stamp = _now()
             event = {
@@ -141,6 +147,7 @@ class EventRecorder:
                 "count": 1,
             }
             await raw(self.api, "POST", f"/api/v1/namespaces/{ref.namespace}/events", body=event)
-            self._seen[key] = _Sent(name, 1, 1, now, self.min_interval)
+            _forget_oldest(self._seen, self.max_entries)
+            self._seen[key] = _Sent(name, 1, time.monotonic(), self.min_interval)
         except Exception as exc:
             log.debug("event %s/%s on %s/%s not recorded: %s", event_type, reason, ref.namespace, ref.name, exc)
