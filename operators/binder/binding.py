@@ -283,6 +283,11 @@ class Binder:
                 raise BindError(f'pods "{spec.get("podName")}" not found (uid {owner})')
             bound_already = bool((pod.get("spec") or {}).get("nodeName"))
             if not bound_already:
+                # The condition goes first: once the pod has a node, kwok (a kubelet) writes its status, and
+                # a condition patch landing after the binding would race that write (the node agent sees the
+                # pod change again before its own write is visible, and writes twice).
+                if spec.get("receivedResourceType") != keys.RESOURCE_TYPE_FRACTION:
+                    await self._condition(pod, node_name, None)
                 await self.bind(br, pod)
         except InvalidBindRequest as exc:
             BINDS.labels("invalid").inc()
@@ -549,27 +554,38 @@ class Binder:
         """Pod condition PodBound and the Bound / BindingError event (the event is best effort)."""
         if pod is None:
             return
+        await self._condition(pod, node_name, error)
+        meta = _meta(pod)
+        if error is None:
+            event = ("Normal", keys.EVENT_BOUND, f"Pod bound successfully to node {node_name}")
+        else:
+            event = ("Warning", keys.EVENT_BINDING_ERROR,
+                     f"Failed to bind pod {meta.get('namespace')}/{meta.get('name')} to node {node_name}: {error}")
+        await self.events.emit(ObjectRef.of({"apiVersion": "v1", "kind": "Pod", **pod}), *event)
+
+    async def _condition(self, pod: Mapping[str, Any], node_name: str, error: str | None) -> None:
+        """Write the PodBound condition unless the pod has it already (the pod's copy is updated to match)."""
         meta = _meta(pod)
         if error is None:
             condition = {"status": "True", "reason": keys.EVENT_BOUND,
                          "message": f"Pod bound successfully to node {node_name}"}
-            event = ("Normal", keys.EVENT_BOUND, condition["message"])
         else:
             message = f"Failed to bind pod {meta.get('namespace')}/{meta.get('name')} to node {node_name}: {error}"
             condition = {"status": "False", "reason": keys.EVENT_BINDING_ERROR, "message": message}
-            event = ("Warning", keys.EVENT_BINDING_ERROR, message)
-        current = next((c for c in (pod.get("status") or {}).get("conditions") or []
-                        if c.get("type") == keys.CONDITION_POD_BOUND), None)
-        if current is None or any(current.get(k) != v for k, v in condition.items()):
-            body = {"status": {"conditions": [{"type": keys.CONDITION_POD_BOUND, **condition,
-                                               "lastTransitionTime": _now()}]}}
-            try:
-                await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}/status", body=body,
-                          content_type=STRATEGIC_MERGE)
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise  # before the status is written, so the retry writes the condition
-        await self.events.emit(ObjectRef.of({"apiVersion": "v1", "kind": "Pod", **pod}), *event)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == keys.CONDITION_POD_BOUND), None)
+        if current is not None and all(current.get(k) == v for k, v in condition.items()):
+            return
+        written = {"type": keys.CONDITION_POD_BOUND, **condition, "lastTransitionTime": _now()}
+        try:
+            await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}/status",
+                      body={"status": {"conditions": [written]}}, content_type=STRATEGIC_MERGE)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise  # before the status is written, so the retry writes the condition
+        status = pod.get("status")
+        if isinstance(status, dict):
+            status["conditions"] = [c for c in conditions if c.get("type") != keys.CONDITION_POD_BOUND] + [written]
 
     # --- small API helpers ---------------------------------------------------------------------------
     async def _get(self, path: str) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import time
 from collections.abc import Hashable
 from typing import Any, cast
 
@@ -32,6 +33,10 @@ RESYNC_SECONDS = 120.0
 # computed from the latest informer state when it runs. Nothing schedules from resourcesStatus, so the delay
 # costs no scheduling latency.
 COALESCE_SECONDS = 2.0
+# A PodGroup whose pods the scheduler has not decided on yet (no PodScheduled condition) gets its status once they
+# are decided, so that a job created and bound moments later costs one write, not "requested" then "allocated";
+# never later than this many seconds after the first change was seen.
+SETTLE_SECONDS = 20.0
 
 
 def _group_key(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -48,6 +53,15 @@ def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
             "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {}}}
 
 
+def decided(pod: dict[str, Any]) -> bool:
+    """The scheduler has placed or explained the pod (or it is no longer pending)."""
+    if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+        return True
+    if (pod.get("spec") or {}).get("nodeName"):
+        return True
+    return any(c.get("type") == keys.CONDITION_POD_SCHEDULED for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 class PodGroupController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
@@ -58,6 +72,7 @@ class PodGroupController:
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
         self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller")
+        self._waiting: dict[Hashable, float] = {}  # PodGroup -> when a status change was first held back
         self.pods.add_listener(self._on_pod)
         self.podgroups.add_listener(self._on_podgroup)
 
@@ -74,6 +89,7 @@ class PodGroupController:
         namespace, name = cast(tuple[str, str], key)
         podgroup = self.podgroups.get(f"{namespace}/{name}")
         if podgroup is None:
+            self._waiting.pop(key, None)
             return
         pods = self.pods.by_index("group", (namespace, name))
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
@@ -81,7 +97,14 @@ class PodGroupController:
         computed = resources_status(podgroup, pods, nodes, classes)
         patch = status_patch(podgroup, computed)
         if patch is None:
+            self._waiting.pop(key, None)
             return
+        now = time.monotonic()
+        first = self._waiting.setdefault(key, now)
+        if not all(decided(pod) for pod in pods) and now - first < SETTLE_SECONDS:
+            self.work.add_after(key, COALESCE_SECONDS)
+            return
+        self._waiting.pop(key, None)
         # A merge patch of resourcesStatus only (the scheduler's schedulingConditions are untouched). Not
         # server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
         try:

@@ -19,6 +19,8 @@ from tests.support import Cluster, labelled, poll
 pytestmark = pytest.mark.cluster
 
 READS = ("LIST", "WATCH")  # the test's own polling; single-object GETs are counted
+# What the suite reads and writes (the controller-manager's own endpoint and lease traffic is not counted).
+SUITE_RESOURCES = ("pods", "podgroups", "bindrequests", "nodes", "events", "queues", "configmaps")
 
 
 def requests(cluster: Cluster) -> Counter[str]:
@@ -90,7 +92,11 @@ def test_binding_single_pod_jobs_costs_a_bounded_number_of_requests_per_pod(clus
     # kube-scheduler's `Scheduled` and the binder's `Bound`, nothing else for a normal bind.
     assert per_pod.get("POST events", 0) <= 2 and per_pod.get("PATCH events", 0) == 0, report
     assert per_pod.get("PATCH podgroups/status", 0) <= 1.2, f"PodGroup status writes coalesced\n{report}"
-    assert sum(per_pod.values()) <= 12, f"requests per bound pod\n{report}"
+    # Twelve in all: the user's create, the PodGroup create, the pod-grouper's patch, the BindRequest create,
+    # the PodGroup's last-start-timestamp annotation, `Scheduled`, the binding, PodBound, `Bound`, the
+    # BindRequest status, kwok's status and one PodGroup status write (the queue's status is shared by all).
+    suite = sum(v for k, v in per_pod.items() if k.split()[1].split("/")[0] in SUITE_RESOURCES)
+    assert suite <= 12.2, f"requests per bound pod\n{report}"
 
 
 def test_a_standing_backlog_costs_no_periodic_writes(cluster: Cluster, namespace: str) -> None:
@@ -111,6 +117,11 @@ def test_a_standing_backlog_costs_no_periodic_writes(cluster: Cluster, namespace
     before = requests(cluster)
     time.sleep(window)
     spent = delta(before, requests(cluster))
-    writes = {k: v for k, v in spent.items() if not k.startswith("GET ")}
-    assert sum(writes.values()) / window <= 0.3, f"writes over {window:.0f}s while nothing changed: {writes}"
-    assert not any(k.startswith("PATCH pods") or k.startswith("PATCH podgroups") for k in writes), writes
+    writes = {k: v for k, v in spent.items()
+              if not k.startswith("GET ") and k.split()[1].split("/")[0] in SUITE_RESOURCES}
+    # Nothing rewrites a pod's condition, a PodGroup's status or conditions, or a queue's status.
+    assert all(k.split()[1].startswith("events") for k in writes), writes
+    # Repeated explanations only bump event counts, at doubling intervals per event and within one budget of
+    # 0.2 writes/s for all of them together (the recorder's unit tests show it holds for any backlog size).
+    assert writes.get("PATCH events", 0) / window <= 0.25, writes
+    assert writes.get("POST events", 0) == 0, writes
