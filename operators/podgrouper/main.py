@@ -72,6 +72,7 @@ class PodGrouper:
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
         self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
+        self._reading: dict[tuple[str, str, str, str], asyncio.Future[dict[str, Any] | None]] = {}
         # PodGroups as their watch (Kopf's) and our own creates last showed them, so grouping a pod whose
         # PodGroup is unchanged costs no request; pods of one PodGroup are grouped one at a time so that a
         # gang's second pod finds the PodGroup its first pod created.
@@ -98,6 +99,22 @@ class PodGrouper:
         cached = self._owners.get(key)
         if cached and time.monotonic() - cached[0] < OWNER_TTL:
             return cached[1]
+        # The pods of a gang are grouped concurrently and share their owners: one read serves them all.
+        pending = self._reading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        task = asyncio.ensure_future(self._read(api_version, kind, namespace, name))
+        self._reading[key] = task
+        try:
+            obj = await asyncio.shield(task)
+        finally:
+            self._reading.pop(key, None)
+        self._owners[key] = (time.monotonic(), obj)
+        if len(self._owners) > 5000:
+            self._owners.clear()
+        return obj
+
+    async def _read(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         resource = await self.discovery.resolve(api_version, kind)
         if resource is None:
             raise LookupError(f"the API server does not serve {kind} in {api_version}")
@@ -106,15 +123,11 @@ class PodGrouper:
             obj = await raw(self.api, "GET", resource.path(namespace, name))
         except Exception as exc:
             if is_not_found(exc):
-                obj = None
-            else:
-                raise
+                return None
+            raise
         if obj is not None:
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
-        self._owners[key] = (time.monotonic(), obj)
-        if len(self._owners) > 5000:
-            self._owners.clear()
         return obj
 
     async def _list(self, ref: NeededRef) -> list[dict[str, Any]]:
@@ -173,7 +186,9 @@ class PodGrouper:
                     answers[ref] = await self._list(ref)
                 else:
                     assert ref.name is not None
-                    answers[ref] = await self._get(ref.api_version, ref.kind, ref.namespace, ref.name)
+                    known = self.podgroups.get(f"{ref.namespace}/{ref.name}") if ref.kind == "PodGroup" else None
+                    answers[ref] = known if known is not None else await self._get(
+                        ref.api_version, ref.kind, ref.namespace, ref.name)
             lookups = lookups.with_related(answers)
         else:
             raise GroupingProblem("the grouping rules kept asking for more objects; this is a bug")
