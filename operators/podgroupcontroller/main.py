@@ -100,9 +100,11 @@ class PodGroupController:
             self._waiting.pop(key, None)
             return
         now = time.monotonic()
-        first = self._waiting.setdefault(key, now)
-        if not all(decided(pod) for pod in pods) and now - first < SETTLE_SECONDS:
-            self.work.add_after(key, COALESCE_SECONDS)
+        if key not in self._waiting:
+            self._waiting[key] = now
+            # The pods' own changes bring the PodGroup back; this is only the latest it is written.
+            asyncio.get_running_loop().call_later(SETTLE_SECONDS, self.work.add, key)
+        if not all(decided(pod) for pod in pods) and now - self._waiting[key] < SETTLE_SECONDS:
             return
         self._waiting.pop(key, None)
         # A merge patch of resourcesStatus only (the scheduler's schedulingConditions are untouched). Not
