@@ -227,6 +227,7 @@ async def ceiling(api: Any, measure: Measure, count: int, concurrency: int, time
         await raw(api, "POST", f"{base}/{name}/binding",
                   body={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                         "target": {"apiVersion": "v1", "kind": "Node", "name": names[i % len(names)]}})
+        run.bound[name] = time.time()
 
     before = await measure()
     run.started = time.time()
