@@ -1,19 +1,22 @@
-"""End-to-end throughput of the suite, side by side with the API server's own limit, measured in the same run.
+"""Throughput of the suite against the API server's own limit, measured in the same run.
 
 Against a running dev cluster (`kai dev up --name apibench --port-base 26000 --nodes 200 --detach`), on loopback:
 
-(a) API server limit: a plain client (kubernetes_asyncio, `--concurrency` requests in flight) creates `--pods`
-    single-CPU pods that no scheduler owns (`schedulerName: none`) and POSTs each one's `pods/binding` itself,
-    round-robin over the kwok nodes. `create+bind` pods/s is what the API server accepts for the writes scheduling
-    needs (the suite's path does more: BindRequest create, binder's binding + status writes, PodGroup writes);
-    `until Running` adds kwok marking the pods Running.
-(b) The suite: the same number of single-CPU pods with `schedulerName: kai-scheduler` in a queue with unlimited
-    quota, created by the same client; timed from the first create until every pod is Running (admission,
-    pod-grouper, podgroup-controller, scheduler, binder, kwok).
+ceiling   a plain client (`--concurrency` requests in flight) creates `--pods` single-CPU pods that no scheduler
+          owns and POSTs each one's `pods/binding` itself: create+bind pods/s is what the API server accepts for
+          the writes scheduling needs. Its namespace is deleted, and the deletion waited for, before the suite runs.
+single    `--pods` single-CPU pods of `kai-scheduler`, each its own job.
+gangs     `--pods / 10` gangs of 10 pods (a RayCluster that KubeRay leaves alone - `spec.managedBy` names another
+          manager - owning one head and nine worker pods, so the pod-grouper makes one PodGroup of 10).
+mixed     `--pods` pods, every fifth one asking for half a GPU (`gpu-fraction: "0.5"`), the rest single-CPU.
+backlog   `--backlog` pods (each size in turn) asking for more GPUs than any node has: all stay pending and nothing
+          changes. Once the run settles the writes are counted over `--window` seconds.
 
-Both runs use fresh namespaces that are deleted at the end. The scheduler's last-cycle latency
-(`kai_e2e_scheduling_latency_milliseconds`) is sampled from its /metrics every second during (b).
-Prints a table and writes a plot. Run: python bench/apiserver_bench.py [--cluster apibench] [--pods 1000]
+For every run it prints pods/s from the first create until every pod is Running, the create-to-bound and
+bound-to-Running latency (p50/p90/p99), the API requests per bound pod by verb and resource (the delta of the API
+server's `apiserver_request_total` over the run, leases counted apart), and the CPU seconds per bound pod of
+every process of the cluster. It plots progress over time. Run:
+python bench/apiserver_bench.py [--cluster apibench] [--pods 1000] [--workloads ceiling,single,gangs,mixed,backlog]
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import os
 import time
-import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,31 +35,59 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from operators.core.kube import api_client, raw, raw_stream
-from operators.devcluster.cluster import component_ports, load_state
+from operators.core.kube import api_client, is_not_found, raw, raw_stream
+from operators.devcluster.cluster import load_state
+
+READS = ("GET", "LIST", "WATCH")
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
 class Run:
     name: str
     pods: int
-    writes_s: float = 0.0  # first create -> last create (and bind, for the raw run) answered
+    created: dict[str, float] = field(default_factory=dict)  # pod -> wall time its create was answered
+    bound: dict[str, float] = field(default_factory=dict)  # pod -> wall time the watch showed spec.nodeName
+    running: dict[str, float] = field(default_factory=dict)
+    started: float = 0.0
+    writes_s: float = 0.0  # first create -> last create (and bind, for the ceiling) answered
     running_s: float = 0.0  # first create -> every pod Running
-    cycle_ms: list[float] = field(default_factory=list)
-    progress: list[tuple[float, int]] = field(default_factory=list)  # (seconds since the first create, Running)
+    requests: Counter[str] = field(default_factory=Counter)  # "VERB resource[/sub]" -> count over the run
+    cpu: dict[str, float] = field(default_factory=dict)  # process -> CPU seconds over the run
+    write_rate: dict[str, float] = field(default_factory=dict)  # backlog: "VERB resource" -> per second
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
 
 
-def pod(name: str, scheduler: str, queue: str = "") -> dict[str, Any]:
-    labels = {"app": "apibench"}
+def percentiles(values: list[float]) -> tuple[float, float, float]:
+    if not values:
+        return (0.0, 0.0, 0.0)
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return at(0.5), at(0.9), at(0.99)
+
+
+def pod(name: str, scheduler: str, queue: str = "", *, gpus: int = 0, fraction: str = "",
+        labels: dict[str, str] | None = None, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    all_labels = {"app": "apibench", **(labels or {})}
     if queue:
-        labels["kai.scheduler/queue"] = queue
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+        all_labels["kai.scheduler/queue"] = queue
+    resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "64Mi"}}
+    if gpus:
+        resources = {"requests": {"cpu": "100m", "nvidia.com/gpu": str(gpus)}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    meta: dict[str, Any] = {"name": name, "labels": all_labels}
+    if fraction:
+        meta["annotations"] = {"gpu-fraction": fraction}
+        resources = {"requests": {"cpu": "100m"}}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
             "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "main", "image": "busybox",
-                                     "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}]}}
+                     "containers": [{"name": "main", "image": "busybox", "resources": resources}]}}
 
 
 async def bounded(concurrency: int, calls: list[Callable[[], Awaitable[None]]]) -> None:
@@ -69,112 +100,288 @@ async def bounded(concurrency: int, calls: list[Callable[[], Awaitable[None]]]) 
     await asyncio.gather(*(one(c) for c in calls))
 
 
-async def wait_running(api: Any, namespace: str, count: int, timeout: float, run: Run, started: float) -> float:
-    """Watch the namespace's pods until `count` are Running; returns the monotonic time it happened."""
+# --- what the cluster reports ----------------------------------------------------------------------------
+async def request_counts(api: Any) -> Counter[str]:
+    """apiserver_request_total summed by verb and resource[/subresource] (leases under `lease`)."""
+    resp = await raw_stream(api, "GET", "/metrics")
+    async with resp:
+        text = (await resp.read()).decode()
+    out: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            labels = sample.labels
+            resource = labels.get("resource", "") or "(non-resource)"
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            out[f"{labels.get('verb', '?')} {resource}"] += int(sample.value)
+    return out
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+class Measure:
+    """Request counts and CPU before/after a run."""
+
+    def __init__(self, api: Any, pids: dict[str, int]) -> None:
+        self.api, self.pids = api, pids
+
+    async def __call__(self) -> tuple[Counter[str], dict[str, float]]:
+        return await request_counts(self.api), cpu_seconds(self.pids)
+
+    @staticmethod
+    def delta(run: Run, before: tuple[Counter[str], dict[str, float]],
+              after: tuple[Counter[str], dict[str, float]]) -> None:
+        run.requests = Counter({k: v - before[0].get(k, 0) for k, v in after[0].items()
+                                if v - before[0].get(k, 0) > 0})
+        run.cpu = {k: v - before[1].get(k, 0.0) for k, v in after[1].items()}
+
+
+async def watch_pods(api: Any, namespace: str, run: Run, count: int, timeout: float, *, until: str) -> None:
+    """Record bind and Running times from the namespace's pod watch until `count` pods are `until`."""
     listing = await raw(api, "GET", f"/api/v1/namespaces/{namespace}/pods")
-    running = {p["metadata"]["name"] for p in listing["items"] if p["status"].get("phase") == "Running"}
     version = listing["metadata"]["resourceVersion"]
-    run.progress.append((time.monotonic() - started, len(running)))
+
+    def see(obj: dict[str, Any]) -> None:
+        name, now = obj["metadata"]["name"], time.time()
+        if (obj.get("spec") or {}).get("nodeName") and name not in run.bound:
+            run.bound[name] = now
+        if (obj.get("status") or {}).get("phase") == "Running" and name not in run.running:
+            run.running[name] = now
+
+    for item in listing["items"]:
+        see(item)
+    done = run.running if until == "Running" else run.bound
     deadline = time.monotonic() + timeout
-    while len(running) < count:
+    while len(done) < count:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"{len(running)}/{count} pods Running in {namespace} after {timeout:.0f}s")
+            raise TimeoutError(f"{len(run.bound)} bound, {len(run.running)} Running of {count} in {namespace} "
+                               f"after {timeout:.0f}s")
         resp = await raw_stream(api, "GET", f"/api/v1/namespaces/{namespace}/pods",
                                 query={"watch": "true", "resourceVersion": version,
                                        "timeoutSeconds": str(max(int(left), 1))}, timeout=left + 5)
         async with resp:
             async for line in resp.content:
                 event = json.loads(line)
-                obj = event["object"]
                 if event["type"] == "ERROR":
                     break
-                version = obj["metadata"]["resourceVersion"]
-                name = obj["metadata"]["name"]
-                if event["type"] != "DELETED" and obj["status"].get("phase") == "Running" and name not in running:
-                    running.add(name)
-                    run.progress.append((time.monotonic() - started, len(running)))
-                if len(running) >= count:
+                version = event["object"]["metadata"]["resourceVersion"]
+                if event["type"] != "DELETED":
+                    see(event["object"])
+                if len(done) >= count:
                     break
-    return time.monotonic()
 
 
-def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = sample.name + "".join(f",{k}={v}" for k, v in sorted(sample.labels.items()))
-            out[key] = float(sample.value)
-    return out
-
-
-async def sample_cycles(port: int, into: list[float], stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        try:
-            got = await asyncio.to_thread(scrape, port)
-            into.append(got.get("kai_e2e_scheduling_latency_milliseconds", 0.0))
-        except OSError:
-            pass
-        try:
-            await asyncio.wait_for(stop.wait(), 1.0)
-        except TimeoutError:
-            pass
-
-
-async def raw_limit(api: Any, count: int, concurrency: int, timeout: float) -> Run:
-    namespace = f"apibench-raw-{uuid.uuid4().hex[:6]}"
+async def create_namespace(api: Any, prefix: str) -> str:
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
     await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+    return namespace
+
+
+async def delete_and_wait(api: Any, path: str, timeout: float = 300) -> None:
+    """Delete and wait until it is gone, so that the next run does not overlap with its clean-up."""
+    try:
+        await raw(api, "DELETE", path)
+    except Exception as exc:
+        if not is_not_found(exc):
+            raise
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            await raw(api, "GET", path)
+        except Exception as exc:
+            if is_not_found(exc):
+                return
+            raise
+        await asyncio.sleep(1)
+    raise TimeoutError(f"{path} still there after {timeout:.0f}s")
+
+
+# --- the runs ----------------------------------------------------------------------------------------------
+async def ceiling(api: Any, measure: Measure, count: int, concurrency: int, timeout: float) -> Run:
+    namespace = await create_namespace(api, "apibench-raw")
     nodes = await raw(api, "GET", "/api/v1/nodes", query={"labelSelector": "type=kwok"})
     names = sorted(n["metadata"]["name"] for n in nodes["items"]) or sorted(
         n["metadata"]["name"] for n in (await raw(api, "GET", "/api/v1/nodes"))["items"])
-    run = Run("API server: create + pods/binding", count)
+    run = Run("ceiling: create + pods/binding", count)
     base = f"/api/v1/namespaces/{namespace}/pods"
 
     async def create_and_bind(i: int) -> None:
         name = f"raw-{i:05d}"
         await raw(api, "POST", base, body=pod(name, "none"))
+        run.created[name] = time.time()
         await raw(api, "POST", f"{base}/{name}/binding",
                   body={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                         "target": {"apiVersion": "v1", "kind": "Node", "name": names[i % len(names)]}})
+        run.bound[name] = time.time()
 
-    started = time.monotonic()
+    before = await measure()
+    run.started = time.time()
     await bounded(concurrency, [partial(create_and_bind, i) for i in range(count)])
-    run.writes_s = time.monotonic() - started
-    run.running_s = await wait_running(api, namespace, count, timeout, run, started) - started
-    await raw(api, "DELETE", f"/api/v1/namespaces/{namespace}")
+    run.writes_s = time.time() - run.started
+    await watch_pods(api, namespace, run, count, timeout, until="Running")
+    run.running_s = max(run.running.values()) - run.started
+    Measure.delta(run, before, await measure())
+    await delete_and_wait(api, f"/api/v1/namespaces/{namespace}")
     return run
 
 
-async def suite(api: Any, count: int, concurrency: int, timeout: float, metrics_port: int) -> Run:
-    suffix = uuid.uuid4().hex[:6]
-    namespace, queue = f"apibench-kai-{suffix}", f"apibench-{suffix}"
+async def make_queue(api: Any) -> str:
+    name = f"apibench-{uuid.uuid4().hex[:6]}"
     unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     await raw(api, "POST", "/apis/scheduling.run.ai/v2/queues",
-              body={"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": queue},
+              body={"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
                     "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}}})
-    await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+    return name
+
+
+def raycluster(name: str, queue: str, workers: int) -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray",
+                                         "resources": {"requests": {"cpu": "1", "memory": "64Mi"}}}]}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue}},
+            "spec": {"managedBy": "kueue.x-k8s.io/multikueue",  # KubeRay leaves it alone: the bench makes pods
+                     "headGroupSpec": {"rayStartParams": {}, "template": template},
+                     "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
+                                           "maxReplicas": workers, "rayStartParams": {}, "template": template}]}}
+
+
+async def suite(api: Any, measure: Measure, workload: str, count: int, concurrency: int, timeout: float,
+                gang: int = 10) -> Run:
+    queue = await make_queue(api)
+    namespace = await create_namespace(api, f"apibench-{workload}")
     await asyncio.sleep(2)  # the scheduler's informer sees the queue before its pods
-    run = Run("KAI suite: pods Running end to end", count)
     base = f"/api/v1/namespaces/{namespace}/pods"
-    stop = asyncio.Event()
-    sampler = asyncio.create_task(sample_cycles(metrics_port, run.cycle_ms, stop))
-    started = time.monotonic()
+    calls: list[Callable[[], Awaitable[None]]] = []
+    run = Run({"single": f"single: {count} single-pod jobs", "gangs": f"gangs: {count // gang} x {gang} pods",
+               "mixed": f"mixed: {count} pods, 1 in 5 half a GPU"}[workload], count)
+
+    async def create(body: dict[str, Any]) -> None:
+        await raw(api, "POST", base, body=body)
+        run.created[body["metadata"]["name"]] = time.time()
+
+    owners: list[dict[str, Any]] = []
+    if workload == "gangs":
+        run.pods = count = count // gang * gang
+        for g in range(count // gang):
+            owners.append(await raw(api, "POST", f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
+                                    body=raycluster(f"gang-{g:04d}", queue, gang - 1)))
+        for g, owner in enumerate(owners):
+            ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": owner["metadata"]["name"],
+                   "uid": owner["metadata"]["uid"], "controller": True}
+            for i in range(gang):
+                head = i == 0
+                labels = {"ray.io/cluster": owner["metadata"]["name"],
+                          "ray.io/node-type": "head" if head else "worker",
+                          "ray.io/group": "headgroup" if head else "workers"}
+                calls.append(partial(create, pod(f"g{g:04d}-{i:02d}", "kai-scheduler", queue, labels=labels,
+                                                 owner=ref)))
+    else:
+        for i in range(count):
+            fraction = "0.5" if workload == "mixed" and i % 5 == 4 else ""
+            calls.append(partial(create, pod(f"kai-{i:05d}", "kai-scheduler", queue, fraction=fraction)))
+    before = await measure()
+    run.started = time.time()
+    try:
+        watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
+        await bounded(concurrency, calls)
+        run.writes_s = time.time() - run.started
+        await watcher
+        run.running_s = max(run.running.values()) - run.started
+        await asyncio.sleep(5)  # trailing status writes (coalesced a few seconds) belong to the run
+        Measure.delta(run, before, await measure())
+    finally:
+        await delete_and_wait(api, f"/api/v1/namespaces/{namespace}")
+        await delete_and_wait(api, f"/apis/scheduling.run.ai/v2/queues/{queue}")
+    return run
+
+
+async def backlog(api: Any, measure: Measure, count: int, concurrency: int, settle: float, window: float) -> Run:
+    """Pods that can never be placed (9 GPUs, more than any node has): the writes once nothing changes."""
+    queue = await make_queue(api)
+    namespace = await create_namespace(api, "apibench-backlog")
+    await asyncio.sleep(2)
+    run = Run(f"backlog: {count} pending pods", count)
+    base = f"/api/v1/namespaces/{namespace}/pods"
 
     async def create(i: int) -> None:
-        await raw(api, "POST", base, body=pod(f"kai-{i:05d}", "kai-scheduler", queue))
+        await raw(api, "POST", base, body=pod(f"wait-{i:05d}", "kai-scheduler", queue, gpus=9))
 
     try:
+        run.started = time.time()
         await bounded(concurrency, [partial(create, i) for i in range(count)])
-        run.writes_s = time.monotonic() - started
-        run.running_s = await wait_running(api, namespace, count, timeout, run, started) - started
+        run.writes_s = time.time() - run.started
+        # The first explanations, PodGroups and statuses go out; the run has settled once 10 s pass with fewer
+        # than 20 writes (leases apart), or after `settle` seconds at most.
+        deadline = time.monotonic() + settle
+        last = await request_counts(api)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(10)
+            now = await request_counts(api)
+            writes = sum(v - last.get(k, 0) for k, v in now.items() if k.split()[0] not in READS and not is_lease(k))
+            last = now
+            if writes < 20:
+                break
+        run.running_s = time.time() - run.started  # here: first create -> settled
+        before = await measure()
+        await asyncio.sleep(window)
+        Measure.delta(run, before, await measure())
+        run.write_rate = {k: v / window for k, v in run.requests.items() if k.split()[0] not in READS}
     finally:
-        stop.set()
-        await sampler
-        await raw(api, "DELETE", f"/api/v1/namespaces/{namespace}")
-        await raw(api, "DELETE", f"/apis/scheduling.run.ai/v2/queues/{queue}")
+        await delete_and_wait(api, f"/api/v1/namespaces/{namespace}", timeout=600)
+        await delete_and_wait(api, f"/apis/scheduling.run.ai/v2/queues/{queue}")
     return run
+
+
+# --- report --------------------------------------------------------------------------------------------------
+def is_lease(key: str) -> bool:
+    return key.endswith(" leases")
+
+
+def report(run: Run, ceiling_rate: float | None) -> None:
+    print(f"\n== {run.name}")
+    if run.write_rate:
+        suite_writes = {k: v for k, v in run.write_rate.items() if not is_lease(k)}
+        total = sum(suite_writes.values())
+        print(f"  settled {run.running_s:.0f} s after the first create; over the next window:")
+        print(f"  writes/s (leases apart): {total:.2f}   leases: "
+              f"{sum(v for k, v in run.write_rate.items() if is_lease(k)):.2f}/s")
+        for key, value in sorted(suite_writes.items(), key=lambda kv: -kv[1]):
+            print(f"    {key:40} {value:7.2f}/s")
+        return
+    bound = len(run.bound)
+    print(f"  pods {run.pods}  creates done {run.writes_s:.1f} s  all Running {run.running_s:.1f} s  "
+          f"-> {run.rate(run.running_s):.1f} pods/s end to end")
+    if ceiling_rate:
+        print(f"  end to end / create+bind ceiling of this run: {run.rate(run.running_s) / ceiling_rate:.2f}")
+    to_bound = [run.bound[p] - run.created[p] for p in run.bound if p in run.created]
+    to_running = [run.running[p] - run.bound[p] for p in run.running if p in run.bound]
+    print("  create -> bound    p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s".format(*percentiles(to_bound)))
+    print("  bound -> Running   p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s".format(*percentiles(to_running)))
+    if bound:
+        total = sum(v for k, v in run.requests.items() if not is_lease(k))
+        print(f"  API requests per bound pod: {total / bound:.2f} (leases apart: "
+              f"{sum(v for k, v in run.requests.items() if is_lease(k)) / bound:.2f})")
+        for key, value in sorted(run.requests.items(), key=lambda kv: -kv[1]):
+            if not is_lease(key) and value / bound >= 0.005:
+                print(f"    {key:40} {value / bound:6.2f}")
+        print("  CPU seconds per bound pod: " + ", ".join(
+            f"{name} {sec / bound * 1000:.1f} ms" for name, sec in sorted(run.cpu.items(), key=lambda kv: -kv[1])
+            if sec > 0))
 
 
 def plot(runs: list[Run], path: str) -> None:
@@ -183,27 +390,30 @@ def plot(runs: list[Run], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4))
-    labels = ["API server\ncreate+bind", "API server\nuntil Running", "KAI suite\ncreates", "KAI suite\nuntil Running"]
-    raw_run, kai = runs
-    values = [raw_run.rate(raw_run.writes_s), raw_run.rate(raw_run.running_s), kai.rate(kai.writes_s),
-              kai.rate(kai.running_s)]
-    left.bar(labels, values, color=["#777", "#aaa", "#76b900", "#4a7a00"])
-    for i, v in enumerate(values):
-        left.text(i, v, f"{v:.0f}", ha="center", va="bottom")
-    left.set_ylabel("pods / s")
-    left.set_title(f"{kai.pods} single-CPU pods, same cluster, same run")
-    for r, colour in ((raw_run, "#777"), (kai, "#76b900")):
-        middle.plot([t for t, _ in r.progress], [n for _, n in r.progress], color=colour,
-                    label=r.name.split(":")[0])
-    middle.set_xlabel("seconds since the first create")
-    middle.set_ylabel("pods Running")
-    middle.set_title("progress (counted once the creates are done)")
-    middle.legend()
-    right.plot(range(len(kai.cycle_ms)), kai.cycle_ms, marker=".")
-    right.set_xlabel("seconds into the KAI run (1 s samples)")
-    right.set_ylabel("last cycle e2e latency, ms")
-    right.set_title("kai_e2e_scheduling_latency_milliseconds")
+    flowing = [r for r in runs if r.bound]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 4.5))
+    colours = ["#777", "#76b900", "#1f77b4", "#d62728", "#9467bd"]
+    for r, colour in zip(flowing, colours, strict=False):
+        for times, style, what in ((r.bound, "-", "bound"), (r.running, ":", "Running")):
+            stamps = sorted(t - r.started for t in times.values())
+            left.plot(stamps, range(1, len(stamps) + 1), style, color=colour, label=f"{r.name.split(':')[0]} {what}")
+    left.set_xlabel("seconds since the first create")
+    left.set_ylabel("pods")
+    left.set_title("progress")
+    left.legend(fontsize=7)
+    suites = [r for r in flowing if r.requests and not r.name.startswith("ceiling")]
+    kinds = sorted({k for r in suites for k in r.requests if not is_lease(k)},
+                   key=lambda k: -sum(r.requests.get(k, 0) / max(len(r.bound), 1) for r in suites))[:12]
+    width = 0.8 / max(len(suites), 1)
+    for i, r in enumerate(suites):
+        values = [r.requests.get(k, 0) / max(len(r.bound), 1) for k in kinds]
+        right.barh([j + i * width for j in range(len(kinds))], values, height=width, label=r.name.split(":")[0],
+                   color=colours[(i + 1) % len(colours)])
+    right.set_yticks([j + width * (len(suites) - 1) / 2 for j in range(len(kinds))], kinds, fontsize=7)
+    right.invert_yaxis()
+    right.set_xlabel("API requests per bound pod")
+    right.set_title("requests per bound pod by verb and resource")
+    right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -212,8 +422,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--cluster", default="apibench")
     parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--workloads", default="ceiling,single,gangs,mixed,backlog")
+    parser.add_argument("--backlog", default="400,4000", help="pending pod counts of the backlog runs")
+    parser.add_argument("--settle", type=float, default=900,
+                        help="backlog: at most this many seconds for the first writes to go out")
+    parser.add_argument("--window", type=float, default=60, help="backlog: seconds over which writes are counted")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for pods to be Running")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for pods to be Running")
     parser.add_argument("--plot", default="bench/apiserver_bench.png")
     args = parser.parse_args()
     if not 1 <= args.pods <= 5000:
@@ -222,38 +437,30 @@ async def main() -> None:
     if state is None:
         raise SystemExit(f"no dev cluster {args.cluster!r}: kai dev up --name {args.cluster} --port-base 26000 "
                          "--nodes 200 --detach")
-    ports = component_ports(state.ports["apiserver"] - 443)
-    port, binder_port = ports["scheduler"]["metrics"], ports["binder"]["metrics"]
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    runs: list[Run] = []
     api = await api_client(state.kubeconfig)
     async with api:
-        raw_run = await raw_limit(api, args.pods, args.concurrency, args.timeout)
-        before = scrape(port) | scrape(binder_port)
-        kai = await suite(api, args.pods, args.concurrency, args.timeout, port)
-    final = scrape(port) | scrape(binder_port)
-    runs = [raw_run, kai]
-    print(f"\n{'run':38} {'pods':>5} {'writes s':>9} {'writes/s':>9} {'Running s':>10} {'Running/s':>10}")
-    for r in runs:
-        print(f"{r.name:38} {r.pods:>5} {r.writes_s:>9.2f} {r.rate(r.writes_s):>9.1f} {r.running_s:>10.2f} "
-              f"{r.rate(r.running_s):>10.1f}")
-    print(f"\nKAI suite end to end = {kai.rate(kai.running_s) / raw_run.rate(raw_run.writes_s):.0%} of the API "
-          "server's create+bind limit")
-    busy = [c for c in kai.cycle_ms if c > 0]
-    if busy:
-        print(f"scheduler cycle (kai_e2e_scheduling_latency_milliseconds, {len(busy)} samples): "
-              f"median {statistics.median(busy):.0f} ms, max {max(busy):.0f} ms")
-    print("stages of the KAI run (histogram deltas over the run):")
-    for name, what in (("kai_task_scheduling_latency_milliseconds", "pod created -> BindRequest (scheduler)"),
-                       ("kai_task_bind_latency_milliseconds", "BindRequest -> pod bound (binder, as seen)"),
-                       ("kai_binder_bind_latency_milliseconds", "binder's own bind call")):
-        n = final.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
-        total = final.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)
-        if n:
-            print(f"  {what:45} mean {total / n:>7.0f} ms over {n:.0f} pods  ({name})")
-    actions = {k.split("action=")[1]: v for k, v in final.items()
-               if k.startswith("kai_action_scheduling_latency_milliseconds,")}
-    print("last cycle per action (ms): " + ", ".join(f"{a} {v:.1f}" for a, v in sorted(actions.items())))
+        measure = Measure(api, dict(state.pids))
+        ceiling_rate = None
+        for workload in workloads:
+            if workload == "ceiling":
+                run = await ceiling(api, measure, args.pods, args.concurrency, args.timeout)
+                ceiling_rate = run.rate(run.writes_s)
+                print(f"\n== {run.name}: {run.rate(run.writes_s):.1f} pods/s create+bind, "
+                      f"{run.rate(run.running_s):.1f} pods/s until Running")
+            elif workload == "backlog":
+                for size in (int(s) for s in args.backlog.split(",") if s.strip()):
+                    run = await backlog(api, measure, size, args.concurrency, args.settle, args.window)
+                    report(run, None)
+                    runs.append(run)
+                continue
+            else:
+                run = await suite(api, measure, workload, args.pods, args.concurrency, args.timeout)
+                report(run, ceiling_rate)
+            runs.append(run)
     plot(runs, args.plot)
-    print(f"wrote {args.plot}")
+    print(f"\nwrote {args.plot}")
 
 
 if __name__ == "__main__":

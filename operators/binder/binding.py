@@ -89,19 +89,39 @@ class BinderConfig:
 
 
 class Member(NamedTuple):
-    """What the GC triggers need of a pod in a GPU group (the informers keep only pods with group labels)."""
+    """What the binder keeps of a kai-scheduler pod: enough to bind a plain pod without reading it, and the GPU
+    groups the GC triggers need (groups is empty for pods without GPU sharing)."""
 
     node: str
     phase: str
     groups: tuple[str, ...]
+    uid: str = ""
+    pod_bound: tuple[str, str, str] | None = None  # PodBound condition (status, reason, message)
 
 
 def member_record(obj: dict[str, Any]) -> Member | None:
     groups = pod_gpu_groups(obj)
-    if not groups:
-        return None
+    condition = next((c for c in (obj.get("status") or {}).get("conditions") or []
+                      if c.get("type") == keys.CONDITION_POD_BOUND), None)
+    bound = None if condition is None else (str(condition.get("status") or ""), str(condition.get("reason") or ""),
+                                            str(condition.get("message") or ""))
     return Member(str((obj.get("spec") or {}).get("nodeName") or ""),
-                  str((obj.get("status") or {}).get("phase") or "Pending"), tuple(groups))
+                  str((obj.get("status") or {}).get("phase") or "Pending"), tuple(groups),
+                  str(_meta(obj).get("uid") or ""), bound)
+
+
+def reservation_record(obj: dict[str, Any]) -> Member | None:
+    return member_record(obj) if pod_gpu_groups(obj) else None
+
+
+def pod_from_member(namespace: str, name: str, member: Member) -> dict[str, Any]:
+    """The pod as far as a plain bind reads it, rebuilt from the informer's record."""
+    conditions = [] if member.pod_bound is None else [
+        {"type": keys.CONDITION_POD_BOUND, "status": member.pod_bound[0], "reason": member.pod_bound[1],
+         "message": member.pod_bound[2]}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": member.uid},
+            "spec": {"nodeName": member.node or None}, "status": {"phase": member.phase, "conditions": conditions}}
 
 
 class KeyedLocks:
@@ -149,13 +169,18 @@ class Binder:
         self.events = EventRecorder(api, COMPONENT, min_interval=5)
         self.locks = KeyedLocks()
         self._last_sync: dict[str, float] = {}  # group -> monotonic start of its last completed sync
-        by_node: dict[str, Any] = {"node": lambda m: [m.node] if m.node else []}
-        # Fraction pods are kai-scheduler pods; reservation pods live in their own namespace.
+        by_node: dict[str, Any] = {"node": lambda m: [m.node] if m.node and m.groups else []}
+        # Every kai-scheduler pod (plain binds read the pod from here, not from the API server); fraction pods
+        # are among them. Reservation pods live in their own namespace.
         self.members: Informer[Member] = Informer(
             watch_api, PODS, member_record, field_selector=f"spec.schedulerName={config.scheduler_name}",
             indexes=by_node)
         self.reservations: Informer[Member] = Informer(
-            watch_api, PODS, member_record, namespace=config.reservation_namespace, indexes=by_node)
+            watch_api, PODS, reservation_record, namespace=config.reservation_namespace, indexes=by_node)
+        self.nodes: Informer[bool] = Informer(watch_api, NODES, lambda _: True)
+        # The latest copy of each open BindRequest as its watch delivered it: the reconcile reads it from here
+        # and goes to the API server only when it is missing (start-up, retries after a failure).
+        self.requests: dict[str, dict[str, Any]] = {}
         self.binds = WorkQueue(self.reconcile, workers=config.workers, base_delay=config.base_delay,
                                max_delay=config.max_delay, name="bindrequests", kind="BindRequest")
         self.group_syncs = WorkQueue(lambda group: self.sync_group(str(group)), workers=4,
@@ -173,7 +198,24 @@ class Binder:
             if ended or new is None or group not in new.groups:
                 self.group_syncs.add(group)
 
+    def on_bindrequest(self, obj: dict[str, Any]) -> None:
+        """A BindRequest was added or changed: keep the latest copy and queue it unless it is finished."""
+        meta = _meta(obj)
+        if not meta.get("name"):
+            return
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        # Finished requests need no event-driven work: failures are retried with backoff by the queue (and
+        # our own status writes would otherwise requeue them at once).
+        if (obj.get("status") or {}).get("phase") in (keys.BIND_PHASE_SUCCEEDED, keys.BIND_PHASE_FAILED) \
+                or meta.get("deletionTimestamp"):
+            self.requests.pop(key, None)
+            return
+        self.requests[key] = obj
+        self.binds.add(key)
+
     def on_bindrequest_deleted(self, body: Mapping[str, Any]) -> None:
+        meta = _meta(body)
+        self.requests.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
         spec = body.get("spec") or {}
         if spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION:
             for group in spec.get("selectedGPUGroups") or []:
@@ -189,7 +231,9 @@ class Binder:
             page = await raw(self.api, "GET", BINDREQUESTS.path(), query={"limit": 500, "continue": cont})
             for br in page.get("items") or []:
                 if (br.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
-                    self.binds.add(f"{_meta(br).get('namespace')}/{_meta(br).get('name')}")
+                    key = f"{_meta(br).get('namespace')}/{_meta(br).get('name')}"
+                    self.requests.setdefault(key, br)
+                    self.binds.add(key)
                     count += 1
             cont = (page.get("metadata") or {}).get("continue")
             if not cont:
@@ -197,12 +241,13 @@ class Binder:
 
     @property
     def ready(self) -> bool:
-        return self.members.synced.is_set() and self.reservations.synced.is_set()
+        return self.members.synced.is_set() and self.reservations.synced.is_set() and self.nodes.synced.is_set()
 
     async def work(self) -> None:
         """Once the caches are synced: GC of every group, every open BindRequest, then the work queues."""
         await self.members.wait_synced()
         await self.reservations.wait_synced()
+        await self.nodes.wait_synced()
         groups = self.known_groups()
         for group in groups:
             self.group_syncs.add(group)
@@ -219,7 +264,7 @@ class Binder:
     # --- BindRequest reconcile (contract 9.1) ---------------------------------------------------------
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = str(key).split("/", 1)
-        br = await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
+        br = self.requests.get(str(key)) or await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
         if br is None or _meta(br).get("deletionTimestamp"):
             return
         if (br.get("status") or {}).get("phase") == keys.BIND_PHASE_SUCCEEDED:
@@ -229,7 +274,8 @@ class Binder:
         started = time.monotonic()
         pod: dict[str, Any] | None = None
         try:
-            pod = await self._get(f"{PODS.path(namespace)}/{spec.get('podName')}")
+            pod = await self._pod(namespace, str(spec.get("podName") or ""),
+                                  fresh=spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION)
             if pod is None:
                 raise BindError(f'pods "{spec.get("podName")}" not found')
             owner = next((o.get("uid") for o in _meta(br).get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
@@ -238,6 +284,11 @@ class Binder:
                 raise BindError(f'pods "{spec.get("podName")}" not found (uid {owner})')
             bound_already = bool((pod.get("spec") or {}).get("nodeName"))
             if not bound_already:
+                # The condition goes first: once the pod has a node, kwok (a kubelet) writes its status, and
+                # a condition patch landing after the binding would race that write (the node agent sees the
+                # pod change again before its own write is visible, and writes twice).
+                if spec.get("receivedResourceType") != keys.RESOURCE_TYPE_FRACTION:
+                    await self._condition(pod, node_name, None)
                 await self.bind(br, pod)
         except InvalidBindRequest as exc:
             BINDS.labels("invalid").inc()
@@ -257,30 +308,45 @@ class Binder:
             # By us before a restart, or a lost response: never bind twice, only finish the bookkeeping.
             BINDS.labels("already_bound").inc()
             await self._report(br, pod, node_name, None, announce=not _has_pod_bound(pod))
-            return
-        BINDS.labels("success").inc()
-        BIND_LATENCY.observe((time.monotonic() - started) * 1000)
-        await self._report(br, pod, node_name, None)
+        else:
+            BINDS.labels("success").inc()
+            BIND_LATENCY.observe((time.monotonic() - started) * 1000)
+            await self._report(br, pod, node_name, None)
+        if self.requests.get(str(key)) is br:
+            del self.requests[str(key)]
+
+    async def _pod(self, namespace: str, name: str, *, fresh: bool) -> dict[str, Any] | None:
+        """The pod to bind: from the informer for a plain bind, read from the API server for GPU sharing (its
+        ConfigMaps and labels need the whole pod) or when the informer has not seen the pod yet."""
+        member = None if fresh else self.members.get(f"{namespace}/{name}")
+        if member is not None:
+            return pod_from_member(namespace, name, member)
+        return await self._get(f"{PODS.path(namespace)}/{name}")
 
     async def bind(self, br: Mapping[str, Any], pod: dict[str, Any]) -> None:
         spec = br.get("spec") or {}
         node_name = str(spec.get("selectedNode") or "")
-        node = await self._get(f"{NODES.path()}/{node_name}")
+        fraction = spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION
+        node: Mapping[str, Any] | None
+        if not fraction and self.nodes.get(node_name):
+            node = {"metadata": {"name": node_name}}
+        else:
+            node = await self._get(f"{NODES.path()}/{node_name}")
         if node is None:
             raise BindError(f'nodes "{node_name}" not found')
-        await self.sync_node(node_name)
-        fraction = spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION
         groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
         if fraction and not groups:
             raise InvalidBindRequest("invalid binding request: a Fraction request without selectedGPUGroups")
         try:
             if fraction:
+                # Reservation GC, GPU reservation and ConfigMaps exist for GPU sharing only: a plain bind is the
+                # binding alone.
+                await self.sync_node(node_name)
                 devices = [await self.reserve_gpu(group, node, pod) for group in groups]
                 portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
                 await self.write_configmaps(pod, devices, portion)
             resource_type = str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR)
-            await self._patch_pod(pod, {"metadata": {"annotations": {keys.RECEIVED_RESOURCE_TYPE: resource_type}}})
-            await self._post_binding(pod, node_name)
+            await self._post_binding(pod, node_name, {keys.RECEIVED_RESOURCE_TYPE: resource_type})
         except Exception:
             fresh = await self._get_pod(pod)
             if fresh is not None and (fresh.get("spec") or {}).get("nodeName") == node_name:
@@ -291,11 +357,14 @@ class Binder:
                 await self._rollback(fresh, node_name, groups)
             raise
 
-    async def _post_binding(self, pod: Mapping[str, Any], node_name: str) -> None:
+    async def _post_binding(self, pod: Mapping[str, Any], node_name: str, annotations: dict[str, str]) -> None:
+        """Bind, setting `annotations` on the pod in the same write (the API server copies a Binding's
+        annotations onto the pod), so the annotation needs no patch of its own and lands with the node name."""
         # raw(): the typed create_namespaced_pod_binding raises on the Status the server answers with.
         meta = _meta(pod)
         body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
+                             "annotations": annotations},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
         await raw(self.api, "POST", f"{PODS.path(meta['namespace'])}/{meta['name']}/binding", body=body)
 
@@ -486,27 +555,38 @@ class Binder:
         """Pod condition PodBound and the Bound / BindingError event (the event is best effort)."""
         if pod is None:
             return
+        await self._condition(pod, node_name, error)
+        meta = _meta(pod)
+        if error is None:
+            event = ("Normal", keys.EVENT_BOUND, f"Pod bound successfully to node {node_name}")
+        else:
+            event = ("Warning", keys.EVENT_BINDING_ERROR,
+                     f"Failed to bind pod {meta.get('namespace')}/{meta.get('name')} to node {node_name}: {error}")
+        await self.events.emit(ObjectRef.of({"apiVersion": "v1", "kind": "Pod", **pod}), *event)
+
+    async def _condition(self, pod: Mapping[str, Any], node_name: str, error: str | None) -> None:
+        """Write the PodBound condition unless the pod has it already (the pod's copy is updated to match)."""
         meta = _meta(pod)
         if error is None:
             condition = {"status": "True", "reason": keys.EVENT_BOUND,
                          "message": f"Pod bound successfully to node {node_name}"}
-            event = ("Normal", keys.EVENT_BOUND, condition["message"])
         else:
             message = f"Failed to bind pod {meta.get('namespace')}/{meta.get('name')} to node {node_name}: {error}"
             condition = {"status": "False", "reason": keys.EVENT_BINDING_ERROR, "message": message}
-            event = ("Warning", keys.EVENT_BINDING_ERROR, message)
-        current = next((c for c in (pod.get("status") or {}).get("conditions") or []
-                        if c.get("type") == keys.CONDITION_POD_BOUND), None)
-        if current is None or any(current.get(k) != v for k, v in condition.items()):
-            body = {"status": {"conditions": [{"type": keys.CONDITION_POD_BOUND, **condition,
-                                               "lastTransitionTime": _now()}]}}
-            try:
-                await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}/status", body=body,
-                          content_type=STRATEGIC_MERGE)
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise  # before the status is written, so the retry writes the condition
-        await self.events.emit(ObjectRef.of({"apiVersion": "v1", "kind": "Pod", **pod}), *event)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == keys.CONDITION_POD_BOUND), None)
+        if current is not None and all(current.get(k) == v for k, v in condition.items()):
+            return
+        written = {"type": keys.CONDITION_POD_BOUND, **condition, "lastTransitionTime": _now()}
+        try:
+            await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}/status",
+                      body={"status": {"conditions": [written]}}, content_type=STRATEGIC_MERGE)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise  # before the status is written, so the retry writes the condition
+        status = pod.get("status")
+        if isinstance(status, dict):
+            status["conditions"] = [c for c in conditions if c.get("type") != keys.CONDITION_POD_BOUND] + [written]
 
     # --- small API helpers ---------------------------------------------------------------------------
     async def _get(self, path: str) -> dict[str, Any] | None:

@@ -1,9 +1,10 @@
 """The binder component: `kai run binder`. Turns BindRequests into bound pods (contract 9).
 
 Kopf runs the process (login, startup, cleanup) and reports BindRequest events, which only enqueue keys into a
-bounded work queue; the reconcile reads the BindRequest fresh, so a burst of events costs one bind. Pods come
-from two informers (kai-scheduler pods carrying GPU group labels, and the reservation namespace) that trigger
-reservation garbage collection; Kopf never handles Pods. The I/O itself is in `binding.py`.
+bounded work queue; the reconcile binds from the latest watched copy, so a burst of events costs one bind and a
+plain bind reads nothing. Pods come from two informers (kai-scheduler pods, and the reservation namespace) that
+also trigger reservation garbage collection, nodes from a third; Kopf never handles Pods. The I/O itself is in
+`binding.py`.
 """
 
 from __future__ import annotations
@@ -101,24 +102,21 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         work = (run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=binder.work,
                                  **component.lease_options(args))
                 if args.leader_elect else binder.work())
-        state["tasks"] = [asyncio.create_task(c) for c in (binder.members.run(), binder.reservations.run(), work)]
+        state["tasks"] = [asyncio.create_task(c) for c in (binder.members.run(), binder.reservations.run(),
+                                                               binder.nodes.run(), work)]
         await component.serve_probes(args, ready=lambda: binder.ready)
 
     @kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, keys.BINDREQUEST_PLURAL, registry=registry)
-    async def bindrequest_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+    async def bindrequest_event(body: kopf.Body, type: str | None, event: Any = None, **_: Any) -> None:
         binder: Binder | None = state.get("binder")
         if binder is None:
             return
         if type == "DELETED":
             binder.on_bindrequest_deleted(body)
             return
-        # Finished requests need no event-driven work: failures are retried with backoff by the queue (and
-        # our own status writes would otherwise requeue them at once).
-        if (body.get("status") or {}).get("phase") in (keys.BIND_PHASE_SUCCEEDED, keys.BIND_PHASE_FAILED):
-            return
-        meta = body.get("metadata") or {}
-        if meta.get("name") and not meta.get("deletionTimestamp"):
-            binder.binds.add(f"{meta.get('namespace')}/{meta['name']}")
+        # The raw object of the watch event: the reconcile binds from this copy without reading it again.
+        obj = (event or {}).get("object") if isinstance(event, dict) else None
+        binder.on_bindrequest(obj if isinstance(obj, dict) else json.loads(json.dumps(dict(body))))
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:

@@ -1,19 +1,26 @@
-"""Kubernetes Events with client-side aggregation, as client-go's recorder does.
+"""Kubernetes Events with client-side aggregation and rate limits, as client-go's recorder does.
 
 The scheduler re-emits its explanations every cycle; the recorder turns repeats of the same (object, reason,
-message) into a count/lastTimestamp patch of one Event instead of a new object per cycle, and drops repeats
-within `min_interval` entirely so that a pending workload costs no API traffic per cycle.
+message) into a count/lastTimestamp patch of one Event instead of a new object per cycle. What reaches the API
+server is limited three ways, so that a standing backlog of pending work costs (almost) no writes however large
+it is:
+- a repeat is sent no sooner than `min_interval` after the previous send of the same event, and that interval
+  doubles with every send (up to `max_interval`); repeats in between are only counted, and the next patch
+  carries the total count;
+- every object has a token bucket (client-go's spam filter: a burst of 25 events, then one per 5 minutes);
+- all repeat patches together share one budget of `repeat_rate` per second (a repeat over budget is counted
+  and sent later).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
+import itertools
 import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from kubernetes_asyncio import client
 
@@ -44,39 +51,88 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class TokenBucket:
+    def __init__(self, rate: float, burst: float, now: float | None = None) -> None:
+        self.rate, self.burst, self.tokens, self.stamp = rate, burst, burst, now
+
+    def take(self, now: float) -> bool:
+        if self.stamp is None:
+            self.stamp = now
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+@dataclass
+class _Sent:
+    name: str
+    count: int  # occurrences so far, sent or not
+    last: float  # monotonic time of the last send
+    interval: float  # the earliest next send after `last`
+
+
+def _forget_oldest(entries: dict[Any, Any], limit: int) -> None:
+    """Keep memory bounded: drop the oldest tenth once over `limit` (dicts keep insertion order)."""
+    if len(entries) > limit:
+        for key in list(itertools.islice(entries, len(entries) // 10 + 1)):
+            del entries[key]
+
+
+SPAM_BURST = 25.0
+SPAM_RATE = 1 / 300.0
+
+
 class EventRecorder:
     def __init__(self, api: client.ApiClient, component: str, *, min_interval: float = 30.0,
-                 max_entries: int = 20000) -> None:
+                 max_interval: float = 3600.0, repeat_rate: float = 0.2, max_entries: int = 200000) -> None:
         self.api = api
         self.component = component
         self.min_interval = min_interval
+        self.max_interval = max_interval
         self.max_entries = max_entries
-        # (ref, type, reason, message) -> (event name, count, last sent monotonic time)
-        self._seen: dict[tuple[ObjectRef, str, str, str], tuple[str, int, float]] = {}
-        self._lock = asyncio.Lock()
+        self._seen: dict[tuple[ObjectRef, str, str, str], _Sent] = {}
+        self._objects: dict[ObjectRef, TokenBucket] = {}
+        self._repeats = TokenBucket(repeat_rate, max(1.0, repeat_rate * 10))
+
+    def _allowed(self, ref: ObjectRef, now: float) -> bool:
+        bucket = self._objects.get(ref)
+        if bucket is None:
+            _forget_oldest(self._objects, self.max_entries)
+            bucket = self._objects[ref] = TokenBucket(SPAM_RATE, SPAM_BURST, now)
+        return bucket.take(now)
+
+    def plan(self, key: tuple[ObjectRef, str, str, str], now: float) -> _Sent | Literal["create"] | None:
+        """What one occurrence of an event costs: nothing (None), a new Event, or a count patch of `_Sent`."""
+        ref = key[0]
+        seen = self._seen.get(key)
+        if seen is None:
+            return "create" if self._allowed(ref, now) else None
+        seen.count += 1
+        if now - seen.last < seen.interval or not self._allowed(ref, now) or not self._repeats.take(now):
+            return None
+        seen.last, seen.interval = now, min(seen.interval * 2, self.max_interval)
+        return seen
 
     async def emit(self, ref: ObjectRef, event_type: str, reason: str, message: str,
                    annotations: dict[str, str] | None = None) -> None:
         """Create or bump an Event; never raises (events are best effort)."""
         key = (ref, event_type, reason, message[:1024])
-        now = time.monotonic()
         namespace = ref.namespace or "default"  # client-go files a cluster-scoped object's events there too
         try:
-            seen = self._seen.get(key)
-            if seen is not None:
-                name, count, last = seen
-                if now - last < self.min_interval:
-                    return
-                self._seen[key] = (name, count + 1, now)
-                body = {"count": count + 1, "lastTimestamp": _now()}
+            verdict = self.plan(key, time.monotonic())
+            if verdict is None:
+                return
+            if verdict != "create":
+                body = {"count": verdict.count, "lastTimestamp": _now()}
                 try:
-                    await raw(self.api, "PATCH", f"/api/v1/namespaces/{namespace}/events/{name}", body=body,
-                              content_type=MERGE_PATCH)
+                    await raw(self.api, "PATCH", f"/api/v1/namespaces/{namespace}/events/{verdict.name}",
+                              body=body, content_type=MERGE_PATCH)
                     return
                 except Exception:
                     pass  # expired or deleted: create a fresh one below
-            if len(self._seen) > self.max_entries:
-                self._seen.clear()
             name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
             stamp = _now()
             event = {
@@ -95,7 +151,8 @@ class EventRecorder:
                 "count": 1,
             }
             await raw(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=event)
-            self._seen[key] = (name, 1, now)
+            _forget_oldest(self._seen, self.max_entries)
+            self._seen[key] = _Sent(name, 1, time.monotonic(), self.min_interval)
             # The first occurrence only (repeats bump the count above): one line per distinct event.
             log.info("%s event %s: %s", event_type, reason, message[:1024],
                      extra=logs.about(ref.kind, ref.namespace, ref.name, reason))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import urllib.parse
+import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -31,7 +33,27 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
                                       client_configuration=cfg)
     # Controllers issue many small concurrent requests; the default pool of 4 serialises them.
     cfg.connection_pool_maxsize = 64
-    return client.ApiClient(configuration=cfg)
+    if not cfg.proxy:
+        cfg.proxy = env_proxy(cfg.host or "")
+    api = client.ApiClient(configuration=cfg)
+    # kubernetes_asyncio opens its aiohttp session with trust_env=True, which re-reads ~/.netrc and the proxy
+    # variables on every request (a measurable share of a busy controller's CPU). The proxy is resolved once
+    # above instead; credentials come from the kubeconfig, never from .netrc.
+    session = api.rest_client.pool_manager
+    if hasattr(session, "_trust_env"):
+        session._trust_env = False
+    return api
+
+
+def env_proxy(host: str) -> str | None:
+    """The proxy the environment names for `host` (HTTPS_PROXY / NO_PROXY), read once per client."""
+    hostname = urllib.parse.urlsplit(host).hostname or ""
+    proxies = urllib.request.getproxies()
+    scheme = urllib.parse.urlsplit(host).scheme or "https"
+    proxy = proxies.get(scheme)
+    if not proxy or not hostname or urllib.request.proxy_bypass(hostname):
+        return None
+    return proxy
 
 
 def status_of(exc: BaseException) -> int | None:

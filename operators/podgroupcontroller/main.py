@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import time
 from collections.abc import Hashable
 from typing import Any, cast
 
@@ -28,6 +29,15 @@ log = logging.getLogger("podgroup-controller")
 FIELD_MANAGER = "kai-podgroup-controller"
 VALIDATE_PATH = "/validate-scheduling-run-ai-v2alpha2-podgroup"
 RESYNC_SECONDS = 120.0
+# A PodGroup's status is written at most once per this many seconds: the changes of a burst (pods grouped, then
+# bound a moment later) land in one write, and the work queue keeps at most one write per PodGroup in flight,
+# computed from the latest informer state when it runs. Nothing schedules from resourcesStatus, so the delay
+# costs no scheduling latency.
+COALESCE_SECONDS = 2.0
+# A PodGroup whose pods the scheduler has not decided on yet (no PodScheduled condition) gets its status once they
+# are decided, so that a job created and bound moments later costs one write, not "requested" then "allocated";
+# never later than this many seconds after the first change was seen.
+SETTLE_SECONDS = 20.0
 
 
 def _group_key(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -45,6 +55,15 @@ def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
                        **{k: v for k, v in (obj.get("status") or {}).items() if k in ("running", "pending")}}}
 
 
+def decided(pod: dict[str, Any]) -> bool:
+    """The scheduler has placed or explained the pod (or it is no longer pending)."""
+    if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+        return True
+    if (pod.get("spec") or {}).get("nodeName"):
+        return True
+    return any(c.get("type") == keys.CONDITION_POD_SCHEDULED for c in (pod.get("status") or {}).get("conditions") or [])
+
+
 class PodGroupController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
@@ -55,22 +74,24 @@ class PodGroupController:
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
         self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller", kind="PodGroup")
+        self._waiting: dict[Hashable, float] = {}  # PodGroup -> when a status change was first held back
         self.pods.add_listener(self._on_pod)
         self.podgroups.add_listener(self._on_podgroup)
 
     def _on_pod(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         for pod in (old, new):
             if pod is not None and (key := _group_key(pod)):
-                self.work.add(key)
+                self.work.add_after(key, COALESCE_SECONDS)
 
     def _on_podgroup(self, event: str, _: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is not None and event == "ADDED":
-            self.work.add((new["metadata"]["namespace"], new["metadata"]["name"]))
+            self.work.add_after((new["metadata"]["namespace"], new["metadata"]["name"]), COALESCE_SECONDS)
 
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = cast(tuple[str, str], key)
         podgroup = self.podgroups.get(f"{namespace}/{name}")
         if podgroup is None:
+            self._waiting.pop(key, None)
             return
         pods = self.pods.by_index("group", (namespace, name))
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
@@ -82,7 +103,16 @@ class PodGroupController:
             patch = patch or {"status": {}}
             patch["status"].update(counts)
         if patch is None:
+            self._waiting.pop(key, None)
             return
+        now = time.monotonic()
+        if key not in self._waiting:
+            self._waiting[key] = now
+            # The pods' own changes bring the PodGroup back; this is only the latest it is written.
+            asyncio.get_running_loop().call_later(SETTLE_SECONDS, self.work.add, key)
+        if not all(decided(pod) for pod in pods) and now - self._waiting[key] < SETTLE_SECONDS:
+            return
+        self._waiting.pop(key, None)
         # A merge patch of resourcesStatus and the pod counts only (the scheduler's schedulingConditions are
         # untouched). Not server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
         try:
@@ -128,7 +158,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         controller: PodGroupController | None = state.get("controller")
         meta = body.get("metadata", {})
         if controller is not None and type != "DELETED" and meta.get("name"):
-            controller.work.add((meta.get("namespace"), meta["name"]))
+            controller.work.add_after((meta.get("namespace"), meta["name"]), COALESCE_SECONDS)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:

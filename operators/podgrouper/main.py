@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Hashable
@@ -55,6 +56,19 @@ RAYJOB_POLL_SECONDS = 15.0
 DISCOVERY_RETRY_SECONDS = 60.0
 
 
+def _version(obj: dict[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _strip(obj: dict[str, Any]) -> dict[str, Any]:
+    """The PodGroup without managedFields and status (an update leaves both as they are on the server)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+
+
 class GroupingProblem(Exception):
     """A user-facing grouping failure (already reported as an event); retried with backoff."""
 
@@ -73,6 +87,12 @@ class PodGrouper:
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
         self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper", kind="Pod")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
+        self._reading: dict[tuple[str, str, str, str], asyncio.Future[dict[str, Any] | None]] = {}
+        # PodGroups as their watch (Kopf's) and our own creates last showed them, so grouping a pod whose
+        # PodGroup is unchanged costs no request; pods of one PodGroup are grouped one at a time so that a
+        # gang's second pod finds the PodGroup its first pod created.
+        self.podgroups: dict[str, dict[str, Any]] = {}
+        self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.pods.add_listener(self._on_pod)
         self._rayjob_done: set[str] = set()  # uids of RayJobs already looked at past the grace period
 
@@ -95,6 +115,22 @@ class PodGrouper:
         cached = self._owners.get(key)
         if cached and time.monotonic() - cached[0] < OWNER_TTL:
             return cached[1]
+        # The pods of a gang are grouped concurrently and share their owners: one read serves them all.
+        pending = self._reading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        task = asyncio.ensure_future(self._read(api_version, kind, namespace, name))
+        self._reading[key] = task
+        try:
+            obj = await asyncio.shield(task)
+        finally:
+            self._reading.pop(key, None)
+        self._owners[key] = (time.monotonic(), obj)
+        if len(self._owners) > 5000:
+            self._owners.clear()
+        return obj
+
+    async def _read(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         resource = await self.discovery.resolve(api_version, kind)
         if resource is None:
             raise LookupError(f"the API server does not serve {kind} in {api_version}")
@@ -103,15 +139,11 @@ class PodGrouper:
             obj = await raw(self.api, "GET", resource.path(namespace, name))
         except Exception as exc:
             if is_not_found(exc):
-                obj = None
-            else:
-                raise
+                return None
+            raise
         if obj is not None:
             obj.setdefault("apiVersion", api_version)
             obj.setdefault("kind", kind)
-        self._owners[key] = (time.monotonic(), obj)
-        if len(self._owners) > 5000:
-            self._owners.clear()
         return obj
 
     async def _list(self, ref: NeededRef) -> list[dict[str, Any]]:
@@ -170,35 +202,27 @@ class PodGrouper:
                     answers[ref] = await self._list(ref)
                 else:
                     assert ref.name is not None
-                    answers[ref] = await self._get(ref.api_version, ref.kind, ref.namespace, ref.name)
+                    known = self.podgroups.get(f"{ref.namespace}/{ref.name}") if ref.kind == "PodGroup" else None
+                    answers[ref] = known if known is not None else await self._get(
+                        ref.api_version, ref.kind, ref.namespace, ref.name)
             lookups = lookups.with_related(answers)
         else:
             raise GroupingProblem("the grouping rules kept asking for more objects; this is a bug")
         if isinstance(result, GroupingError):
             raise GroupingProblem(result.message)
         assert not isinstance(result, NeedObjects)
-        path = PODGROUPS.path(result.namespace)
+        key = f"{result.namespace}/{result.name}"
+        lock, users = self._group_locks.get(key) or (asyncio.Lock(), 0)
+        self._group_locks[key] = (lock, users + 1)
         try:
-            existing = await raw(self.api, "GET", f"{path}/{result.name}")
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-            existing = None
-        desired, changed = merge_with_existing(result.podgroup, existing, self.config)
-        if changed:
-            try:
-                if existing is None:
-                    await raw(self.api, "POST", path, body=desired)
-                    log.info("created PodGroup %s/%s (%s)", result.namespace, result.name, result.rule)
-                else:
-                    await raw(self.api, "PUT", f"{path}/{result.name}", body=desired)
-            except Exception as exc:
-                if is_conflict(exc):
-                    raise RuntimeError(f"PodGroup {result.name} changed meanwhile; retrying") from exc
-                if status_of(exc) in (400, 403, 422):
-                    raise GroupingProblem(f"cannot write PodGroup {result.name}: "
-                                          f"{getattr(exc, 'body', exc)}") from exc
-                raise
+            async with lock:
+                await self._write_podgroup(result)
+        finally:
+            lock, users = self._group_locks[key]
+            if users <= 1:
+                del self._group_locks[key]
+            else:
+                self._group_locks[key] = (lock, users - 1)
         patch = pod_patch(pod, result)
         if patch is not None:
             meta = pod["metadata"]
@@ -208,6 +232,51 @@ class PodGrouper:
             except Exception as exc:
                 if not is_not_found(exc):
                     raise
+
+    def on_podgroup(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if event_type == "DELETED":
+            self.podgroups.pop(key, None)
+            return
+        current = self.podgroups.get(key)
+        if current is not None and _version(current) > _version(obj):
+            return  # our own create's answer is newer than this event
+        self.podgroups[key] = _strip(obj)
+
+    async def _write_podgroup(self, result: Any) -> None:
+        """Create the PodGroup, or update it when the grouping changed; reads it back only on a conflict."""
+        path = PODGROUPS.path(result.namespace)
+        key = f"{result.namespace}/{result.name}"
+        existing = self.podgroups.get(key)
+        for attempt in range(2):
+            desired, changed = merge_with_existing(result.podgroup, existing, self.config)
+            if not changed:
+                return
+            try:
+                if existing is None:
+                    created = await raw(self.api, "POST", path, body=desired)
+                    log.info("created PodGroup %s/%s (%s)", result.namespace, result.name, result.rule)
+                else:
+                    created = await raw(self.api, "PUT", f"{path}/{result.name}", body=desired)
+                self.on_podgroup("ADDED", created)
+                return
+            except Exception as exc:
+                if is_conflict(exc) and attempt == 0:
+                    # Created meanwhile, or our copy is stale: read it once and merge again.
+                    try:
+                        existing = await raw(self.api, "GET", f"{path}/{result.name}")
+                    except Exception as get_exc:
+                        if not is_not_found(get_exc):
+                            raise
+                        existing = None
+                    continue
+                if is_conflict(exc):
+                    raise RuntimeError(f"PodGroup {result.name} changed meanwhile; retrying") from exc
+                if status_of(exc) in (400, 403, 422):
+                    raise GroupingProblem(f"cannot write PodGroup {result.name}: "
+                                          f"{getattr(exc, 'body', exc)}") from exc
+                raise
 
     async def resync(self) -> None:
         while True:
@@ -284,9 +353,13 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
-    async def podgroup_event(body: kopf.Body, type: str | None, **_: Any) -> None:
+    async def podgroup_event(body: kopf.Body, type: str | None, event: Any = None, **_: Any) -> None:
         grouper: PodGrouper | None = state.get("grouper")
-        if grouper is None or type != "DELETED":
+        if grouper is None:
+            return
+        obj = (event or {}).get("object") if isinstance(event, dict) else None
+        grouper.on_podgroup(type, obj if isinstance(obj, dict) else json.loads(json.dumps(dict(body))))
+        if type != "DELETED":
             return
         meta = body.get("metadata", {})
         for pod in grouper.pods.by_index("group", (meta.get("namespace"), meta.get("name"))):

@@ -35,6 +35,7 @@ from operators.queuecontroller.status import (
 )
 from operators.queuecontroller.validation import validate_queue
 
+COALESCE_SECONDS = 2.0
 log = logging.getLogger("queue-controller")
 FIELD_MANAGER = "kai-queue-controller"
 VALIDATE_PATH = "/validate-scheduling-run-ai-v2-queue"
@@ -79,9 +80,12 @@ class QueueController:
             self.work.add(queue)
 
     def _on_podgroup(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        # PodGroup changes come in bursts (one per pod bound): each queue's status is written at most once per
+        # COALESCE_SECONDS from the latest sums, one write in flight per queue.
         for pg in (old, new):
             if pg is not None:
-                self.enqueue_with_ancestors(pg["spec"]["queue"])
+                for queue in self.ancestors(pg["spec"]["queue"]):
+                    self.work.add_after(queue, COALESCE_SECONDS)
 
     def _on_queue(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         parents = {((q or {}).get("spec") or {}).get("parentQueue") for q in (old, new)}

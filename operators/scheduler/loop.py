@@ -120,9 +120,22 @@ class SchedulerLoop:
                 return None  # finished pods of other schedulers hold nothing
             return pod_record(obj)
 
+        # The PodGroups' schedulingConditions as last watched, so a condition write needs no read first.
+        self._live_conditions: dict[str, list[dict[str, Any]]] = {}
+
+        def podgroups(obj: dict[str, Any]) -> Any:
+            meta = obj.get("metadata") or {}
+            key = f"{meta.get('namespace')}/{meta.get('name')}"
+            conditions = (obj.get("status") or {}).get("schedulingConditions")
+            if conditions:
+                self._live_conditions[key] = conditions
+            else:
+                self._live_conditions.pop(key, None)
+            return podgroup_record(obj)
+
         self.nodes = Informer(api, NODES, node_record)
         self.pods = Informer(api, PODS, pods)
-        self.podgroups = Informer(api, PODGROUPS, podgroup_record)
+        self.podgroups = Informer(api, PODGROUPS, podgroups)
         self.queues = Informer(api, QUEUES, queue_record)
         self.bindrequests = Informer(api, BINDREQUESTS, bindrequest_record)
         self.priority_classes = Informer(api, PRIORITY_CLASSES, priorityclass_record)
@@ -141,6 +154,7 @@ class SchedulerLoop:
         self._evicted: dict[str, float] = {}
         self._deleted_bindrequests: dict[str, float] = {}
         self._explaining: asyncio.Task[None] | None = None
+        self._writing: set[asyncio.Task[None]] = set()  # BindRequest creates still going out
         # BindRequests created and not yet seen bound (pod key -> monotonic creation time), for BIND_LATENCY.
         self._binding: dict[str, float] = {}
         self.pods.add_listener(self._on_pod)
@@ -148,11 +162,16 @@ class SchedulerLoop:
             shard.on_change(self.wake.set)
         # Autoscaler provisioning for gangs that opted in (a no-op while the API server lacks the CRD).
         self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
+        self.podgroups.add_listener(self._on_podgroup)
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, _: str, old: Any, new: Any) -> None:
         if old != new:
             self.wake.set()
+
+    def _on_podgroup(self, _: str, old: Any, new: Any) -> None:
+        if new is None and old is not None:
+            self._live_conditions.pop(f"{old.namespace}/{old.name}", None)
 
     def _on_pod(self, _: str, old: Any, new: Any) -> None:
         if new is not None and new.node_name and (old is None or not old.node_name):
@@ -256,13 +275,19 @@ class SchedulerLoop:
     async def commit(self, d: Decisions) -> None:
         """Write what changes the cluster now; explanations go to a background writer.
 
-        Binds, evictions and PodGroup annotations (min-runtime reads last-start) are awaited. Events and
-        conditions explaining pending work are written in the background so that thousands of them never delay
-        the next cycle; while a previous batch is still being written, this cycle's is skipped (the next cycle
-        re-derives the same explanations, and unchanged ones cost nothing).
+        Binds are assumed at once (the BindRequest is in the cache before it is created) and their creates go
+        out in the background, so the next cycle may start while they are still being written and sees those
+        pods as Binding. Evictions and PodGroup annotations (min-runtime reads last-start) are awaited. Events
+        and conditions explaining pending work are written in the background so that thousands of them never
+        delay the next cycle; while a previous batch is still being written, this cycle's is skipped (the next
+        cycle re-derives the same explanations, and unchanged ones cost nothing).
         """
+        binds = [b for b in d.binds if self._assume(b)]
+        if binds:
+            task = asyncio.create_task(self._bounded([partial(self.bind, b) for b in binds]))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
         calls: list[Callable[[], Awaitable[None]]] = []
-        calls += [partial(self.bind, b) for b in d.binds]
         calls += [partial(self.evict, e) for e in d.evictions]
         by_pg: dict[tuple[str, str], dict[str, str | None]] = {}
         for a in d.annotations:
@@ -313,37 +338,60 @@ class SchedulerLoop:
         return ObjectRef(f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "PodGroup", namespace, name,
                          record.uid if record else "")
 
-    async def bind(self, b: Bind) -> None:
-        pod = self.pods.get(f"{b.namespace}/{b.pod}")
-        if pod is None:
-            return
-        body = {
+    def _request_body(self, b: Bind, uid: str) -> dict[str, Any]:
+        return {
             "apiVersion": f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "kind": "BindRequest",
             "metadata": {"name": b.pod, "namespace": b.namespace, "labels": {keys.SELECTED_NODE_LABEL: b.node},
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": b.pod, "uid": pod.uid}]},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": b.pod, "uid": uid}]},
             "spec": {"podName": b.pod, "selectedNode": b.node, "receivedResourceType": b.resource_type,
                      "receivedGPU": {"count": b.gpu_count, "portion": b.gpu_portion},
                      "selectedGPUGroups": list(b.gpu_groups)},
         }
+
+    def _assume(self, b: Bind) -> bool:
+        """Put the BindRequest about to be created into the cache, so every later cycle sees the pod Binding."""
         key = f"{b.namespace}/{b.pod}"
+        pod = self.pods.get(key)
+        if pod is None or key in self.bindrequests.store:
+            return False  # gone, or a BindRequest arrived after the snapshot was taken
+        self.bindrequests._put(key, bindrequest_record(self._request_body(b, pod.uid)), "ASSUMED")
+        return True
+
+    async def bind(self, b: Bind) -> None:
+        key = f"{b.namespace}/{b.pod}"
+        pod = self.pods.get(key)
+        if pod is None:
+            self.bindrequests._put(key, None, "FORGOTTEN")
+            return
         self._binding[key] = time.monotonic()
         try:
-            created = await raw(self.api, "POST", BINDREQUESTS.path(b.namespace), body=body)
+            await raw(self.api, "POST", BINDREQUESTS.path(b.namespace), body=self._request_body(b, pod.uid))
         except Exception as exc:
             self._binding.pop(key, None)
             if is_conflict(exc):
-                return  # a BindRequest exists already: the pod is being bound
+                # One exists already: the cache must hold that one, not the assumption.
+                await self._reread_bindrequest(b.namespace, b.pod)
+                return
+            self.bindrequests._put(key, None, "FORGOTTEN")
             message = f"Failed to bind pod {b.namespace}/{b.pod} to node {b.node}. {getattr(exc, 'body', exc)}"
             await self.events.emit(self._pod_ref(b.namespace, b.pod), "Warning", "FailedBinding", message)
             await self.pod_condition(b.namespace, b.pod, "BindingError", message)
             return
-        # Assume it now: the next cycle must see the pod as Binding even before the watch echoes it.
-        self.bindrequests._put(f"{b.namespace}/{b.pod}", bindrequest_record(created), "ADDED")
         TASK_LATENCY.observe(max(time.time() - pod.created, 0) * 1000)
         pool = self.config.node_pool_name
         await self.events.emit(self._pod_ref(b.namespace, b.pod), "Normal", keys.EVENT_SCHEDULED,
                                f"Successfully assigned pod {b.namespace}/{b.pod} to node {b.node} "
                                f"at node-pool {pool}")
+
+    async def _reread_bindrequest(self, namespace: str, name: str) -> None:
+        try:
+            live = await raw(self.api, "GET", f"{BINDREQUESTS.path(namespace)}/{name}")
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            live = None
+        self.bindrequests._put(f"{namespace}/{name}", None if live is None else bindrequest_record(live),
+                               "REREAD")
 
     async def evict(self, e: Eviction) -> None:
         key = f"{e.namespace}/{e.pod}"
@@ -415,13 +463,9 @@ class SchedulerLoop:
         if self._pg_condition.get(key) == signature:
             return
         path = f"{PODGROUPS.path(u.namespace)}/{u.pod_group}"
-        try:
-            live = await raw(self.api, "GET", path)
-        except Exception as exc:
-            if is_not_found(exc):
-                return
-            raise
-        existing = (live.get("status") or {}).get("schedulingConditions") or []
+        if key not in self.podgroups.store:
+            return
+        existing = self._live_conditions.get(key) or []
         last = existing[-1] if existing else {}
         same = (last.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL and last.get("nodePool") == u.node_pool
                 and last.get("message") == u.message and last.get("reasons") == reasons)
