@@ -205,12 +205,12 @@ def test_standbys_stay_alive_and_take_over_within_the_lease(standby_cluster: Clu
         standbys = {c: "b" if r == "a" else "a" for c, r in leaders.items()}
 
         def progress() -> bool:
-            now = time.monotonic() - killed
+            # Times are taken right after each observation (a poll takes a second or two of kubectl calls).
             for component, standby in standbys.items():
                 replicas.alive((component, standby))
                 if component not in took and status(probe_port(component, standby), "/readyz") == 200:
+                    took[component] = time.monotonic() - killed
                     assert holder(cluster, LEASES[component]).startswith(f"{component}-{standby}_")
-                    took[component] = now
             pod = cluster.get_json("pod", "after-failover", namespace=name)
             groups = cluster.get_json("podgroups.scheduling.run.ai", namespace=name)["items"]
             brs = cluster.get_json("bindrequests.scheduling.run.ai", namespace=name)["items"]
@@ -223,6 +223,7 @@ def test_standbys_stay_alive_and_take_over_within_the_lease(standby_cluster: Clu
                                                         or {}).get("allocated")),
                 "queue-controller": bool((queue.get("status") or {}).get("allocated")),
             }
+            now = time.monotonic() - killed
             for component, seen in evidence.items():
                 if seen and component not in done:
                     done[component] = now
