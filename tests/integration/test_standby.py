@@ -3,7 +3,7 @@
 A standby is alive (`/healthz` 200 from start to end) and not ready (`/readyz` 503); the leader is ready. After
 kill -9 of every leader at once, each standby takes the lease and turns ready within 15 s, and then does its
 work: a pod created at the moment of the kill is grouped, scheduled and bound, and its PodGroup and Queue get
-their statuses.
+their statuses. And a component whose token the API server rejects (401) exits with a clear line.
 
 Own cluster without the dev components (they would do the work): KAI_STANDBY_TEST_CLUSTER (default
 `standby-test`) at KAI_STANDBY_TEST_PORT_BASE (default 25000), brought up with `--no-components` (or reused
@@ -13,6 +13,7 @@ with KAI_TEST_REUSE=1) and taken down at the end unless reused.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -247,3 +248,27 @@ def test_standbys_stay_alive_and_take_over_within_the_lease(standby_cluster: Clu
         replicas.stop_all()
         cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
         cluster.kubectl("delete", "queue.scheduling.run.ai", name, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("component", ["scheduler", "pod-grouper"])
+def test_a_rejected_token_exits_the_process_with_a_clear_line(standby_cluster: Cluster, tmp_path: Path,
+                                                              component: str) -> None:
+    """A rotated token: the API server answers 401 and the component exits (code 3) instead of retrying."""
+    import yaml
+
+    from operators.core.kube import UNAUTHORIZED_EXIT
+
+    config = yaml.safe_load(Path(standby_cluster.kubeconfig).read_text())
+    config["users"] = [{"name": u["name"], "user": {"token": "rotated-away"}} for u in config["users"]]
+    kubeconfig = tmp_path / "rotated.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    port = PORT_BASE + 591
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    env.update(KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, "-m", "operators.cli", "run", component, f"--kubeconfig={kubeconfig}",
+                           f"--metrics-bind-address=127.0.0.1:{port}",
+                           f"--health-probe-bind-address=127.0.0.1:{port + 1}"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == UNAUTHORIZED_EXIT, out[-3000:]
+    assert re.search(r"CRITICAL .*401 Unauthorized to GET https://127\.0\.0\.1:\d+/api", out), out[-3000:]
