@@ -93,10 +93,13 @@ def lease_options(args: argparse.Namespace) -> dict[str, float]:
             "retry_period": args.leader_elect_retry_period}
 
 
-async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, args: argparse.Namespace) -> None:
+async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, args: argparse.Namespace,
+                            warm: Callable[[], Awaitable[Any]] | None = None) -> None:
     """Run a controller's Kopf operator, as the holder of its Lease when --leader-elect is set.
 
-    A standby serves nothing (not even readiness), so a Service never routes webhook calls to it.
+    A standby serves its probes (alive, not ready: a Service never routes webhook calls to it) and runs `warm`,
+    which starts the controller's informers, so that on winning the lease it works from a synced cache instead
+    of relisting. Kopf itself (its watches and handlers, the work queue, the webhook) starts only on the leader.
     """
     settings = kopf_settings(component)
 
@@ -109,6 +112,9 @@ async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, arg
     from operators.core.kube import api_client
     from operators.core.leader import run_as_leader
 
+    await serve_probes(args, ready=lambda: False)
+    if warm is not None:
+        await warm()
     api = await api_client(args.kubeconfig)
     async with api:
         await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=operate,
@@ -163,11 +169,33 @@ def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
     return registry
 
 
+class Probes:
+    """The process's one probe/metrics server: /healthz answers while the process lives (a standby included);
+    /readyz once the component's own check passes and, with --leader-elect, only while it holds the lease."""
+
+    def __init__(self) -> None:
+        self.runners: list[Any] = []
+        self.check: Callable[[], bool] = lambda: False
+        self.elect = False
+
+    def ready(self) -> bool:
+        from operators.core.leader import is_leading
+
+        return (not self.elect or is_leading()) and self.check()
+
+
+PROBES = Probes()
+
+
 async def serve_probes(args: argparse.Namespace, ready: Callable[[], bool]) -> list[Any]:
-    runners = [await metrics.serve(args.metrics_address, ready=ready)]
-    if args.probe_address and args.probe_address != args.metrics_address:
-        runners.append(await metrics.serve(args.probe_address, ready=ready))
-    return runners
+    """Serve the probes (once per process; a later call only replaces the readiness check)."""
+    PROBES.check = ready
+    PROBES.elect = bool(getattr(args, "leader_elect", False))
+    if not PROBES.runners:
+        PROBES.runners = [await metrics.serve(args.metrics_address, ready=PROBES.ready)]
+        if args.probe_address and args.probe_address != args.metrics_address:
+            PROBES.runners.append(await metrics.serve(args.probe_address, ready=PROBES.ready))
+    return PROBES.runners
 
 
 def run(main: Callable[[], Awaitable[None]]) -> int:

@@ -7,7 +7,9 @@ type explicitly (merge patch, or server-side apply with a per-controller field m
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -17,6 +19,9 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+# The exit code of a process whose credentials the API server refused.
+UNAUTHORIZED_EXIT = 3
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -42,7 +47,37 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     session = api.rest_client.pool_manager
     if hasattr(session, "_trust_env"):
         session._trust_env = False
+    exit_on_unauthorized(api)
     return api
+
+
+def unauthorized(method: str, url: str) -> None:
+    """The API server refused our credentials (e.g. a rotated ServiceAccount token): exit, as KAI does, so the
+    kubelet restarts the process with the current token, instead of retrying with a dead one forever."""
+    log.critical("the API server answered 401 Unauthorized to %s %s: the credentials are invalid or were "
+                 "rotated; exiting so that the process restarts with fresh ones", method, url.split("?")[0])
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(UNAUTHORIZED_EXIT)
+
+
+def exit_on_unauthorized(api: client.ApiClient) -> None:
+    """Make every request of `api` (typed calls, `raw`, watches) end the process on 401 Unauthorized."""
+    rest = api.rest_client
+    request = rest.request
+
+    async def checked(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            resp = await request(method, url, *args, **kwargs)
+        except ApiException as exc:
+            if exc.status == 401:
+                unauthorized(method, url)
+            raise
+        if getattr(resp, "status", None) == 401:
+            unauthorized(method, url)
+        return resp
+
+    rest.request = checked  # type: ignore[method-assign]
 
 
 def env_proxy(host: str) -> str | None:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -18,6 +19,34 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 log = logging.getLogger(__name__)
+
+
+_leading = False
+
+
+def is_leading() -> bool:
+    """This process holds its lease now (readiness of a leader-elected component)."""
+    return _leading
+
+
+class _Election(leaderelection.LeaderElection):
+    """kubernetes_asyncio's election with one change: a renewal that finds another holder on the Lease ends the
+    leadership at once. The library (like client-go) would keep retrying until the renew deadline, writing as a
+    leader for seconds while another replica already leads."""
+
+    async def renew_loop(self) -> None:
+        config = self.election_config
+        while True:
+            deadline = time.monotonic() + config.renew_deadline
+            while not await self.try_acquire_or_renew():
+                holder = self.observed_record.holder_identity if self.observed_record else None
+                if holder not in (None, "", config.lock.identity):
+                    log.warning("the lease is held by %s now", holder)
+                    return
+                if time.monotonic() >= deadline:
+                    return
+                await asyncio.sleep(config.retry_period)
+            await asyncio.sleep(config.retry_period)
 
 
 def identity() -> str:
@@ -32,15 +61,21 @@ async def run_as_leader(api: client.ApiClient, *, name: str, namespace: str,
     lost = asyncio.Event()
 
     async def started() -> None:
+        global _leading
+        _leading = True
         log.info("%s became the leader of %s/%s", me, namespace, name)
         await work()
 
     async def stopped() -> None:
+        global _leading
+        _leading = False
         log.warning("%s lost the leadership of %s/%s; exiting", me, namespace, name)
         lost.set()
 
     config = electionconfig.Config(LeaseLock(name, namespace, me, api), lease_duration, renew_deadline,
                                    retry_period, started, stopped)
-    await leaderelection.LeaderElection(config).run()
+    # The library cancels `work` before calling `stopped`, and nothing awaits between `stopped` and the exit
+    # below: no other task of this process runs (so none writes) once the loss is noticed.
+    await _Election(config).run()
     if lost.is_set():
         os._exit(1)

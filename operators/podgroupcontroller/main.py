@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, cast
 
 import kopf
@@ -137,18 +137,25 @@ class PodGroupController:
         return all(i.synced.is_set() for i in (self.pods, self.podgroups, self.nodes, self.priority_classes))
 
 
-def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+def build_registry(args: argparse.Namespace) -> tuple[kopf.OperatorRegistry, Callable[[], Awaitable[Any]]]:
+    """The Kopf registry, and `warm`: start the informers (a standby runs it before it leads)."""
     registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
     life = component.Lifecycle()
 
+    async def warm() -> PodGroupController:
+        if "controller" not in state:
+            api = await api_client(args.kubeconfig)
+            life.on_close(api.close)
+            controller = state["controller"] = PodGroupController(api, args)
+            life.spawn(controller.pods.run(), controller.podgroups.run(), controller.nodes.run(),
+                       controller.priority_classes.run())
+        return state["controller"]  # type: ignore[no-any-return]
+
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = await api_client(args.kubeconfig)
-        life.on_close(api.close)
-        controller = state["controller"] = PodGroupController(api, args)
-        life.spawn(controller.pods.run(), controller.podgroups.run(), controller.nodes.run(),
-                   controller.priority_classes.run(), controller.work.run(), controller.resync())
+        controller = await warm()
+        life.spawn(controller.work.run(), controller.resync())
         if args.enable_podgroup_webhook:
             await component.serve_webhook(life, args, {VALIDATE_PATH: controller.validate})
         await component.serve_probes(args, ready=lambda: controller.ready)
@@ -164,7 +171,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     async def cleanup(**_: Any) -> None:
         await life.close()
 
-    return registry
+    return registry, warm
 
 
 def parser() -> argparse.ArgumentParser:
@@ -178,6 +185,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "podgroup-controller", args.log_format)
-    registry = build_registry(args)
+    registry, warm = build_registry(args)
 
-    return component.run(lambda: component.run_kopf_operator("podgroup-controller", registry, args))
+    return component.run(lambda: component.run_kopf_operator("podgroup-controller", registry, args, warm))

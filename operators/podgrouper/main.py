@@ -16,7 +16,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import kopf
@@ -338,18 +338,25 @@ def _age(obj: dict[str, Any]) -> float:
     return (dt.datetime.now(dt.UTC) - stamp).total_seconds()
 
 
-def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+def build_registry(args: argparse.Namespace) -> tuple[kopf.OperatorRegistry, Callable[[], Awaitable[Any]]]:
+    """The Kopf registry, and `warm`: start the informers (a standby runs it before it leads)."""
     registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
     life = component.Lifecycle()
 
+    async def warm() -> PodGrouper:
+        if "grouper" not in state:
+            api = await api_client(args.kubeconfig)
+            life.on_close(api.close)
+            grouper = state["grouper"] = PodGrouper(api, args)
+            life.spawn(grouper.pods.run(), grouper.priority_classes.run())
+        return state["grouper"]  # type: ignore[no-any-return]
+
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = await api_client(args.kubeconfig)
-        life.on_close(api.close)
-        grouper = state["grouper"] = PodGrouper(api, args)
-        life.spawn(grouper.pods.run(), grouper.priority_classes.run(), grouper.work.run(), grouper.resync(),
-                   grouper.watch_rayjobs(), RayJobAdmission(api, grouper.events, args.queue_label_key).run())
+        grouper = await warm()
+        life.spawn(grouper.work.run(), grouper.resync(), grouper.watch_rayjobs(),
+                   RayJobAdmission(grouper.api, grouper.events, args.queue_label_key).run())
         await component.serve_probes(args, ready=lambda: grouper.ready)
 
     @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
@@ -369,7 +376,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     async def cleanup(**_: Any) -> None:
         await life.close()
 
-    return registry
+    return registry, warm
 
 
 def parser() -> argparse.ArgumentParser:
@@ -384,6 +391,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "pod-grouper", args.log_format)
-    registry = build_registry(args)
+    registry, warm = build_registry(args)
 
-    return component.run(lambda: component.run_kopf_operator("pod-grouper", registry, args))
+    return component.run(lambda: component.run_kopf_operator("pod-grouper", registry, args, warm))

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 import kopf
@@ -197,17 +197,24 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+def build_registry(args: argparse.Namespace) -> tuple[kopf.OperatorRegistry, Callable[[], Awaitable[Any]]]:
+    """The Kopf registry, and `warm`: start the informers (a standby runs it before it leads)."""
     registry = component.kopf_registry(args.kubeconfig)
     state: dict[str, Any] = {}
     life = component.Lifecycle()
 
+    async def warm() -> QueueController:
+        if "controller" not in state:
+            api = await api_client(args.kubeconfig)
+            life.on_close(api.close)
+            controller = state["controller"] = QueueController(api, args)
+            life.spawn(controller.queues.run(), controller.podgroups.run())
+        return state["controller"]  # type: ignore[no-any-return]
+
     @kopf.on.startup(registry=registry)
     async def startup(**_: Any) -> None:
-        api = await api_client(args.kubeconfig)
-        life.on_close(api.close)
-        controller = state["controller"] = QueueController(api, args)
-        life.spawn(controller.queues.run(), controller.podgroups.run(), controller.work.run(), controller.resync())
+        controller = await warm()
+        life.spawn(controller.work.run(), controller.resync())
         if args.enable_webhook:
             await component.serve_webhook(life, args, {VALIDATE_PATH: controller.validate})
         await component.serve_probes(args, ready=lambda: controller.ready)
@@ -227,7 +234,7 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     async def cleanup(**_: Any) -> None:
         await life.close()
 
-    return registry
+    return registry, warm
 
 
 def parser() -> argparse.ArgumentParser:
@@ -241,6 +248,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "queue-controller", args.log_format)
-    registry = build_registry(args)
+    registry, warm = build_registry(args)
 
-    return component.run(lambda: component.run_kopf_operator("queue-controller", registry, args))
+    return component.run(lambda: component.run_kopf_operator("queue-controller", registry, args, warm))

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,14 @@ T = TypeVar("T")
 def ports(component: str) -> tuple[int, int, int]:
     base = COMPONENT_PORT + 10 * LOCAL.index(component)
     return base, base + 1, base + 2
+
+
+def probe_status(port: int, path: str) -> int | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 
@@ -457,11 +466,15 @@ def test_scheduler_failover_within_the_lease_and_no_double_binding(chart_cluster
     stack.stop("scheduler")
     one = stack.start("scheduler", name="scheduler-a", port_offset=100)
     two = stack.start("scheduler", name="scheduler-b", port_offset=200)
-    stack.wait_ready(one, "scheduler", port_offset=100)
-    stack.wait_ready(two, "scheduler", port_offset=200)
     holder = wait_for("a leader", lambda: (h := lease_holder(chart_cluster)).split("_")[0] in (one, two) and h,
                       timeout=40)
     leader, standby = (one, two) if holder.startswith(one + "_") else (two, one)
+    offset = {one: 100, two: 200}
+    # Readiness is leadership: the leader turns ready, the standby stays alive but not ready.
+    stack.wait_ready(leader, "scheduler", port_offset=offset[leader])
+    standby_probe = ports("scheduler")[1] + offset[standby]
+    assert probe_status(standby_probe, "/healthz") == 200
+    assert probe_status(standby_probe, "/readyz") == 503
     # Work while the leader leads, then kill it hard (no lease release) and scale up again.
     chart_cluster.kubectl("patch", "raycluster", "raycluster-half-gpu", "--type=json", "-p", json.dumps(
         [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 6},
@@ -473,6 +486,7 @@ def test_scheduler_failover_within_the_lease_and_no_double_binding(chart_cluster
                    timeout=30, interval=0.2)
     took = time.monotonic() - killed
     assert new
+    stack.wait_ready(standby, "scheduler", port_offset=offset[standby], timeout=15)
     # The bound. With our defaults (lease 8 s, retry 1 s) the standby may see the leader's last renewal up
     # to one retry period after the kill, then waits the lease duration and retries every second: <= ~10 s.
     assert took <= 15, f"takeover took {took:.1f}s"
