@@ -298,8 +298,10 @@ def test_queues_totals_equal_the_queue_statuses(cluster: Cluster, namespace: str
     def settled() -> dict[str, Any] | None:
         qs = {q["metadata"]["name"]: q for q in items(cluster, "queues")}
         got = {n: (qs[n].get("status") or {}) for n in (dept, a, b) if n in qs}
-        ok = (_quantity(got.get(dept, {}).get("allocated"), GPU, Decimal(1)) == 5.5
-              and _quantity(got.get(a, {}).get("requested"), GPU, Decimal(1)) == 12)
+        # Every queue's status is written on its own (coalesced per queue): wait for all three.
+        want = {(dept, "allocated"): 5.5, (a, "allocated"): 4, (a, "requested"): 12, (b, "allocated"): 1.5,
+                (b, "requested"): 1.5}
+        ok = all(_quantity(got.get(q, {}).get(f), GPU, Decimal(1)) == v for (q, f), v in want.items())
         return got if ok else None
     statuses = wait_for("Queue statuses to count the pods", settled, timeout=120)
 
