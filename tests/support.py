@@ -79,3 +79,22 @@ def poll(predicate: Callable[[], T | None], what: str, timeout: float = 60, inte
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
         time.sleep(interval)
+
+
+def apply(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=labelled(docs), namespace=namespace)
+
+
+def items(cluster: Cluster, kind: str, namespace: str | None = None, *extra: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = cluster.get_json(kind, *extra, namespace=namespace)["items"]
+    return out
+
+
+def queue(name: str, parent: str = "", gpu: tuple[float, float, float] = (-1, -1, 1)) -> dict[str, Any]:
+    """A Queue; gpu = (quota, limit, overQuotaWeight); cpu and memory unlimited."""
+    free = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu[0], "limit": gpu[1], "overQuotaWeight": gpu[2]},
+                                          "cpu": free, "memory": free}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}

@@ -23,7 +23,7 @@ import yaml
 
 from operators.core.resources import parse_quantity
 from operators.devcluster.cluster import component_ports, load_state
-from tests.support import Cluster, labelled, wait_for
+from tests.support import Cluster, apply, items, queue, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -50,23 +50,7 @@ def kubectl_kai(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str
                           timeout=300)
 
 
-def apply(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> None:
-    cluster.kubectl("apply", "-f", "-", input=labelled(docs), namespace=namespace)
 
-
-def items(cluster: Cluster, kind: str, namespace: str | None = None, *extra: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = cluster.get_json(kind, *extra, namespace=namespace)["items"]
-    return out
-
-
-def queue(name: str, parent: str = "", gpu: tuple[float, float, float] = (-1, -1, 1)) -> dict[str, Any]:
-    """A Queue; gpu = (quota, limit, overQuotaWeight); cpu and memory unlimited."""
-    free = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu[0], "limit": gpu[1], "overQuotaWeight": gpu[2]},
-                                          "cpu": free, "memory": free}}
-    if parent:
-        spec["parentQueue"] = parent
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
 def pod_spec(gpus: float = 0, **extra: Any) -> dict[str, Any]:

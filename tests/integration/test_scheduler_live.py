@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support import EXAMPLES, Cluster, labelled, load_yaml
+from tests.support import EXAMPLES, Cluster, apply, items, load_yaml, queue
 
 pytestmark = pytest.mark.cluster
 
@@ -48,23 +48,7 @@ def wait_for(check: Callable[[], T | None], timeout: float = 60.0, what: str = "
         time.sleep(0.5)
 
 
-def apply(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> None:
-    cluster.kubectl("apply", "-f", "-", input=labelled(docs), namespace=namespace)
 
-
-def items(cluster: Cluster, kind: str, namespace: str | None = None, *selector: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = cluster.get_json(kind, *selector, namespace=namespace)["items"]
-    return out
-
-
-def queue(name: str, parent: str = "", gpu: tuple[float, float, float] = (-1, -1, 1)) -> dict[str, Any]:
-    """A Queue; gpu = (quota, limit, overQuotaWeight); cpu and memory unlimited."""
-    free = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
-    spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu[0], "limit": gpu[1], "overQuotaWeight": gpu[2]},
-                                          "cpu": free, "memory": free}}
-    if parent:
-        spec["parentQueue"] = parent
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
 def pod(name: str, queue_name: str, gpus: int = 1) -> dict[str, Any]:
