@@ -371,8 +371,8 @@ class Framework:
         if not gangs:
             raise ValueError("no enabled plugin implements the gang rules (enable the gang plugin)")
         self.gang: Gang = gangs[0]  # type: ignore[assignment]
-        # The built-in gang rules are inlined in the session's hot loops; any other implementation is called.
-        self.builtin_gang = type(self.gang).__module__ == f"{_PACKAGE}.gang"
+        # Flat per-podset rules (`flat_rules = True`) are inlined in the session's hot loops; others are called.
+        self.builtin_gang = bool(getattr(self.gang, "flat_rules", False))
         elastic = first("elastic_state")
         self.elastic_state: Callable[[Job], int] = elastic if elastic is not None else _no_elastic
         self.on_allocate: list[Callable[[Session, Task, str], None]] = all_of("on_allocate")

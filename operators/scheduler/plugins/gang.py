@@ -18,6 +18,9 @@ class Gang(Plugin):
     name = "gang"
     default_priority = 500
     required = True
+    # job_ready() and is_stale() are the flat per-podset rules below, which the session inlines in its hot loops
+    # (schedulable_jobs, close). An implementation with other rules (e.g. a minSubGroup tree) sets it False.
+    flat_rules = True
 
     tasks_to_allocate = staticmethod(tasks_to_allocate)
 
