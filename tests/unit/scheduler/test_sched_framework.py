@@ -105,3 +105,30 @@ def test_plugin_settings_of_layers_merge_per_plugin() -> None:
     assert "minruntime" not in names and "preferlabel" in names
     plugin = Framework.build(cfg.plugins).plugin("preferlabel")
     assert plugin is not None and plugin.arguments == {"label": "fast", "weight": 3}
+
+
+class _Mark:
+    """An action from outside the registry: records the jobs it saw."""
+
+    name = "mark"
+    enabled = True
+    seen: list[str] = []
+
+    def execute(self, session: Any) -> None:
+        self.seen.extend(j.name for j in session.jobs)
+
+
+def test_a_registered_action_is_configurable_by_name() -> None:
+    from operators.scheduler import actions
+
+    with pytest.raises(ValueError, match="unknown actions: mark"):
+        config_from_mapping({"actions": {"mark": {"priority": 600}}})
+    actions.register_action(_Mark, 50)
+    try:
+        cfg = config_from_mapping({"actions": {"mark": {"priority": 600}}})
+        assert cfg.actions[0] == "mark"
+        _Mark.seen.clear()
+        objs = [node("a"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
+        assert bound(cycle(objs, cfg)) == {"p": "a"} and _Mark.seen == ["p"]
+    finally:
+        del actions.ACTIONS["mark"], actions.PRIORITIES["mark"]
