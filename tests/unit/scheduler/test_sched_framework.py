@@ -91,6 +91,7 @@ def test_plugin_order_comes_from_priorities() -> None:
     ({"x": {"class": "sched_extra_plugins"}}, "'package.module:Class'"),
     ({"x": {"class": "sched_builders:node"}}, "is not a subclass"),
     ({"proportion": {"arguments": {"kValue": "lots"}}}, "kValue must be a number"),
+    ({"x": {"class": "sched_extra_plugins:PreferLabel", "arguments": {"weight": "heavy"}}}, "plugins cannot start"),
 ])
 def test_unusable_plugin_settings_are_refused_with_what_to_change(entries: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
