@@ -492,9 +492,7 @@ class Session:
     def _open_pod_index(self) -> PodIndex | None:
         # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
         distinct = {id(c): c for c in map(attrgetter("constraints"), self.snapshot.pods)}
-        needed = any(c.pod_anti_affinity or c.pod_affinity for c in distinct.values()) and any(
-            p.constraints.pod_anti_affinity or (p.constraints.pod_affinity and not p.node_name)
-            for p in self.snapshot.pods if p.constraints.has_dynamic)
+        needed = any(c.pod_anti_affinity or c.pod_affinity or c.has_preferred for c in distinct.values())
         if not needed:
             return None
         index = PodIndex()
