@@ -117,6 +117,7 @@ class PodIndex:
 
     def __init__(self) -> None:
         self.by_key: dict[str, dict[int, tuple[PodRecord, int]]] = {}
+        self.by_label: dict[tuple[str, str], dict[int, tuple[PodRecord, int]]] = {}
         self.pods: dict[int, tuple[PodRecord, int]] = {}
         self.anti_holders: dict[int, tuple[PodRecord, int]] = {}
         self.holder_terms: dict[tuple[str, ...], dict[tuple[int, int], HolderTerm]] = {}
@@ -127,8 +128,10 @@ class PodIndex:
         if id(rec) in self.pods:
             self.remove(rec)
         self.pods[id(rec)] = entry
-        for key in rec.labels:
-            self.by_key.setdefault(key, {})[id(rec)] = entry
+        by_key, by_label = self.by_key, self.by_label
+        for key, value in rec.labels.items():
+            by_key.setdefault(key, {})[id(rec)] = entry
+            by_label.setdefault((key, value), {})[id(rec)] = entry
         c = rec.constraints
         if c.pod_anti_affinity:
             self.anti_holders[id(rec)] = entry
@@ -142,8 +145,11 @@ class PodIndex:
     def remove(self, rec: PodRecord) -> None:
         if self.pods.pop(id(rec), None) is None:
             return
-        for key in rec.labels:
+        for key, value in rec.labels.items():
             bucket = self.by_key.get(key)
+            if bucket:
+                bucket.pop(id(rec), None)
+            bucket = self.by_label.get((key, value))
             if bucket:
                 bucket.pop(id(rec), None)
         self.anti_holders.pop(id(rec), None)
@@ -176,15 +182,26 @@ class PodIndex:
     def matching(self, term: PodAffinityTerm) -> Iterator[tuple[PodRecord, int]]:
         """Placed pods (with their node index) that `term` selects, each once.
 
-        Only the pods carrying the selector's first In/Exists key are looked at; a selector without such a
-        key (empty, or only NotIn/DoesNotExist) can select unlabelled pods too, so it looks at every pod.
+        Only the pods carrying one of the values of the selector's first In requirement (or else the key of its
+        first Exists requirement) are looked at; a selector with neither (empty, or only NotIn/DoesNotExist)
+        can select unlabelled pods too, so it looks at every pod.
         """
-        reqs = term.selector.requirements
-        first = next((r.key for r in reqs if r.operator in ("In", "Exists")), None)
-        candidates = self.by_key.get(first, {}) if first is not None else self.pods
-        for rec, node in candidates.values():
-            if rec.namespace in term.namespaces and term.selector.matches(rec.labels):
-                yield rec, node
+        groups: list[dict[int, tuple[PodRecord, int]]] = []
+        for r in term.selector.requirements:
+            if r.operator == "In":
+                # A pod has one value per key: the groups of distinct values are disjoint.
+                groups = [g for v in dict.fromkeys(r.values) if (g := self.by_label.get((r.key, v)))]
+                break
+            if r.operator == "Exists":
+                groups = [g] if (g := self.by_key.get(r.key)) else []
+                break
+        else:
+            groups = [self.pods]
+        namespaces, matches = term.namespaces, term.selector.matches
+        for group in groups:
+            for rec, node in group.values():
+                if rec.namespace in namespaces and matches(rec.labels):
+                    yield rec, node
 
     def matching_nodes(self, term: PodAffinityTerm) -> list[int]:
         return list(dict.fromkeys(node for _, node in self.matching(term)))
