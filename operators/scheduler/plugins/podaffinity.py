@@ -82,16 +82,27 @@ class PodAffinity(Plugin):
 
     def _fitting_range(self, session: Session, task: Task) -> tuple[int, int]:
         """(min, max - min) of the raw scores over the nodes the task fits on, as the placer's scored search
-        sees them (its feasible mask, then the fit check)."""
-        placer = session.placer
+        sees them (its feasible mask, then the fit check). Nodes are fit-checked from the lowest and from the
+        highest raw score inwards, only until one fits at each end."""
+        placer, nodes = session.placer, session.nodes
         mask = placer.mask(task)
-        fitting = [n.idx for n in session.nodes if mask[n.idx] and (
-            placer.try_node(task, n, True) or placer.try_node(task, n, False)) is not None]
-        raw = aff.raw_scores(self._counts, fitting, session.nodes)
-        if not raw:
+        by_score: dict[int, list[int]] = {}
+        for i, score in aff.raw_scores(self._counts, (n.idx for n in nodes if mask[n.idx]), nodes).items():
+            by_score.setdefault(score, []).append(i)
+        order = sorted(by_score)
+
+        def first_fitting(scores: list[int]) -> int | None:
+            for score in scores:
+                for i in by_score[score]:
+                    if (placer.try_node(task, nodes[i], True) or placer.try_node(task, nodes[i], False)) is not None:
+                        return score
+            return None
+
+        low = first_fitting(order)
+        if low is None:
             return 0, 0
-        low = min(raw.values())
-        return low, max(raw.values()) - low
+        high = first_fitting(order[::-1])
+        return low, (high if high is not None else low) - low
 
 
 PLUGIN = PodAffinity

@@ -218,3 +218,27 @@ def test_normalized_and_raw_scores_choose_the_same_nodes(seed: int) -> None:
     normalized = _binds(objs)
     assert normalized == _binds(objs, arguments={"normalize": False})
     assert normalized != _binds(objs, enabled=False)  # the preferences change some placement
+
+
+def test_normalization_is_over_the_nodes_the_pod_fits_on() -> None:
+    # Raw scores: node-a 0, node-b 1, node-c 200 (two pods the weight-100 term selects; node-c is full). Over
+    # the fitting nodes node-b gets 100 points and wins; over every node it would get int(100 * 1/200) = 0
+    # points, a tie with node-a that binpack breaks toward the fuller node-a.
+    objs = [
+        node("node-a", gpus=0, cpu="16"), node("node-b", gpus=0, cpu="16"), node("node-c", gpus=0, cpu="16"),
+        queue("q"),
+        pod("filler", None, cpu="8", node_name="node-a", phase="Running"),
+        pod("one", None, cpu="1", node_name="node-b", phase="Running", labels={"app": "one"}),
+        pod("big-1", None, cpu="7", node_name="node-c", phase="Running", labels={"app": "big"}),
+        pod("big-2", None, cpu="7", node_name="node-c", phase="Running", labels={"app": "big"}),
+        podgroup("pg-new"),
+        pod("new", "pg-new", cpu="4", spec_extra={"affinity": {"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "one"}},
+                                                  "topologyKey": HOSTNAME}},
+                {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "big"}},
+                                                    "topologyKey": HOSTNAME}}]}}}),
+    ]
+    assert _binds(objs, enabled=False) == {"new": "node-a"}
+    assert _binds(objs) == {"new": "node-b"}
+    assert _binds(objs, arguments={"normalize": False}) == {"new": "node-b"}
