@@ -8,7 +8,7 @@ Units used throughout the scheduler core: cpu in millicores, memory in bytes, gp
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -199,6 +199,7 @@ class Constraints:
     # preferredDuringScheduling terms: part of equality and hash like every field, so cached masks stay exact.
     preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    _hard: Constraints | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def has_static(self) -> bool:
@@ -211,6 +212,19 @@ class Constraints:
     @property
     def has_preferred(self) -> bool:
         return bool(self.preferred_pod_affinity or self.preferred_pod_anti_affinity)
+
+    @property
+    def hard(self) -> Constraints:
+        """These constraints without the preferred terms, which never filter a node: the key of what depends
+        only on feasibility (node masks, fit failures, fit summaries), so pods differing only in preferences
+        share it."""
+        if not (self.preferred_pod_affinity or self.preferred_pod_anti_affinity):
+            return self
+        hard = self._hard
+        if hard is None:
+            hard = replace(self, preferred_pod_affinity=(), preferred_pod_anti_affinity=(), _hard=None)
+            object.__setattr__(self, "_hard", hard)
+        return hard
 
 
 NO_CONSTRAINTS = Constraints()

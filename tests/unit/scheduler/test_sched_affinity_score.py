@@ -241,3 +241,15 @@ def test_preferred_terms_are_parsed_into_constraints_equality_and_hash() -> None
     assert (anti.weight, anti.term.topology_key) == (5, "az")
     assert a.has_preferred and not plain.has_preferred
     assert not a.pod_affinity and not a.pod_anti_affinity  # preferred terms never filter
+
+
+def test_hard_constraints_drop_only_the_preferred_terms() -> None:
+    required = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": _sel(["S2"]), "topologyKey": "region"}]}}
+    a = pod_record(_pod("a", S1, {**STAY_S1_REGION_AWAY_S2_AZ, **required})).constraints
+    b = pod_record(_pod("b", S1, {**STAY_WITH_S1_IN_REGION, **required})).constraints
+    plain = pod_record(_pod("c", S1, required)).constraints
+    assert a != b and a.hard == b.hard == plain and hash(a.hard) == hash(plain)
+    assert a.hard is a.hard  # computed once
+    assert plain.hard is plain
+    assert a.hard.pod_anti_affinity == a.pod_anti_affinity and not a.hard.has_preferred

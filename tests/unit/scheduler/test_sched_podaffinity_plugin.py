@@ -242,3 +242,12 @@ def test_normalization_is_over_the_nodes_the_pod_fits_on() -> None:
     assert _binds(objs, enabled=False) == {"new": "node-a"}
     assert _binds(objs) == {"new": "node-b"}
     assert _binds(objs, arguments={"normalize": False}) == {"new": "node-b"}
+
+
+def test_a_pod_with_preferences_that_fits_nowhere_is_explained_as_any_other() -> None:
+    objs = _cluster(_preferred("podAntiAffinity"))
+    objs[5] = pod("new", "pg-new", cpu="20", spec_extra=_preferred("podAntiAffinity"))
+    d = cycle(objs)
+    assert not d.binds
+    [u] = d.unschedulable
+    assert "2 node(s) didn't have enough resources: CPU cores" in u.message
