@@ -90,11 +90,17 @@ class PodAffinity(Plugin):
         for i, score in aff.raw_scores(self._counts, (n.idx for n in nodes if mask[n.idx]), nodes).items():
             by_score.setdefault(score, []).append(i)
         order = sorted(by_score)
+        fits: dict[int, bool] = {}
 
         def first_fitting(scores: list[int]) -> int | None:
             for score in scores:
                 for i in by_score[score]:
-                    if (placer.try_node(task, nodes[i], True) or placer.try_node(task, nodes[i], False)) is not None:
+                    fit = fits.get(i)
+                    if fit is None:
+                        node = nodes[i]
+                        fit = fits[i] = (placer.try_node(task, node, True)
+                                         or placer.try_node(task, node, False)) is not None
+                    if fit:
                         return score
             return None
 
