@@ -3,8 +3,10 @@ score, `placement/affinity_score.py`), weighted above every other node-order ter
 per point, against gpusharing 1,000 > fits idle resources 100 > resource type 10 > nodeplacement 0..9.
 
 A point is the node's score normalized over the nodes the pod fits on (0..100: max-min, truncated; all equal ->
-0), or with `normalize: false` the raw sum of weights (KAI's own order, which does not normalize). A pod with no
-preferred terms, toward which no placed pod has a term, is not scored: it keeps the indexed node order.
+0), or with `normalize: false` the raw sum of weights (KAI's own order, which does not normalize). Alone among
+the extra scorers both choose the same node: the fitting nodes with the highest raw score get 100 points, every
+other fitting node fewer, and one point outweighs all the built-in terms together. A pod with no preferred terms,
+toward which no placed pod has a term, is not scored: it keeps the indexed node order.
 Arguments: `weight` (multiplies the score, default 1), `hardPodAffinityWeight` (what a placed pod's required
 affinity term toward the pod counts, 0..100, default 1), `normalize` (default true).
 """
