@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # KAI plugin names this scheduler accepts in a configuration without implementing them as separate plugins
 # (their function is part of a built-in plugin, or not implemented): listed as not honoured, never an error.
 KAI_PLUGIN_NAMES = frozenset({
-    "nodeavailability", "resourcetype", "gpusharingorder", "podaffinity", "nominatednode", "gpupack", "gpuspread",
+    "nodeavailability", "resourcetype", "gpusharingorder", "nominatednode", "gpupack", "gpuspread",
     "topology", "kubeflow", "ray", "subgrouporder", "dynamicresources", "snapshot",
 })
 _PACKAGE = "operators.scheduler.plugins"

@@ -8,7 +8,7 @@ Units used throughout the scheduler core: cpu in millicores, memory in bytes, gp
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -108,6 +108,14 @@ class PodAffinityTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    """A preferredDuringScheduling pod (anti-)affinity term: scores nodes, never filters them."""
+
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
 class Toleration:
     key: str
     operator: str
@@ -155,6 +163,22 @@ def _pod_affinity_terms(raw: Any, namespace: str) -> tuple[PodAffinityTerm, ...]
     return tuple(out)
 
 
+def _weighted_pod_affinity_terms(raw: Any, namespace: str) -> tuple[WeightedPodAffinityTerm, ...]:
+    out = []
+    for item in raw or ():
+        if not isinstance(item, Mapping):
+            continue
+        try:
+            weight = int(item.get("weight") or 0)
+        except (TypeError, ValueError):
+            weight = 0
+        if weight == 0:
+            continue  # a zero weight adds nothing to any node's score
+        for term in _pod_affinity_terms([item.get("podAffinityTerm") or {}], namespace):
+            out.append(WeightedPodAffinityTerm(weight, term))
+    return tuple(out)
+
+
 # --- placement constraints -----------------------------------------------------------------------
 
 
@@ -172,6 +196,10 @@ class Constraints:
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     configmaps: tuple[str, ...] = ()  # required ConfigMaps (namespace-qualified "ns/name")
+    # preferredDuringScheduling terms: part of equality and hash like every field, so cached masks stay exact.
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    _hard: Constraints | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def has_static(self) -> bool:
@@ -180,6 +208,23 @@ class Constraints:
     @property
     def has_dynamic(self) -> bool:
         return bool(self.host_ports or self.pod_affinity or self.pod_anti_affinity)
+
+    @property
+    def has_preferred(self) -> bool:
+        return bool(self.preferred_pod_affinity or self.preferred_pod_anti_affinity)
+
+    @property
+    def hard(self) -> Constraints:
+        """These constraints without the preferred terms, which never filter a node: the key of what depends
+        only on feasibility (node masks, fit failures, fit summaries), so pods differing only in preferences
+        share it."""
+        if not (self.preferred_pod_affinity or self.preferred_pod_anti_affinity):
+            return self
+        hard = self._hard
+        if hard is None:
+            hard = replace(self, preferred_pod_affinity=(), preferred_pod_anti_affinity=(), _hard=None)
+            object.__setattr__(self, "_hard", hard)
+        return hard
 
 
 NO_CONSTRAINTS = Constraints()
@@ -385,12 +430,17 @@ def _constraints(spec: Mapping[str, Any], namespace: str, annotations: Mapping[s
          for t in spec.get("tolerations") or ()), key=lambda t: (t.key, t.operator, t.value, t.effect)))
     ports = sorted({(str(p.get("protocol", "TCP")), int(p["hostPort"]), str(p.get("hostIP", "") or "0.0.0.0"))
                     for c in spec.get("containers") or () for p in c.get("ports") or () if p.get("hostPort")})
-    pa = (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-    paa = (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    pod_aff, pod_anti = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
+    pa = pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    paa = pod_anti.get("requiredDuringSchedulingIgnoredDuringExecution")
     selector = tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items()))
     shared_prefix = annotations.get(keys.SHARED_GPU_CONFIGMAP, "")
     c = Constraints(selector, terms, tolerations, tuple(ports), _pod_affinity_terms(pa, namespace),
-                    _pod_affinity_terms(paa, namespace), _required_configmaps(spec, namespace, shared_prefix))
+                    _pod_affinity_terms(paa, namespace), _required_configmaps(spec, namespace, shared_prefix),
+                    preferred_pod_affinity=_weighted_pod_affinity_terms(
+                        pod_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), namespace),
+                    preferred_pod_anti_affinity=_weighted_pod_affinity_terms(
+                        pod_anti.get("preferredDuringSchedulingIgnoredDuringExecution"), namespace))
     return NO_CONSTRAINTS if c == NO_CONSTRAINTS else c
 
 

@@ -5,7 +5,7 @@ Reason strings are the short forms KAI aggregates into its per-node histogram.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from operators.scheduler.model import NodeState
 from operators.scheduler.records import Constraints, PodAffinityTerm, PodRecord
@@ -92,40 +92,130 @@ def ports_ok(c: Constraints, node: NodeState) -> bool:
     return True
 
 
+# A placed pod's term that scores nodes for others: (holder, its node index, term, signed weight, required).
+HolderTerm = tuple[PodRecord, int, PodAffinityTerm, int, bool]
+
+
+def _term_buckets(term: PodAffinityTerm) -> list[tuple[str, ...]]:
+    """Where a holder's term is filed, so a pod finds the terms that may select it by its own labels."""
+    for r in term.selector.requirements:
+        if r.operator == "In":
+            return [("in", r.key, v) for v in r.values]
+        if r.operator == "Exists":
+            return [("exists", r.key)]
+    return [("any",)]
+
+
 class PodIndex:
-    """Placed pods by label key, for required inter-pod (anti-)affinity. Built only when some pod needs it."""
+    """Placed pods by label key, for inter-pod (anti-)affinity. Built only when some pod has such terms.
+
+    `anti_holders` are the placed pods with required anti-affinity (they filter nodes for others). The terms
+    that score nodes for others (preferred affinity and anti-affinity, and required affinity) are filed by
+    their selector's first In value or Exists key, so looking up the terms that may select a pod costs the
+    pod's label count plus the terms found, not the number of placed pods.
+    """
 
     def __init__(self) -> None:
         self.by_key: dict[str, dict[int, tuple[PodRecord, int]]] = {}
+        self.by_label: dict[tuple[str, str], dict[int, tuple[PodRecord, int]]] = {}
+        self.pods: dict[int, tuple[PodRecord, int]] = {}
         self.anti_holders: dict[int, tuple[PodRecord, int]] = {}
+        self.holder_terms: dict[tuple[str, ...], dict[tuple[int, int], HolderTerm]] = {}
+        self.n_score_holders = 0
 
     def add(self, rec: PodRecord, node: int) -> None:
         entry = (rec, node)
-        for key in rec.labels:
-            self.by_key.setdefault(key, {})[id(rec)] = entry
-        if rec.constraints.pod_anti_affinity:
+        if id(rec) in self.pods:
+            self.remove(rec)
+        self.pods[id(rec)] = entry
+        by_key, by_label = self.by_key, self.by_label
+        for key, value in rec.labels.items():
+            by_key.setdefault(key, {})[id(rec)] = entry
+            by_label.setdefault((key, value), {})[id(rec)] = entry
+        c = rec.constraints
+        if c.pod_anti_affinity:
             self.anti_holders[id(rec)] = entry
+        scoring = _scoring_terms(rec)
+        if scoring:
+            self.n_score_holders += 1
+            for i, (term, weight, required) in enumerate(scoring):
+                for bucket in _term_buckets(term):
+                    self.holder_terms.setdefault(bucket, {})[(id(rec), i)] = (rec, node, term, weight, required)
 
     def remove(self, rec: PodRecord) -> None:
-        for key in rec.labels:
+        if self.pods.pop(id(rec), None) is None:
+            return
+        for key, value in rec.labels.items():
             bucket = self.by_key.get(key)
             if bucket:
                 bucket.pop(id(rec), None)
+            bucket = self.by_label.get((key, value))
+            if bucket:
+                bucket.pop(id(rec), None)
         self.anti_holders.pop(id(rec), None)
+        scoring = _scoring_terms(rec)
+        if scoring:
+            self.n_score_holders -= 1
+            for i, (term, _, _) in enumerate(scoring):
+                for where in _term_buckets(term):
+                    filed = self.holder_terms.get(where)
+                    if filed is not None:
+                        filed.pop((id(rec), i), None)
+                        if not filed:
+                            del self.holder_terms[where]
+
+    def terms_toward(self, rec: PodRecord) -> Iterator[HolderTerm]:
+        """The scoring terms of placed pods that select `rec` (namespace and selector), each once."""
+        if not self.n_score_holders:
+            return
+        filed = self.holder_terms
+        buckets: list[tuple[str, ...]] = [("any",)]
+        for key, value in rec.labels.items():
+            buckets.append(("in", key, value))
+            buckets.append(("exists", key))
+        for bucket in buckets:
+            for entry in filed.get(bucket, {}).values():
+                term = entry[2]
+                if rec.namespace in term.namespaces and term.selector.matches(rec.labels):
+                    yield entry
+
+    def matching(self, term: PodAffinityTerm) -> Iterator[tuple[PodRecord, int]]:
+        """Placed pods (with their node index) that `term` selects, each once.
+
+        Only the pods carrying one of the values of the selector's first In requirement (or else the key of its
+        first Exists requirement) are looked at; a selector with neither (empty, or only NotIn/DoesNotExist)
+        can select unlabelled pods too, so it looks at every pod.
+        """
+        groups: list[dict[int, tuple[PodRecord, int]]] = []
+        for r in term.selector.requirements:
+            if r.operator == "In":
+                # A pod has one value per key: the groups of distinct values are disjoint.
+                groups = [g for v in dict.fromkeys(r.values) if (g := self.by_label.get((r.key, v)))]
+                break
+            if r.operator == "Exists":
+                groups = [g] if (g := self.by_key.get(r.key)) else []
+                break
+        else:
+            groups = [self.pods]
+        namespaces, matches = term.namespaces, term.selector.matches
+        for group in groups:
+            for rec, node in group.values():
+                if rec.namespace in namespaces and matches(rec.labels):
+                    yield rec, node
 
     def matching_nodes(self, term: PodAffinityTerm) -> list[int]:
-        reqs = term.selector.requirements
-        first = next((r.key for r in reqs if r.operator in ("In", "Exists")), None)
-        candidates: Iterable[tuple[PodRecord, int]]
-        if first is not None:
-            candidates = self.by_key.get(first, {}).values()
-        else:
-            candidates = [e for bucket in self.by_key.values() for e in bucket.values()]
-        seen: dict[int, None] = {}
-        for rec, node in candidates:
-            if rec.namespace in term.namespaces and term.selector.matches(rec.labels):
-                seen[node] = None
-        return list(seen)
+        return list(dict.fromkeys(node for _, node in self.matching(term)))
+
+
+def _scoring_terms(rec: PodRecord) -> list[tuple[PodAffinityTerm, int, bool]]:
+    """(term, signed weight, required) of a pod's terms that score nodes for other pods."""
+    c = rec.constraints
+    if not (c.pod_affinity or c.preferred_pod_affinity or c.preferred_pod_anti_affinity):
+        return []
+    out = [(t, 0, True) for t in c.pod_affinity]
+    out.extend((w.term, w.weight, False) for w in c.preferred_pod_affinity)
+    out.extend((w.term, -w.weight, False) for w in c.preferred_pod_anti_affinity)
+    return out
 
 
 def _domain(labels: Mapping[str, str], key: str) -> str | None:

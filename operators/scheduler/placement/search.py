@@ -84,7 +84,7 @@ class Placer:
         self._subset_id, self.subset = known
 
     def mask(self, task: Task) -> bytearray:
-        c = task.rec.constraints
+        c = task.rec.constraints.hard
         mask = self._masks.get(c)
         if mask is None:
             mask = pred.feasible_mask(c, self.nodes, self.configmaps, self.base)

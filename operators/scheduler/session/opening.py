@@ -208,7 +208,7 @@ class Opening(Accounting):
                     victim = True
                 if status == PENDING:
                     ps.alive += 1
-                    task.fit_key = (rec.constraints, rec.cpu, rec.memory, rec.gpu, rec.scalars, rec.nominated_node)
+                    task.fit_key = (rec.constraints.hard, rec.cpu, rec.memory, rec.gpu, rec.scalars, rec.nominated_node)
                     ps.pending.append(task)
                 elif status == RUNNING:
                     ps.active_allocated += 1
@@ -338,9 +338,7 @@ class Opening(Accounting):
     def _open_pod_index(self) -> PodIndex | None:
         # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
         distinct = {id(c): c for c in map(attrgetter("constraints"), self.snapshot.pods)}
-        needed = any(c.pod_anti_affinity or c.pod_affinity for c in distinct.values()) and any(
-            p.constraints.pod_anti_affinity or (p.constraints.pod_affinity and not p.node_name)
-            for p in self.snapshot.pods if p.constraints.has_dynamic)
+        needed = any(c.pod_anti_affinity or c.pod_affinity or c.has_preferred for c in distinct.values())
         if not needed:
             return None
         index = PodIndex()
