@@ -58,9 +58,11 @@ def delay_error(path: str, value: object) -> str | None:
     return None
 
 
-def metadata_delay(metadata: Mapping[str, object]) -> tuple[str, str] | None:
+def metadata_delay(metadata: object) -> tuple[str, str] | None:
     """(where, value) of the preemption delay an object's metadata sets: its label (KAI's form), else its
     annotation; None when neither is set."""
+    if not isinstance(metadata, Mapping):
+        return None
     for kind in ("labels", "annotations"):
         values = metadata.get(kind)
         if isinstance(values, Mapping) and keys.PREEMPTION_DELAY in values:
