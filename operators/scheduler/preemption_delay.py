@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 REASON = "PreemptionDelay"
 
@@ -23,9 +24,16 @@ class DelayVerdict:
     since: float  # epoch seconds the window counts from
 
     @property
+    def until(self) -> float:
+        """Epoch seconds from which it may disrupt."""
+        return self.since + self.delay
+
+    @property
     def message(self) -> str:
-        """The explanation while held ('' once it may disrupt)."""
-        return "" if self.may_disrupt else hold_message(self.remaining, self.delay)
+        """The explanation while held ('' once it may disrupt). It names the moment the window ends rather than
+        a countdown, so that it stays the same from cycle to cycle (the PodGroup and its pods are not rewritten
+        every second)."""
+        return "" if self.may_disrupt else hold_message(self)
 
 
 def effective_delay(podgroup_delay: float | None, pod_delays: Iterable[float | None] = ()) -> float:
@@ -47,9 +55,14 @@ def verdict(delay: float, created: float, last_eviction: float, now: float) -> D
     return DelayVerdict(False, remaining, delay, since)
 
 
-def hold_message(remaining: float, delay: float) -> str:
-    return (f"waiting {format_duration(math.ceil(remaining))} more before evicting other workloads "
-            f"(preemption delay {format_duration(delay)}); it may still use free resources")
+def hold_message(v: DelayVerdict) -> str:
+    return (f"waiting until {rfc3339(v.until)} before evicting other workloads (preemption delay "
+            f"{format_duration(v.delay)} from {rfc3339(v.since)}, its creation or last eviction); it may still use "
+            "free resources")
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(math.floor(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_duration(seconds: float) -> str:

@@ -19,8 +19,11 @@ def test_no_delay_may_always_disrupt() -> None:
 def test_the_window_counts_from_creation() -> None:
     held = verdict(60.0, T0, 0.0, T0 + 15)
     assert not held.may_disrupt and held.remaining == 45
-    assert held.message == ("waiting 45s more before evicting other workloads (preemption delay 1m); it may still "
-                            "use free resources")
+    # The moment it ends, not a countdown: the same text every cycle.
+    assert held.message == ("waiting until 2026-01-01T00:01:00Z before evicting other workloads (preemption delay 1m "
+                            "from 2026-01-01T00:00:00Z, its creation or last eviction); it may still use free "
+                            "resources")
+    assert verdict(60.0, T0, 0.0, T0 + 16).message == held.message
     assert verdict(60.0, T0, 0.0, T0 + 60).may_disrupt
     assert verdict(60.0, T0, 0.0, T0 + 61).may_disrupt
 

@@ -46,9 +46,10 @@ def test_held_during_the_window_with_the_time_left_on_the_podgroup() -> None:
     assert held["evictions"] == []
     [u] = held["unschedulable"]
     assert u["podGroup"] == "urgent"
-    assert {"reason": "PreemptionDelay", "message": "waiting 45s more before evicting other workloads (preemption "
-            "delay 1m); it may still use free resources"} in u["reasons"]
-    assert "waiting 45s more before evicting other workloads" in u["message"]
+    message = ("waiting until 2025-01-01T00:01:00Z before evicting other workloads (preemption delay 1m from "
+               "2025-01-01T00:00:00Z, its creation or last eviction); it may still use free resources")
+    assert {"reason": "PreemptionDelay", "message": message} in u["reasons"]
+    assert message in u["message"]
 
 
 def test_after_the_window_it_evicts_and_stamps_its_podgroup() -> None:
@@ -70,7 +71,7 @@ def test_the_stamp_re_arms_the_window() -> None:
     objs = preemption("60s", annotations={STAMP: "2025-01-01T01:00:00Z"})
     held = simulate(objs, 3600 + 20)
     assert held["evictions"] == []
-    assert "waiting 40s more" in held["unschedulable"][0]["message"]
+    assert "waiting until 2025-01-01T01:01:00Z" in held["unschedulable"][0]["message"]
     assert [e["pod"] for e in simulate(objs, 3600 + 60)["evictions"]] == ["low-0"]
 
 
@@ -116,7 +117,7 @@ def test_kai_simulate_now_shows_the_hold_then_the_eviction(tmp_path: Path, capsy
     f.write_text(yaml.safe_dump_all(preemption("60s")))
     assert main(["-f", str(f), "-o", "json", "--now", "2025-01-01T00:00:30Z"]) == 0
     held = json.loads(capsys.readouterr().out)
-    assert held["evictions"] == [] and "waiting 30s more" in held["unschedulable"][0]["message"]
+    assert held["evictions"] == [] and "waiting until 2025-01-01T00:01:00Z" in held["unschedulable"][0]["message"]
     assert main(["-f", str(f), "-o", "json", "--now", "2025-01-01T00:01:00Z"]) == 0
     assert [e["pod"] for e in json.loads(capsys.readouterr().out)["evictions"]] == ["low-0"]
 
@@ -157,6 +158,6 @@ def test_consolidation_is_held_too() -> None:
             podgroup("b", "q"), pod("b-0", "b", gpus=2, node_name="n1", phase="Running"),
             p3, pod("p3-0", "p3", gpus=3, created=later)]
     held = simulate(objs, 3600 + 30)
-    assert held["evictions"] == [] and "waiting 1m more" in held["unschedulable"][0]["message"]
+    assert held["evictions"] == [] and "waiting until 2025-01-01T01:01:30Z" in held["unschedulable"][0]["message"]
     moved = simulate(objs, 3600 + 90)
     assert [e["action"] for e in moved["evictions"]] == ["consolidation"]
