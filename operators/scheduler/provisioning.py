@@ -24,6 +24,7 @@ from operators.scheduler.decisions import Decisions, Reason, Unschedulable
 from operators.scheduler.preemption_delay import effective_delay, verdict
 from operators.scheduler.records import PodGroupRecord, PodRecord, QueueRecord, parse_time
 from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.subgroup_tree import build_tree
 
 API_GROUP = "autoscaling.x-k8s.io"
 API_VERSION = "v1"
@@ -348,9 +349,10 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         members = pods.get(key, [])
         active = sum(1 for p in members if _is_active(p, binding))
         pending = [p for p in members if _is_pending(p, binding)]
-        if settings is None or active >= group.min_member or not pending:
+        minimum = _minimum(group)
+        if settings is None or active >= minimum or not pending:
             # Opted out, running (the nodes served their purpose), or nothing left to place.
-            if existing and (settings is None or active >= group.min_member):
+            if existing and (settings is None or active >= minimum):
                 out.delete += existing
             continue
         latest = max(existing, key=lambda r: r.attempt, default=None)
@@ -404,6 +406,13 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         out.explained[key] = reason
         out.holds[key] = Hold(group.namespace, group.name, reason, names, may_evict)
     return out
+
+
+def _minimum(group: PodGroupRecord) -> int:
+    """Pods the gang needs to run: minMember, or for a minSubGroup tree the fewest that satisfy it."""
+    if group.min_sub_group is None and not any(s.min_sub_group is not None for s in group.subgroups):
+        return group.min_member
+    return build_tree(group.subgroups, group.min_member, group.min_sub_group).minimum_pods()
 
 
 def _delay_passed(group: PodGroupRecord, members: Sequence[PodRecord], now: float) -> bool:

@@ -1,6 +1,6 @@
 """preemptiondelay: a pending workload with a preemption delay makes no evictions until it has waited it out.
 
-The delay is the PodGroup's `spec.preemptionDelay`, else the largest `kai.scheduler/preemption-delay` of its pods.
+The delay is the PodGroup's `spec.preemptionDelay`, else its pods' `kai.scheduler/preemption-delay`.
 It counts from the later of the PodGroup's creation and its `kai.scheduler/last-eviction-timestamp`. Until it
 passes, the job is not tried by preempt, reclaim or consolidation (allocate into free resources is untouched) and
 its PodGroup says how long remains. Each eviction stamps `kai.scheduler/last-eviction-timestamp` on the PodGroups
@@ -22,7 +22,11 @@ DISRUPTIVE = frozenset({"preempt", "reclaim", "consolidation"})
 
 
 def job_delay(job: Job) -> float:
-    return effective_delay(job.rec.preemption_delay, (t.rec.preemption_delay for t in job.tasks))
+    """The PodGroup's delay, else its first pod's (the pods of one workload share their template's value): one
+    look per job, whatever its size."""
+    if job.rec.preemption_delay is not None or not job.tasks:
+        return effective_delay(job.rec.preemption_delay)
+    return effective_delay(None, (job.tasks[0].rec.preemption_delay,))
 
 
 class PreemptionDelay(Plugin):
