@@ -161,3 +161,13 @@ def test_consolidation_is_held_too() -> None:
     assert held["evictions"] == [] and "waiting until 2025-01-01T01:01:30Z" in held["unschedulable"][0]["message"]
     moved = simulate(objs, 3600 + 90)
     assert [e["action"] for e in moved["evictions"]] == ["consolidation"]
+
+
+def test_simulated_cycles_carry_the_stamp_into_the_next_cycle() -> None:
+    from operators.scheduler.simulate import apply_decisions
+
+    snapshot = snapshot_from_objects(preemption("60s"))
+    decisions = run_cycle(snapshot, SchedulerConfig(), START + 61)
+    after = apply_decisions(snapshot, decisions)
+    [urgent] = [g for g in after.podgroups if g.name == "urgent"]
+    assert urgent.last_eviction == START + 61
