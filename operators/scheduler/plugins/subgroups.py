@@ -22,6 +22,8 @@ from operators.scheduler.plugins.gang import Gang
 from operators.scheduler.session import FailedAttempt, Session
 from operators.scheduler.subgroup_tree import SubGroupTree, build_tree
 
+UNFIT_COST = 1000.0
+
 
 def has_min_sub_group(job: Job) -> bool:
     rec = job.rec
@@ -48,15 +50,22 @@ class SubGroups(Plugin):
             if job.rec.subgroups and has_min_sub_group(job):
                 tree = build_tree(job.rec.subgroups, job.rec.min_member, job.rec.min_sub_group)
                 self.trees[job] = tree
-                self._set_minimums(job, tree)
+                self._set_minimums(session, job, tree)
         if self.trees:
             session.framework.builtin_gang = False
 
-    def _set_minimums(self, job: Job, tree: SubGroupTree) -> None:
+    def _set_minimums(self, session: Session, job: Job, tree: SubGroupTree) -> None:
         podsets = {p.name: p for p in job.podsets}
         counts = {name: p.active_allocated for name, p in podsets.items()}
         available = {name: max(0, p.alive - p.gated - p.active_allocated) for name, p in podsets.items()}
-        plan = tree.plan(counts, available, {name: _pod_cost(p) for name, p in podsets.items()})
+        costs = {name: _pod_cost(p) for name, p in podsets.items()}
+        if not tree.satisfied(counts):
+            # Not started yet: a leaf whose next pod fits no node as the cluster is now is chosen last.
+            for name, p in podsets.items():
+                if p.pending and p.active_allocated < tree.nodes[name].min_member and session.placer.find(
+                        p.pending[0]) is None:
+                    costs[name] *= UNFIT_COST
+        plan = tree.plan(counts, available, costs)
         for name, p in podsets.items():
             node = tree.nodes.get(name)
             own = node.min_member if node is not None else p.min_available

@@ -168,3 +168,15 @@ def test_with_the_plugin_disabled_every_leaf_is_required() -> None:
     config = SchedulerConfig(plugins=(PluginSetting("subgroups", enabled=False),))
     result = run_simulation([node("n1", gpus=6), queue("q"), *four_leaves(3)], config)
     assert result["binds"] == []
+
+
+def test_a_leaf_that_fits_no_node_is_left_out_when_others_can_start() -> None:
+    # w0's pods select a node label no node has: the PodGroup starts with w1, w2 and w3.
+    unfit = members("job", "w0")
+    for p in unfit:
+        p["spec"]["nodeSelector"] = {"pool": "none"}
+    objs = [tree_pg("job", leaves(4), 3), *unfit]
+    for i in range(1, 4):
+        objs += members("job", f"w{i}")
+    result = run_simulation([node("n1", gpus=8), queue("q"), *objs])
+    assert bound_pods(result) == ["w1-0", "w1-1", "w2-0", "w2-1", "w3-0", "w3-1"]
