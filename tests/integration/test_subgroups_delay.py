@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import Cluster, apply, items, labelled, queue, wait_for
+from tests.support import EXAMPLES, Cluster, apply, items, labelled, load_yaml, queue, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -138,26 +138,29 @@ def test_a_min_sub_group_job_starts_partially_and_grows_when_capacity_frees(clus
     apply(cluster, namespace, [queue(q), *fillers])
     wait_for("the fillers to run", lambda: len(bound(cluster, namespace, "role=fill")) == 4, 120)
 
-    # Four leaves of two 1-GPU pods, three of them needed.
-    tree = podgroup("tree", {"minSubGroup": 3, "subGroups": LEAVES})
-    tree["spec"]["queue"] = q
-    members = [gpu_pod(f"w{i}-{j}", q, 1, group="tree", subgroup=f"w{i}", labels={"role": "tree"})
-               for i in range(4) for j in range(2)]
-    apply(cluster, namespace, [tree, *members])
+    # The example: four leaves of two 1-GPU pods, three of them needed; in this test's queue.
+    docs = load_yaml(EXAMPLES / "elastic" / "min-subgroup.yaml")
+    for doc in docs:
+        if doc["kind"] == "PodGroup":
+            doc["spec"]["queue"] = q
+        else:
+            doc["metadata"]["labels"].update({"kai.scheduler/queue": q, "role": "tree"})
+    apply(cluster, namespace, docs)
     started = wait_for("three whole leaves to start", lambda: (
         pods if len(pods := bound(cluster, namespace, "role=tree")) == 6 else None), 120)
-    leaves = {name.split("-")[0] for name in started}
-    assert len(leaves) == 3 and all(f"{leaf}-0" in started and f"{leaf}-1" in started for leaf in leaves), started
+    leaves = {name.split("-")[2] for name in started}
+    assert len(leaves) == 3 and all(f"elastic-train-{leaf}-0" in started and f"elastic-train-{leaf}-1" in started
+                                    for leaf in leaves), started
     waiting = ({"w0", "w1", "w2", "w3"} - leaves).pop()
 
     def explained() -> str | None:
         events = [e for e in items(cluster, "events", namespace)
-                  if e["involvedObject"]["name"] == "tree" and e["reason"] == "Unschedulable"]
+                  if e["involvedObject"]["name"] == "elastic-train" and e["reason"] == "Unschedulable"]
         return next((e["message"] for e in events if "minimum is met (3 of its 4 child SubGroups" in e["message"]),
                     None)
 
     message = wait_for("the PodGroup to explain the pods left pending", explained, 60)
-    assert f"{namespace}/{waiting}-" in message, message  # the pods of the leaf left out
+    assert f"{namespace}/elastic-train-{waiting}-" in message, message  # the pods of the leaf left out
 
     # Capacity frees: the fourth leaf starts, both its pods.
     cluster.kubectl("delete", "pod", "fill-0", "--wait=false", namespace=namespace)

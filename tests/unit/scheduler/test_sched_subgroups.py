@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.simulate import run_simulation
+from tests.support import EXAMPLES
 
 
 def tree_pg(name: str, subgroups: list[dict[str, Any]], min_sub_group: int | None = None,
@@ -180,3 +182,15 @@ def test_a_leaf_that_fits_no_node_is_left_out_when_others_can_start() -> None:
         objs += members("job", f"w{i}")
     result = run_simulation([node("n1", gpus=8), queue("q"), *objs])
     assert bound_pods(result) == ["w1-0", "w1-1", "w2-0", "w2-1", "w3-0", "w3-1"]
+
+
+def test_the_example_starts_three_leaves_on_six_gpus() -> None:
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "elastic" / "min-subgroup.yaml").read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = "ns"
+    result = run_simulation([node("n1", gpus=6), queue("default-queue"), *PRIORITY_CLASSES, *docs])
+    assert len(result["binds"]) == 6
+    assert {b["pod"].rsplit("-", 1)[0] for b in result["binds"]} == {
+        "elastic-train-w0", "elastic-train-w1", "elastic-train-w2"}
+    [u] = result["unschedulable"]
+    assert sorted(u["podMessages"]) == ["elastic-train-w3-0", "elastic-train-w3-1"]
