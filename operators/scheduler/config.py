@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from operators.core import keys
-from operators.scheduler.framework import PluginSetting, merge_settings, parse_plugin_settings
+from operators.scheduler.framework import Framework, PluginSetting, merge_settings, parse_plugin_settings
 
 BINPACK = "binpack"
 SPREAD = "spread"
@@ -99,12 +99,19 @@ def parse_duration(value: str | float | int) -> float:
     return sign * sum(float(n) * _UNIT[u] for n, u in parts)
 
 
+def _known_actions() -> dict[str, int]:
+    """Registered action names and their default priorities (the action registry)."""
+    from operators.scheduler.actions import PRIORITIES
+
+    return dict(PRIORITIES)
+
+
 def _actions_from_map(raw: Mapping[str, Any], base: tuple[str, ...]) -> tuple[str, ...]:
     # SchedulingShard `actions: {name: {enabled, priority}}`; higher priority runs first, ties by name.
-    default_priority = {name: 500 - 100 * i for i, name in enumerate(ALL_ACTIONS)}
+    default_priority = _known_actions()
     unknown = sorted(name for name in raw if name not in default_priority)
     if unknown:
-        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(ALL_ACTIONS)})")
+        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(default_priority)})")
     enabled = {name: default_priority[name] for name in base}
     for name, opts in raw.items():
         opts = opts or {}
@@ -211,6 +218,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     # Plugin arguments replace what the dedicated fields set (KAI renders those fields as plugin arguments).
     if isinstance(spec.get("plugins"), Mapping):
         changes["plugins"] = merge_settings(cfg.plugins, parse_plugin_settings(spec["plugins"], cfg.plugins))
+        Framework.check(changes["plugins"])
         changes.update(plugin_settings(spec["plugins"]))
     for attr in ("schedule_period", "stale_grace_period"):
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"
@@ -234,9 +242,10 @@ def _strategy(value: str) -> str:
 def parse_actions(value: str | list[str]) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     out = tuple(n.strip() for n in names if n.strip())
-    unknown = [n for n in out if n not in ALL_ACTIONS]
+    known = _known_actions()
+    unknown = [n for n in out if n not in known]
     if unknown:
-        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(ALL_ACTIONS)})")
+        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(known)})")
     return out
 
 
