@@ -172,5 +172,7 @@ def validate_review(
     if not metadata.get("namespace") and request.get("namespace"):
         # The denial names the pod `<namespace>/<name>`; a CREATE object may not carry its namespace yet.
         pod = {**pod, "metadata": {**metadata, "namespace": request["namespace"]}}
-    message = validate_pod(pod, gpu_sharing_enabled=gpu_sharing_enabled, scheduler_name=scheduler_name)
+    old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+    message = validate_pod(pod, gpu_sharing_enabled=gpu_sharing_enabled, scheduler_name=scheduler_name,
+                           old=old if isinstance(old, Mapping) else None)
     return allowed(uid) if message is None else denied(uid, message)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from operators.core import keys
+from operators.core.durations import delay_error, metadata_delay
 from operators.core.gpusharing import (
     CONTAINER_REF_ERROR,
     ContainerRefError,
@@ -124,8 +125,9 @@ def validate_gpu_request(pod: Mapping[str, Any]) -> str | None:
 
 def validate_pod(
     pod: Mapping[str, Any], *, gpu_sharing_enabled: bool, scheduler_name: str = keys.SCHEDULER_NAME,
+    old: Mapping[str, Any] | None = None,
 ) -> str | None:
-    """The denial message for a pod on CREATE or UPDATE, or None when it is admitted.
+    """The denial message for a pod on CREATE or UPDATE (`old`: the stored pod), or None when it is admitted.
 
     Pods of other schedulers always pass: the webhook's matchCondition filters them already, and the handler
     checks again in case the configuration lacks it.
@@ -135,4 +137,19 @@ def validate_pod(
     if not gpu_sharing_enabled and requests_gpu_sharing(pod):
         metadata = pod.get("metadata") or {}
         return SHARING_DISABLED % (metadata.get("namespace") or "", metadata.get("name") or "")
-    return validate_gpu_request(pod)
+    return validate_gpu_request(pod) or validate_preemption_delay(pod, old)
+
+
+def validate_preemption_delay(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str | None:
+    """The denial for a malformed `kai.scheduler/preemption-delay` (label or annotation) on a kai-scheduler pod.
+
+    On UPDATE (`old` given) a value the stored pod already carried is not judged again, so a pod admitted before
+    this check stays writable.
+    """
+    found = metadata_delay(pod.get("metadata") or {})
+    if found is None:
+        return None
+    where, value = found
+    if old is not None and metadata_delay(old.get("metadata") or {}) == found:
+        return None
+    return delay_error(where, value)

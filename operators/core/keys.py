@@ -40,6 +40,9 @@ TOPOLOGY_REQUIRED: Final = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED: Final = "kai.scheduler/topology-preferred-placement"
 SEGMENT_SIZE: Final = "kai.scheduler/segment-size"
 TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"
+# A Go duration a pending workload must wait before it may cause evictions (label, as KAI reads it, or
+# annotation); the PodGroup carries it as spec.preemptionDelay.
+PREEMPTION_DELAY: Final = "kai.scheduler/preemption-delay"
 NODE_POOL_LABEL: Final = "kai.scheduler/node-pool"
 PROJECT_LABEL: Final = "project"
 USER_LABEL: Final = "user"
@@ -50,6 +53,8 @@ SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
 TOP_OWNER_METADATA: Final = "kai.scheduler/top-owner-metadata"
 STALE_PODGROUP_TIMESTAMP: Final = "kai.scheduler/stale-podgroup-timestamp"
 LAST_START_TIMESTAMP: Final = "kai.scheduler/last-start-timestamp"
+# Stamped by the scheduler on a PodGroup when it evicts on its behalf: its preemption delay counts from here.
+LAST_EVICTION_TIMESTAMP: Final = "kai.scheduler/last-eviction-timestamp"
 SHARED_GPU_CONFIGMAP: Final = "runai/shared-gpu-configmap"
 GPU_GROUP_LABEL: Final = "runai-gpu-group"
 RECEIVED_RESOURCE_TYPE: Final = "received-resource-type"

@@ -23,7 +23,7 @@ from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
-from operators.podgroupcontroller.validation import validate_podgroup
+from operators.podgroupcontroller.validation import podgroup_warnings, validate_podgroup
 
 log = logging.getLogger("podgroup-controller")
 FIELD_MANAGER = "kai-podgroup-controller"
@@ -129,8 +129,11 @@ class PodGroupController:
                 self.work.add((pg["metadata"]["namespace"], pg["metadata"]["name"]))
 
     def validate(self, review: dict[str, Any]) -> dict[str, Any]:
-        podgroup = (review.get("request") or {}).get("object") or {}
-        return verdict(review, validate_podgroup(podgroup))
+        request = review.get("request") or {}
+        podgroup = request.get("object") or {}
+        old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+        message = validate_podgroup(podgroup, old if isinstance(old, dict) else None)
+        return verdict(review, message, warnings=podgroup_warnings(podgroup) if message is None else None)
 
     @property
     def ready(self) -> bool:

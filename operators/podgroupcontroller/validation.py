@@ -1,16 +1,68 @@
-"""PodGroup validation for the admission webhook (contract 2.2): subgroup names, parents, cycles."""
+"""PodGroup validation for the admission webhook: subgroup names, parents, cycles, the minMember/minSubGroup
+tree rules and the preemption delay.
+
+The tree rules: the PodGroup and every SubGroup with children (a parent) are gated by minSubGroup, how many of
+their direct children must meet their own minimum; a leaf SubGroup is gated by minMember pods. So minMember and
+minSubGroup are exclusive at every level, a leaf needs minMember, and a parent may not use minMember. On UPDATE
+these rules (and the preemption delay) are only enforced when the update changes the fields they judge, so a
+PodGroup stored before them stays writable (the scheduler and the pod-grouper patch its metadata).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
+
+from operators.core.durations import delay_error
+
+# Spec fields the tree rules and the delay check judge: an UPDATE leaving them as they were is not re-judged.
+_RATCHETED_FIELDS = ("minMember", "minSubGroup", "subGroups", "preemptionDelay")
 
 
-def validate_podgroup(podgroup: Mapping[str, Any]) -> str | None:
-    """The denial message for an invalid PodGroup, None when valid. Checks run in KAI's order."""
+def validate_podgroup(podgroup: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> str | None:
+    """The denial message for an invalid PodGroup, None when valid. Checks run in KAI's order.
+
+    `old`: the stored object on UPDATE (None on CREATE).
+    """
     if (problem := _shape_error(podgroup)) is not None:
         return problem
-    subgroups = [s for s in (podgroup.get("spec") or {}).get("subGroups") or [] if isinstance(s, Mapping)]
+    if (problem := _structure_error(podgroup)) is not None:
+        return problem
+    if old is not None and not _judged_fields_changed(podgroup, old):
+        return None
+    spec = podgroup.get("spec") or {}
+    if (problem := _tree_error(spec)) is not None:
+        return problem
+    if spec.get("preemptionDelay") is not None:
+        return delay_error("spec.preemptionDelay", spec["preemptionDelay"])
+    return None
+
+
+def podgroup_warnings(podgroup: Mapping[str, Any]) -> list[str]:
+    """Admission warnings for a valid PodGroup: a minSubGroup no set of children can meet (more than there are
+    direct children). The PodGroup is accepted, and stays pending with that explanation."""
+    spec = podgroup.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    subgroups = _subgroups(spec)
+    children = _children(subgroups)
+    out: list[str] = []
+    root_min = spec.get("minSubGroup")
+    if _is_int(root_min) and root_min > len(children.get(None, [])):
+        out.append(f"minSubGroup ({root_min}) exceeds the number of direct child SubGroups "
+                   f"({len(children.get(None, []))})")
+    for subgroup in subgroups:
+        name = str(subgroup.get("name") or "")
+        wanted = subgroup.get("minSubGroup")
+        have = len(children.get(name, []))
+        if _is_int(wanted) and have and wanted > have:
+            out.append(f"subgroup {name!r}: minSubGroup ({wanted}) exceeds the number of direct child SubGroups "
+                       f"({have})")
+    return out
+
+
+def _structure_error(podgroup: Mapping[str, Any]) -> str | None:
+    subgroups = _subgroups(podgroup.get("spec") or {})
     parents: dict[str, str | None] = {}
     for subgroup in subgroups:
         name = str(subgroup.get("name") or "")
@@ -31,6 +83,60 @@ def validate_podgroup(podgroup: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _tree_error(spec: Mapping[str, Any]) -> str | None:
+    min_member, min_sub_group = spec.get("minMember"), spec.get("minSubGroup")
+    if min_member is not None and min_sub_group is not None:
+        return (f"spec.minMember and spec.minSubGroup are mutually exclusive: set minMember ({min_member}) to "
+                "schedule a fixed number of pods, or minSubGroup to require a minimum number of child SubGroups, "
+                "but not both")
+    subgroups = _subgroups(spec)
+    children = _children(subgroups)
+    for subgroup in sorted(subgroups, key=lambda s: str(s.get("name") or "")):
+        name = str(subgroup.get("name") or "")
+        has_min_member, has_min_sub_group = subgroup.get("minMember") is not None, subgroup.get(
+            "minSubGroup") is not None
+        if has_min_member and has_min_sub_group:
+            return (f"subgroup {name!r}: minMember and minSubGroup are mutually exclusive: a leaf SubGroup sets "
+                    "minMember (pods), a SubGroup with children sets minSubGroup (children)")
+        if name in children:
+            if has_min_member:
+                return (f"subgroup {name!r}: minMember cannot be set on a SubGroup that has child SubGroups "
+                        f"({', '.join(children[name])}); use minSubGroup, the number of children that must meet "
+                        "their own minimum")
+        else:
+            if has_min_sub_group:
+                return (f"subgroup {name!r}: minSubGroup cannot be set on a leaf SubGroup (no SubGroup names it as "
+                        "parent); use minMember, the number of its pods that must run")
+            if not has_min_member:
+                return (f"subgroup {name!r}: minMember is required on a leaf SubGroup (no SubGroup names it as "
+                        "parent)")
+    return None
+
+
+def _judged_fields_changed(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    if not isinstance(old_spec, Mapping):
+        return True
+    return any(new_spec.get(f) != old_spec.get(f) for f in _RATCHETED_FIELDS)
+
+
+def _subgroups(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    raw = spec.get("subGroups")
+    return [s for s in raw if isinstance(s, Mapping)] if isinstance(raw, list) else []
+
+
+def _children(subgroups: list[Mapping[str, Any]]) -> dict[str | None, list[str]]:
+    """Parent name (None: the PodGroup itself) -> the names of its direct children, in spec order."""
+    out: dict[str | None, list[str]] = {}
+    for subgroup in subgroups:
+        out.setdefault(subgroup.get("parent") or None, []).append(str(subgroup.get("name") or ""))
+    return out
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _shape_error(podgroup: Mapping[str, Any]) -> str | None:
     """Wrong types the CRD schema refuses before us; checked so that a body that skipped it is refused, not a
     crash."""
@@ -39,8 +145,9 @@ def _shape_error(podgroup: Mapping[str, Any]) -> str | None:
         return None
     if not isinstance(spec, Mapping):
         return f"spec: must be an object, got {spec!r}"
-    if (problem := _int32_error("spec.minMember", spec.get("minMember"))) is not None:
-        return problem
+    for field in ("minMember", "minSubGroup"):
+        if (problem := _int32_error(f"spec.{field}", spec.get(field))) is not None:
+            return problem
     subgroups = spec.get("subGroups")
     if subgroups is None:
         return None
@@ -53,8 +160,9 @@ def _shape_error(podgroup: Mapping[str, Any]) -> str | None:
             value = subgroup.get(field)
             if value is not None and not isinstance(value, str):
                 return f"spec.subGroups[{index}].{field}: must be a subgroup name, got {value!r}"
-        if (problem := _int32_error(f"spec.subGroups[{index}].minMember", subgroup.get("minMember"))) is not None:
-            return problem
+        for field in ("minMember", "minSubGroup"):
+            if (problem := _int32_error(f"spec.subGroups[{index}].{field}", subgroup.get(field))) is not None:
+                return problem
     return None
 
 

@@ -28,7 +28,8 @@ def task_order_key(task: Task) -> tuple[object, ...]:
 def podset_order_key(ps: PodSet) -> tuple[object, ...]:
     if ps.active_allocated < ps.min_available:
         return (0, 0.0, ps.name)
-    return (1, ps.active_allocated / ps.min_available, ps.name)
+    # A minimum of 0 (a leaf an elastic SubGroup tree does not need): every pod is above it.
+    return (1, ps.active_allocated / ps.min_available if ps.min_available else float(ps.active_allocated), ps.name)
 
 
 def job_order_key(job: Job) -> tuple[object, ...]:

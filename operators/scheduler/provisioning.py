@@ -21,8 +21,10 @@ from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decisions import Decisions, Reason, Unschedulable
+from operators.scheduler.preemption_delay import effective_delay, verdict
 from operators.scheduler.records import PodGroupRecord, PodRecord, QueueRecord, parse_time
 from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.subgroup_tree import build_tree
 
 API_GROUP = "autoscaling.x-k8s.io"
 API_VERSION = "v1"
@@ -281,6 +283,8 @@ class Hold:
     pod_group: str
     reason: Reason
     pending_pods: tuple[str, ...]
+    # Its preemption delay has passed: evictions on its behalf go ahead while the request is pending.
+    may_evict: bool = False
 
 
 @dataclass(slots=True)
@@ -345,9 +349,10 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         members = pods.get(key, [])
         active = sum(1 for p in members if _is_active(p, binding))
         pending = [p for p in members if _is_pending(p, binding)]
-        if settings is None or active >= group.min_member or not pending:
+        minimum = _minimum(group)
+        if settings is None or active >= minimum or not pending:
             # Opted out, running (the nodes served their purpose), or nothing left to place.
-            if existing and (settings is None or active >= group.min_member):
+            if existing and (settings is None or active >= minimum):
                 out.delete += existing
             continue
         latest = max(existing, key=lambda r: r.attempt, default=None)
@@ -394,9 +399,26 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         else:
             reason = Reason(REASON_PENDING, f"waiting for ProvisioningRequest {latest.name} "
                                             f"({latest.class_name}) to be provisioned")
+        may_evict = _delay_passed(group, members, now)
+        if may_evict:
+            reason = Reason(reason.reason, f"{reason.message}; its preemption delay has passed, so it may evict "
+                                           "other workloads meanwhile")
         out.explained[key] = reason
-        out.holds[key] = Hold(group.namespace, group.name, reason, names)
+        out.holds[key] = Hold(group.namespace, group.name, reason, names, may_evict)
     return out
+
+
+def _minimum(group: PodGroupRecord) -> int:
+    """Pods the gang needs to run: minMember, or for a minSubGroup tree the fewest that satisfy it."""
+    if group.min_sub_group is None and not any(s.min_sub_group is not None for s in group.subgroups):
+        return group.min_member
+    return build_tree(group.subgroups, group.min_member, group.min_sub_group).minimum_pods()
+
+
+def _delay_passed(group: PodGroupRecord, members: Sequence[PodRecord], now: float) -> bool:
+    """The gang has a preemption delay and has waited it out (since creation or its last eviction stamp)."""
+    delay = effective_delay(group.preemption_delay, (p.preemption_delay for p in members))
+    return delay > 0 and verdict(delay, group.created, group.last_eviction, now).may_disrupt
 
 
 def _new_request(group: PodGroupRecord, settings: Settings, pending: Sequence[PodRecord], attempt: int,
@@ -414,10 +436,13 @@ def apply(decisions: Decisions, p: ProvisioningPlan, node_pool: str) -> Decision
     """
     if not p.holds and not p.explained:
         return decisions
-    held = p.holds
+    held = {key: hold for key, hold in p.holds.items() if not hold.may_evict}
     binds = [b for b in decisions.binds if f"{b.namespace}/{b.pod_group}" not in p.hold_binds]
-    annotations = [a for a in decisions.annotations if f"{a.namespace}/{a.pod_group}" not in p.hold_binds]
     evictions = [e for e in decisions.evictions if e.for_pod_group not in held]
+    # The eviction stamp stays only on PodGroups that still take part in an eviction.
+    evicting = {e.for_pod_group for e in evictions} | {f"{e.namespace}/{e.pod_group}" for e in evictions}
+    annotations = [a for a in decisions.annotations if f"{a.namespace}/{a.pod_group}" not in p.hold_binds
+                   and (a.key != keys.LAST_EVICTION_TIMESTAMP or f"{a.namespace}/{a.pod_group}" in evicting)]
     pipelined = [x for x in decisions.pipelined if f"{x.namespace}/{x.pod_group}" not in held]
     unschedulable: list[Unschedulable] = []
     seen: set[str] = set()
@@ -428,7 +453,7 @@ def apply(decisions: Decisions, p: ProvisioningPlan, node_pool: str) -> Decision
             seen.add(key)
             u = replace(u, reasons=(*u.reasons, reason), message=f"{u.message} {reason.message}.")
         unschedulable.append(u)
-    for key, hold in held.items():
+    for key, hold in p.holds.items():
         if key in seen:
             continue  # explained above
         message = f"{hold.reason.message}."

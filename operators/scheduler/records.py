@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from operators.core import keys
+from operators.core.durations import parse_delay
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -276,6 +277,8 @@ class PodRecord:
     is_reservation: bool
     gpu_error: str = ""
     owner_kinds: tuple[str, ...] = ()
+    # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
+    preemption_delay: float | None = None
 
     @property
     def key(self) -> str:
@@ -285,8 +288,10 @@ class PodRecord:
 @dataclass(frozen=True, slots=True)
 class SubGroupSpec:
     name: str
-    min_member: int
+    min_member: int  # a leaf's minimum of pods
     parent: str
+    # A parent's minimum of direct children that meet their own minimum; None: all of them.
+    min_sub_group: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +314,12 @@ class PodGroupRecord:
     # Autoscaler opt-in from the workload's annotations: class name and ProvisioningRequest parameters.
     provisioning_class: str = ""
     provisioning_parameters: tuple[tuple[str, str], ...] = ()
+    # spec.minSubGroup: how many root SubGroups must meet their own minimum; None: all of them.
+    min_sub_group: int | None = None
+    # spec.preemptionDelay in seconds; None: unset or malformed (the pods' own value may apply).
+    preemption_delay: float | None = None
+    # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
+    last_eviction: float = 0.0
 
     @property
     def key(self) -> str:
@@ -482,14 +493,17 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         constraints=_constraints(spec, namespace, annotations), task_priority=task_priority,
         is_leader=is_leader, nominated_node=str(status.get("nominatedNodeName") or ""),
         is_reservation=is_reservation, gpu_error=gpu_error,
-        owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()))
+        owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
+        preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
+                                 else annotations.get(keys.PREEMPTION_DELAY)))
 
 
 def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     annotations = meta.get("annotations") or {}
     subgroups = tuple(SubGroupSpec(str(s.get("name", "")), max(int(s.get("minMember") or 1), 1),
-                                   str(s.get("parent") or "")) for s in spec.get("subGroups") or ())
+                                   str(s.get("parent") or ""), _count(s.get("minSubGroup")))
+                      for s in spec.get("subGroups") or ())
     pools = tuple(str(c.get("nodePool", "")) for c in status.get("schedulingConditions") or ()
                   if c.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL)
     backoff = spec.get("schedulingBackoff")
@@ -503,7 +517,20 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         scheduling_backoff=int(backoff) if backoff is not None else -1,
         mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
         labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
-        provisioning_parameters=_provisioning_parameters(annotations))
+        provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
+        preemption_delay=_delay(spec.get("preemptionDelay")),
+        last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)))
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _delay(value: Any) -> float | None:
+    try:
+        return parse_delay(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _provisioning_class(annotations: Mapping[str, Any]) -> str:

@@ -103,7 +103,9 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
         upd = updates.get((pg.namespace, pg.name))
         if upd:
             pg = replace(pg, last_start=upd.get(keys.LAST_START_TIMESTAMP, pg.last_start),
-                         stale_since=upd.get(keys.STALE_PODGROUP_TIMESTAMP, pg.stale_since))
+                         stale_since=upd.get(keys.STALE_PODGROUP_TIMESTAMP, pg.stale_since),
+                         last_eviction=parse_time(upd[keys.LAST_EVICTION_TIMESTAMP])
+                         if keys.LAST_EVICTION_TIMESTAMP in upd else pg.last_eviction)
         podgroups.append(pg)
     return replace(snapshot, pods=tuple(pods), podgroups=tuple(podgroups))
 

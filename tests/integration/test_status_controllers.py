@@ -271,7 +271,7 @@ def podgroup_doc(name: str, subgroups: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_bad_podgroups_are_rejected(cluster: Cluster, namespace: str) -> None:
-    good = podgroup_doc("good", [{"name": "workers", "minMember": 1},
+    good = podgroup_doc("good", [{"name": "workers", "minSubGroup": 1},
                                  {"name": "w-0", "minMember": 1, "parent": "workers"}])
     cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(good), namespace=namespace)
 

@@ -18,15 +18,22 @@ class TopologyConstraint(WireModel):
     topology: str | None = None
 
 
+# One node of the PodGroup's SubGroup tree. A leaf (no SubGroup names it as parent) sets minMember, its minimum
+# of pods; a parent sets minSubGroup, how many of its direct children must meet their own minimum (0: an elastic
+# subtree). The two are exclusive.
 class SubGroup(WireModel):
     name: str = Field(min_length=1)
-    min_member: Int32 = Field(ge=1)
+    min_member: Int32 | None = Field(default=None, ge=1)
+    min_sub_group: Int32 | None = Field(default=None, ge=0)
     parent: str | None = None
     topology_constraint: TopologyConstraint | None = None
 
 
 class PodGroupSpec(WireModel):
     min_member: Int32 | None = Field(default=None, ge=1)
+    # How many of the root SubGroups (those without a parent) must meet their own minimum; exclusive with
+    # minMember.
+    min_sub_group: Int32 | None = Field(default=None, ge=0)
     queue: str | None = None
     priority_class_name: str | None = None
     preemptibility: Literal["preemptible", "non-preemptible"] | None = None
@@ -37,6 +44,9 @@ class PodGroupSpec(WireModel):
     scheduling_backoff: Int32 | None = None
     topology_constraint: TopologyConstraint | None = None
     sub_groups: list[SubGroup] | None = None
+    # A Go duration ("30s", "5m"): how long the PodGroup must be pending (since its creation or the last
+    # eviction stamped on it) before it may make the scheduler evict others (preempt, reclaim, consolidation).
+    preemption_delay: str | None = None
 
 
 class QueueDetails(WireModel):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from operators.core import keys
+from operators.core.durations import parse_delay
 from operators.podgrouper.grouping.model import (
     GrouperConfig,
     GroupingFailure,
@@ -233,6 +234,24 @@ def resolve_preemptibility(ctx: Context, owners: Sequence[Obj]) -> str:
     return ""
 
 
+def resolve_preemption_delay(ctx: Context) -> str:
+    """`kai.scheduler/preemption-delay` of the workload: the first valid value on the owners (top owner first),
+    then on the pod (which carries its template's labels and annotations); per object the label (KAI's form),
+    then the annotation. A malformed value is skipped (pod admission refuses it on the pod)."""
+    for obj in (*reversed(ctx.chain), ctx.pod):
+        metadata = obj.get("metadata") or {}
+        for kind in ("labels", "annotations"):
+            values = metadata.get(kind) if isinstance(metadata, Mapping) else None
+            value = values.get(keys.PREEMPTION_DELAY) if isinstance(values, Mapping) else None
+            if isinstance(value, str):
+                try:
+                    parse_delay(value)
+                except ValueError:
+                    continue
+                return value
+    return ""
+
+
 def topology_from(annotations: dict[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for wire, key in (("topology", keys.TOPOLOGY), ("requiredTopologyLevel", keys.TOPOLOGY_REQUIRED),
@@ -285,4 +304,5 @@ def base_metadata(ctx: Context, top: Obj, *, default_priority: str = TRAIN,
         preemptibility=resolve_preemptibility(ctx, owners),
         min_member=1,
         topology=topology_from(annotations_of(top)),
+        preemption_delay=resolve_preemption_delay(ctx),
     )

@@ -46,7 +46,7 @@ PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
 # Spec fields the pod-grouper computes; any other spec field on a live PodGroup (markUnschedulable,
 # schedulingBackoff, legacy fields, server defaults) belongs to someone else and is kept as is.
 OWNED_SPEC_FIELDS = ("minMember", "queue", "priorityClassName", "preemptibility", "subGroups",
-                     "topologyConstraint")
+                     "topologyConstraint", "preemptionDelay")
 
 
 def _go_owner(ref: Mapping[str, Any]) -> str:
@@ -112,8 +112,10 @@ def to_podgroup(metadata: Metadata) -> dict[str, Any]:
     if metadata.preemptibility:
         spec["preemptibility"] = metadata.preemptibility
     if metadata.subgroups:
-        spec["subGroups"] = [subgroup.to_wire() for subgroup in metadata.subgroups]
+        spec["subGroups"] = _subgroup_tree(metadata)
     spec["topologyConstraint"] = dict(metadata.topology)
+    if metadata.preemption_delay:
+        spec["preemptionDelay"] = metadata.preemption_delay
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": "PodGroup",
@@ -126,6 +128,23 @@ def to_podgroup(metadata: Metadata) -> dict[str, Any]:
         },
         "spec": spec,
     }
+
+
+def _subgroup_tree(metadata: Metadata) -> list[dict[str, Any]]:
+    """The wire subgroups: a leaf carries its minMember; a SubGroup other SubGroups name as parent carries
+    minSubGroup instead, all of its children (a parent's minMember is refused by the PodGroup webhook)."""
+    children: dict[str, int] = {}
+    for subgroup in metadata.subgroups:
+        if subgroup.parent:
+            children[subgroup.parent] = children.get(subgroup.parent, 0) + 1
+    out = []
+    for subgroup in metadata.subgroups:
+        wire = subgroup.to_wire()
+        if subgroup.name in children:
+            del wire["minMember"]
+            wire = {"name": wire.pop("name"), "minSubGroup": children[subgroup.name], **wire}
+        out.append(wire)
+    return out
 
 
 def group_pod(pod: Obj, owner_chain: Sequence[Obj], lookups: Lookups | None = None,

@@ -138,6 +138,7 @@ class Metadata:
     topology: dict[str, str]
     subgroups: list[SubGroup] = field(default_factory=list)
     pod_subgroup: str | None = None
+    preemption_delay: str = ""  # spec.preemptionDelay, a Go duration; empty: none
 
 
 class GroupingFailure(Exception):

@@ -126,3 +126,14 @@ def test_malformed_review(bad: dict[str, Any]) -> None:
         validate_review(bad, gpu_sharing_enabled=True)
     with pytest.raises(ReviewError):
         mutate_review(bad, runtime_class_name=None)
+
+
+def test_an_update_keeping_a_stored_malformed_preemption_delay_is_allowed() -> None:
+    bad = fraction_pod(namespace="team")
+    bad["metadata"]["annotations"]["kai.scheduler/preemption-delay"] = "5"
+    create = validate_review(review(bad), gpu_sharing_enabled=True)["response"]
+    assert create["allowed"] is False
+    assert create["status"]["message"].startswith("metadata.annotations[kai.scheduler/preemption-delay]: must be")
+    update = review(bad, "UPDATE")
+    update["request"]["oldObject"] = bad
+    assert validate_review(update, gpu_sharing_enabled=True)["response"]["allowed"] is True

@@ -239,3 +239,34 @@ def test_go_number_parsing() -> None:
     assert go_parse_float("0x1.8p1") == 3.0
     assert go_parse_float("Inf") == float("inf")
     assert [go_parse_float(s) for s in ("1e999", ".", "e1", "1_0", "0x1", "0.5f")] == [None] * 6
+
+
+def delayed(where: str, value: str) -> dict[str, Any]:
+    out = pod()
+    out["metadata"][where] = {"kai.scheduler/preemption-delay": value}
+    return out
+
+
+@pytest.mark.parametrize("value", ["30s", "5m", "1h30m", "1.5h", "0", "500ms"])
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+def test_a_go_duration_preemption_delay_is_admitted(where: str, value: str) -> None:
+    assert validate_pod(delayed(where, value), gpu_sharing_enabled=True) is None
+
+
+@pytest.mark.parametrize(("value", "shown"), [("5", "'5'"), ("soon", "'soon'"), ("5 m", "'5 m'"), ("", "''"),
+                                              ("-30s", "the negative '-30s'"), ("1d", "'1d'")])
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+def test_a_malformed_preemption_delay_is_refused_with_the_format(where: str, value: str, shown: str) -> None:
+    assert validate_pod(delayed(where, value), gpu_sharing_enabled=True) == (
+        f"metadata.{where}[kai.scheduler/preemption-delay]: must be a non-negative Go duration: numbers with units "
+        f'(ns, us, ms, s, m, h), e.g. "30s", "5m", "1h30m", got {shown}')
+
+
+def test_a_preemption_delay_the_stored_pod_already_had_is_not_judged_on_update() -> None:
+    stored = delayed("annotations", "5")
+    assert validate_pod(stored, gpu_sharing_enabled=True, old=stored) is None
+    assert validate_pod(delayed("annotations", "6"), gpu_sharing_enabled=True, old=stored) is not None
+    # Pods of other schedulers are not ours to judge.
+    other = delayed("annotations", "soon")
+    other["spec"]["schedulerName"] = "default-scheduler"
+    assert validate_pod(other, gpu_sharing_enabled=True) is None

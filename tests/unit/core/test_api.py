@@ -37,7 +37,11 @@ def test_podgroup_crd_short_name_and_subgroup_constraints() -> None:
     sub = spec["subGroups"]["items"]
     assert sub["properties"]["minMember"]["minimum"] == 1
     assert sub["properties"]["name"]["minLength"] == 1
-    assert set(sub["required"]) == {"name", "minMember"}
+    # minMember is optional: a parent SubGroup sets minSubGroup instead (the webhook requires one or the other).
+    assert set(sub["required"]) == {"name"}
+    assert sub["properties"]["minSubGroup"] == {"format": "int32", "minimum": 0, "type": "integer"}
+    assert spec["minSubGroup"] == {"format": "int32", "minimum": 0, "type": "integer"}
+    assert spec["preemptionDelay"] == {"type": "string"}
     assert spec["preemptibility"]["enum"] == ["preemptible", "non-preemptible"]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.podgroupcontroller.validation import validate_podgroup
+from operators.podgroupcontroller.validation import podgroup_warnings, validate_podgroup
 
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -17,9 +17,12 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
                     max_leaves=6)
 NAMES = st.sampled_from(["a", "b", "c", "d", ""])
 SUBGROUP = st.fixed_dictionaries({"name": NAMES}, optional={
-    "parent": NAMES | JSON, "minMember": st.integers(min_value=-5, max_value=2**63) | JSON})
+    "parent": NAMES | JSON, "minMember": st.integers(min_value=-5, max_value=2**63) | JSON,
+    "minSubGroup": st.integers(min_value=-5, max_value=2**63) | JSON})
 PODGROUPS = st.fixed_dictionaries({}, optional={"spec": st.fixed_dictionaries({}, optional={
     "minMember": st.integers(min_value=-(2**64), max_value=2**64) | JSON,
+    "minSubGroup": st.integers(min_value=-(2**64), max_value=2**64) | JSON,
+    "preemptionDelay": st.sampled_from(["30s", "5m", "1h30m", "0", "-1s", "5", "soon"]) | JSON,
     "subGroups": st.lists(SUBGROUP | JSON, max_size=5) | JSON, "queue": JSON}) | JSON, "metadata": JSON})
 
 
@@ -28,9 +31,12 @@ PODGROUPS = st.fixed_dictionaries({}, optional={"spec": st.fixed_dictionaries({}
 def test_any_podgroup_is_accepted_as_a_tree_or_refused(podgroup: dict[str, Any]) -> None:
     message = validate_podgroup(podgroup)
     if message is not None:
-        known = ("duplicate subgroup name", "parent ", "spec.", "spec:", "cycle detected in subgroups")
+        known = ("duplicate subgroup name", "parent ", "spec.", "spec:", "cycle detected in subgroups",
+                 "subgroup ")
         assert isinstance(message, str) and message.startswith(known), message
         return
+    warnings = podgroup_warnings(podgroup)
+    assert all("exceeds the number of direct child SubGroups" in w for w in warnings), warnings
     spec = podgroup.get("spec")
     subgroups = spec.get("subGroups") if isinstance(spec, dict) else None
     if not isinstance(subgroups, list):

@@ -15,6 +15,7 @@ from operators.podgrouper.grouping import (
     Lookups,
     NeedObjects,
     group_pod,
+    merge_with_existing,
     parse_kind_defaults,
 )
 
@@ -92,6 +93,30 @@ def test_preemptibility_label_and_kind_defaults() -> None:
     result = ok(World().group(pod, [sts], Lookups(kind_defaults=defaults)))
     assert result.spec["priorityClassName"] == "build"
     assert result.spec["preemptibility"] == "preemptible"
+
+
+def test_preemption_delay_from_the_owner_label_or_annotation_then_the_pod() -> None:
+    delay = keys.PREEMPTION_DELAY
+    sts = child("apps/v1", "StatefulSet", "s", None, labels={delay: "2m"})
+    sts["metadata"]["namespace"] = "default"
+    pod = pod_of(sts, annotations={delay: "30s"})
+    assert ok(World().group(pod, [sts])).spec["preemptionDelay"] == "2m"  # the top owner first
+    sts["metadata"]["labels"] = {delay: "soon"}  # malformed: skipped, the pod's (its template's) applies
+    assert ok(World().group(pod, [sts])).spec["preemptionDelay"] == "30s"
+    sts["metadata"]["labels"], sts["metadata"]["annotations"] = {}, {delay: "90s"}
+    assert ok(World().group(pod, [sts])).spec["preemptionDelay"] == "90s"
+    sts["metadata"]["annotations"] = {}
+    pod["metadata"]["annotations"] = {}
+    assert "preemptionDelay" not in ok(World().group(pod, [sts])).spec
+
+
+def test_the_preemption_delay_follows_the_workload_on_an_existing_podgroup() -> None:
+    sts = child("apps/v1", "StatefulSet", "s", None, labels={keys.PREEMPTION_DELAY: "1m"})
+    sts["metadata"]["namespace"] = "default"
+    desired = ok(World().group(pod_of(sts), [sts])).podgroup
+    live = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "preemptionDelay"}}
+    merged, changed = merge_with_existing(desired, live)
+    assert changed and merged["spec"]["preemptionDelay"] == "1m"
 
 
 def test_kind_defaults_parse_errors() -> None:
@@ -287,7 +312,8 @@ def test_pytorch_segments() -> None:
     result = ok(World().group(pod, [pt]))
     topo = {"topology": "t", "requiredTopologyLevel": "rack"}
     assert result.spec["subGroups"] == [
-        {"name": "master", "minMember": 1}, {"name": "worker", "minMember": 5},
+        # The parent of the segments needs all three (minSubGroup), as each segment needs its pods (minMember).
+        {"name": "master", "minMember": 1}, {"name": "worker", "minSubGroup": 3},
         {"name": "worker-0", "minMember": 2, "parent": "worker", "topologyConstraint": topo},
         {"name": "worker-1", "minMember": 2, "parent": "worker", "topologyConstraint": topo},
         {"name": "worker-2", "minMember": 1, "parent": "worker", "topologyConstraint": topo}]
@@ -362,7 +388,7 @@ def test_lws_segments() -> None:
     owner = lws(5, template={"subGroupPolicy": {"subGroupSize": 2}})  # 4 workers split evenly: leader joins 0
     result = ok(World().group(lws_pod(owner, 0, 3), [owner]))
     assert result.spec["subGroups"] == [
-        {"name": "segment-0", "minMember": 3}, {"name": "segment-1", "minMember": 2},
+        {"name": "segment-0", "minSubGroup": 2}, {"name": "segment-1", "minMember": 2},
         {"name": "leader", "minMember": 1, "parent": "segment-0"},
         {"name": "workers", "minMember": 2, "parent": "segment-0"}]
     assert result.subgroup == "segment-1"
