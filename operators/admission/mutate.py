@@ -1,4 +1,4 @@
-"""Pod mutation of the admission webhook (contract 3.2): a pure function from a pod to RFC 6902 operations.
+"""Pod mutation of the admission webhook (CREATE only): a pure function from a pod to RFC 6902 operations.
 
 Plugins run in KAI's order: namespace fill-in, GPU sharing wiring, runtime-class enforcement. The operations
 are relative to the pod as received, because that is what an AdmissionReview response patches; they never
@@ -265,7 +265,7 @@ def mutate_pod(
     scheduler_name: str = keys.SCHEDULER_NAME,
     fraction_runtime_class_name: str | None = None,
 ) -> JsonPatch:
-    """JSON patch operations that mutate a pod on CREATE (contract 3.2).
+    """JSON patch operations that mutate a pod on CREATE.
 
     `namespace` is the AdmissionRequest's namespace. Raises AdmissionDenied with KAI's message when the pod
     must be refused (namespace mismatch, unknown `gpu-fraction-container-name`). Pods of other schedulers get

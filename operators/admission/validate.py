@@ -1,4 +1,4 @@
-"""Pod validation of the admission webhook (contract 3.3): pure functions of the pod.
+"""Pod validation of the admission webhook (CREATE and UPDATE): pure functions of the pod.
 
 The denial strings are wire contract: users see them verbatim after
 `admission webhook "admission.kai-scheduler.svc" denied the request: `. The checks run in KAI's order and the
@@ -87,7 +87,7 @@ def _has_whole_gpu_limit(spec: Mapping[str, Any]) -> bool:
 
 
 def validate_gpu_request(pod: Mapping[str, Any]) -> str | None:
-    """KAI's GPU request rules (contract 3.3 step 2), without the scheduler-name and feature-flag gates."""
+    """KAI's GPU-sharing request rules, without the scheduler-name and feature-flag gates."""
     annotations: Mapping[str, str] = (pod.get("metadata") or {}).get("annotations") or {}
     spec = pod.get("spec") or {}
     fraction = annotations.get(keys.GPU_FRACTION)

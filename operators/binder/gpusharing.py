@@ -1,11 +1,11 @@
-"""The binder's GPU-sharing bookkeeping (contract 9.2): pure helpers, the binder's handlers do the I/O.
+"""The binder's GPU-sharing bookkeeping for fractional BindRequests: pure helpers, the binder's handlers do the I/O.
 
 For a fractional BindRequest the binder labels the pod with its GPU groups and writes two ConfigMaps next to
 it, named from the pod's `runai/shared-gpu-configmap` annotation set by the admission webhook:
 `C = <prefix>-<idx>` (`<prefix>-i<idx>` for an init container), read through configMapKeyRef env vars, and
 `E = C-evar`, loaded whole with envFrom. Both are owned by the pod so they go away with it.
 
-Multi-device pods (contract 17, item 6). KAI labels a pod with `gpu-fraction-num-devices` > 1 only with
+Multi-device pods. KAI labels a pod with `gpu-fraction-num-devices` > 1 only with
 `runai-gpu-group/<g>=<g>`, one per group, and no plain `runai-gpu-group`. We keep exactly these labels: they
 are on the wire (kubectl columns, the scheduler's accounting of shared GPUs) and adding a plain label would
 make such a pod look like a single-device sharer of one arbitrary group. The fragility upstream is on the

@@ -1,4 +1,4 @@
-"""GPU reservation pods (contract 9.2 step 3) and their garbage collection (contract 9.3), as pure functions.
+"""GPU reservation pods of fractional binds and their garbage collection, as pure functions.
 
 A reservation pod asks the kubelet for one whole `nvidia.com/gpu` on the chosen node and reports which
 physical GPU it got in its `run.ai/reserve_for_gpu_index` annotation; the fractional pods of that GPU group
@@ -139,7 +139,7 @@ def _phase(pod: Mapping[str, Any]) -> str:
 def sync_decisions(
     pods_of_group: Sequence[Mapping[str, Any]], *, reservation_namespace: str = keys.RESERVATION_NAMESPACE,
 ) -> SyncDecision:
-    """What to delete for one GPU group, given every pod labelled with it (contract 9.3).
+    """What to delete for one GPU group, given every pod labelled with it.
 
     Fractional pods that are Running without a reservation lose their GPU isolation and are deleted (their
     controllers recreate them); Pending ones are left, as their bind may be creating the reservation right

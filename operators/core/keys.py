@@ -21,7 +21,7 @@ KAI_NAMESPACE: Final = "kai-scheduler"
 DEFAULT_QUEUE: Final = "default-queue"
 DEFAULT_PARENT_QUEUE: Final = "default-parent-queue"
 
-# --- user-facing labels and annotations (contract 1.1) ------------------------------------------
+# --- user-facing labels and annotations ---------------------------------------------------------
 QUEUE_LABEL: Final = "kai.scheduler/queue"
 # Autoscaler opt-in (on a workload or a Queue): the ProvisioningRequest class, and its parameters as
 # `provisioning.kai.scheduler/<name>: <value>` annotations.
@@ -48,7 +48,7 @@ PROJECT_LABEL: Final = "project"
 USER_LABEL: Final = "user"
 POD_GROUP_NAME: Final = "pod-group-name"
 
-# --- system-written keys (contract 1.2) ----------------------------------------------------------
+# --- system-written keys -------------------------------------------------------------------------
 SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
 TOP_OWNER_METADATA: Final = "kai.scheduler/top-owner-metadata"
 STALE_PODGROUP_TIMESTAMP: Final = "kai.scheduler/stale-podgroup-timestamp"
@@ -97,7 +97,7 @@ BIND_PHASE_FAILED: Final = "Failed"
 PREEMPTIBLE: Final = "preemptible"
 NON_PREEMPTIBLE: Final = "non-preemptible"
 
-# --- priority classes installed with the suite (contract 5) ---------------------------------------
+# --- priority classes installed with the suite ---------------------------------------------------
 PRIORITY_CLASSES: Final[dict[str, int]] = {
     "train": 50,
     "build-preemptible": 75,

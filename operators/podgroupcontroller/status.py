@@ -1,4 +1,4 @@
-"""PodGroup `status.resourcesStatus` from the group's pods (contract 2.2 and 6). Pure: no I/O."""
+"""PodGroup `status.resourcesStatus` summed over the group's pods. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def allocated(pod: Obj, nodes_by_name: Mapping[str, Obj]) -> ResourceList:
 
 
 def priority_value(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> int:
-    """The PodGroup's PriorityClass value, else the cluster's globalDefault, else 50 (contract 5)."""
+    """The PodGroup's PriorityClass value, else the cluster's globalDefault, else 50."""
     name = (podgroup.get("spec") or {}).get("priorityClassName")
     if name and name in priority_classes:
         return int(priority_classes[name].get("value") or 0)

@@ -1,4 +1,4 @@
-"""kai_queue_* gauges of the queue-controller (contract 13).
+"""kai_queue_* gauges of the queue-controller, one series per queue.
 
 `queue_metric_values` and `queue_metric_labels` are pure; `QueueMetrics` holds the prometheus gauges.
 """

@@ -1,4 +1,4 @@
-"""Queue status (contract 2.1, 7): child queues and resources summed over PodGroups and child queues.
+"""Queue status: child queues and resources summed over PodGroups and child queues.
 
 Pure: callers pass the queues and PodGroups they have cached.
 """

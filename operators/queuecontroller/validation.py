@@ -1,4 +1,4 @@
-"""Queue validation for the admission webhook (contract 2.1).
+"""Queue validation for the admission webhook.
 
 KAI checks only that `spec.resources` is present. The other checks catch mistakes that otherwise surface
 much later as puzzling scheduling results; every message names the field at fault. A parent that does not

@@ -1,4 +1,4 @@
-"""Human messages with KAI's exact wording (spec/contracts.md section 14): fit summaries, job errors, events."""
+"""Human messages with KAI's exact wording: fit summaries, job errors, events."""
 
 from __future__ import annotations
 

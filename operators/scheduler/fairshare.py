@@ -1,6 +1,6 @@
 """Hierarchical fair-share division (KAI proportion plugin), one resource at a time, top-down per level.
 
-Pure functions over plain numbers; see spec/algorithms.md section 2. -1 means unlimited for deserved (quota)
+Pure functions over plain numbers. -1 means unlimited for deserved (quota)
 and limit. Over-quota shares are handed out in whole units per round, leftovers one unit at a time.
 """
 

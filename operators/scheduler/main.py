@@ -1,6 +1,6 @@
 """The scheduler component: `kai run scheduler`.
 
-No Kopf handlers: informers, an optional Lease and the cycle loop (spec/kopf-python.md, decision 4). A standby
+No Kopf handlers: a plain asyncio app of list+watch informers, an optional Lease and the cycle loop. A standby
 keeps its informers warm, so a failover starts scheduling within one lease period.
 """
 

@@ -1,4 +1,4 @@
-"""The binder against the real API server (contract 9): BindRequests become bound pods, fractional pods share
+"""The binder against the real API server: BindRequests become bound pods, fractional pods share
 one GPU reservation, failures are reported, and a binder killed mid-burst loses and repeats nothing.
 
 The tests play the scheduler: they create kai-scheduler pods and their BindRequests themselves. The pods carry a

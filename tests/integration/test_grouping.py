@@ -1,4 +1,4 @@
-"""The pod-grouper against the real API server (contract 4): the shared examples become the documented PodGroups.
+"""The pod-grouper against the real API server: the repository's examples become the documented PodGroups.
 
 Workloads are created the way users create them (kubectl apply of the example files) and their pods come from the
 real owners' controllers: KubeRay for RayClusters, kube-controller-manager for Deployments and Jobs. Kubeflow's

@@ -1,4 +1,4 @@
-"""podgroup-controller and queue-controller against the real API server (contracts 2.1, 2.2, 6, 7, 13).
+"""podgroup-controller and queue-controller against the real API server.
 
 Pods are scheduled and bound by the cluster's own scheduler and binder and turned Running by kwok; the tests read
 PodGroup `status.resourcesStatus`, Queue `status` up a queue hierarchy, the queue-controller's /metrics, and the
@@ -301,7 +301,7 @@ def test_bad_queue_under_a_missing_parent_is_still_rejected(cluster: Cluster, na
 
 
 def test_parent_and_child_created_in_one_apply_are_both_admitted(cluster: Cluster, namespace: str) -> None:
-    """The seeds apply a parent queue and its child in one file: the child must not race the parent's informer."""
+    """Users apply a parent queue and its child in one file: the child must not race the parent's informer."""
     for i in range(10):
         parent, child = f"race-{i}-{namespace}", f"race-{i}-child-{namespace}"
         create(cluster, [queue_doc(parent), queue_doc(child, parent)])

@@ -1,4 +1,5 @@
-"""The house rules of DESIGN.md section 1, kept by a machine."""
+"""The layering rules of `.importlinter` (components never import each other, decision code imports no client
+library), kept by a machine."""
 
 from __future__ import annotations
 

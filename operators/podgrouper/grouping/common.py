@@ -1,4 +1,4 @@
-"""What every rule shares: the rule context and the Default grouper's metadata (contract 4.3)."""
+"""What every rule shares: the rule context and the Default grouper's metadata, the base of almost every kind."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def top_owner_metadata(obj: Obj) -> str:
     return "".join(f"{key}: {_yaml_scalar(value)}\n" for key, value in fields)
 
 
-# --- the Default grouper's rules (contract 4.3) -------------------------------------------------
+# --- the Default grouper's rules --------------------------------------------------------------
 
 def pg_labels(top: Obj, pod: Obj) -> dict[str, str]:
     labels = labels_of(top)

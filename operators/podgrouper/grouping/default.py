@@ -11,7 +11,7 @@ SPARK_APP_SELECTOR = "spark-app-selector"
 
 
 def default_rule(ctx: Context, top: Obj) -> Metadata:
-    # Only when the Default grouper is itself selected do all owners vote on priority (contract 4.3).
+    # Only when the Default grouper is itself selected do all owners vote on priority.
     return base_metadata(ctx, top, priority_owners=ctx.chain or (ctx.pod,))
 
 

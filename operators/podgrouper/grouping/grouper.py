@@ -149,7 +149,7 @@ def _subgroup_tree(metadata: Metadata) -> list[dict[str, Any]]:
 
 def group_pod(pod: Obj, owner_chain: Sequence[Obj], lookups: Lookups | None = None,
               config: GrouperConfig | None = None) -> GroupingResult | GroupingError | NeedObjects:
-    """Compute the PodGroup of a pod (contract 4.2 steps 3-5).
+    """Compute the PodGroup of a pod: walk its owners, pick the rule of the top owner's kind, apply it.
 
     `owner_chain`: the pod's owners as the shell read them, direct owner first, top owner last (empty for a
     bare pod). The top owner must be the full object (rules read its spec and status); intermediate owners
@@ -177,7 +177,7 @@ def group_pod(pod: Obj, owner_chain: Sequence[Obj], lookups: Lookups | None = No
 
 def merge_with_existing(desired: Mapping[str, Any], existing: Mapping[str, Any] | None,
                         config: GrouperConfig | None = None) -> tuple[dict[str, Any], bool]:
-    """The PodGroup to write and whether a write is needed (contract 4.2 step 6).
+    """The PodGroup to write and whether a write is needed.
 
     No existing object: create `desired`. Otherwise the live object keeps its queue (spec and label),
     its node-pool label, spec fields the grouper does not own, and label/annotation keys not in `desired`.
@@ -224,14 +224,14 @@ def pod_patch(pod: Obj, result: GroupingResult) -> dict[str, Any] | None:
     patch: dict[str, Any] = {}
     if (metadata.get("annotations") or {}).get(keys.POD_GROUP_NAME) != result.name:
         patch.setdefault("metadata", {})["annotations"] = {keys.POD_GROUP_NAME: result.name}
-    # The subgroup label is only ever set, never removed (contract 1.2).
+    # The subgroup label is only ever set, never removed.
     if result.subgroup and (metadata.get("labels") or {}).get(keys.SUBGROUP_LABEL) != result.subgroup:
         patch.setdefault("metadata", {})["labels"] = {keys.SUBGROUP_LABEL: result.subgroup}
     return patch or None
 
 
 def should_skip(pod: Obj, scheduler_name: str = keys.SCHEDULER_NAME) -> bool:
-    """Contract 4.2 steps 1-2: other schedulers' pods, and owner-less pods the user already grouped."""
+    """Pods the grouper leaves alone: other schedulers' pods, and owner-less pods the user already grouped."""
     if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
         return True
     metadata = pod.get("metadata") or {}

@@ -83,7 +83,7 @@ def _ray_metadata(ctx: Context, top: Obj, cluster: Obj) -> Metadata:
         if group in {subgroup.name for subgroup in subgroups}:
             metadata.pod_subgroup = group
     override = labels_of(top).get(keys.RAY_PRIORITY_CLASS_LABEL)
-    if override is not None:  # Ray's own priority label wins, unchecked (contract 1.1)
+    if override is not None:  # Ray's own priority label wins, unchecked
         metadata.priority_class = override
     return metadata
 

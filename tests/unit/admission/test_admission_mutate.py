@@ -1,4 +1,4 @@
-"""Pod mutation of the admission webhook (contract 3.2): the JSON patch is applied and the pod inspected."""
+"""Pod mutation of the admission webhook: the JSON patch is applied and the pod inspected."""
 
 from __future__ import annotations
 

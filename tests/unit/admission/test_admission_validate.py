@@ -1,4 +1,4 @@
-"""Validation messages of the admission webhook (contract 3.3), table-driven."""
+"""Validation messages of the admission webhook, table-driven."""
 
 from __future__ import annotations
 

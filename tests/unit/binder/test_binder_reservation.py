@@ -1,4 +1,4 @@
-"""GPU reservation pod manifests and reservation garbage-collection decisions (contract 9.2, 9.3)."""
+"""GPU reservation pod manifests and reservation garbage-collection decisions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PodGroup resourcesStatus arithmetic (contract 2.2, 6)."""
+"""PodGroup resourcesStatus arithmetic: requested, allocated and allocated non-preemptible, and pod counts."""
 
 from __future__ import annotations
 

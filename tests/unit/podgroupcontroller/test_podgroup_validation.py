@@ -1,4 +1,4 @@
-"""PodGroup webhook validation messages (contract 2.2)."""
+"""PodGroup webhook validation messages."""
 
 from __future__ import annotations
 

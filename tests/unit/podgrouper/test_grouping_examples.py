@@ -1,4 +1,4 @@
-"""The worked examples of contract 4.4, on the real example YAML."""
+"""Per-kind grouping of the example workloads, on the real example YAML."""
 
 from __future__ import annotations
 

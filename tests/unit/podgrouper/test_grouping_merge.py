@@ -1,4 +1,4 @@
-"""Updating a live PodGroup (contract 4.2 step 6) and patching the pod (step 7)."""
+"""Updating a live PodGroup and patching the pod to point at its PodGroup and subgroup."""
 
 from __future__ import annotations
 

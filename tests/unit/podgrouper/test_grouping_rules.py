@@ -34,7 +34,7 @@ def error(result: object) -> str:
     return result.message
 
 
-# --- queue, priority, preemptibility (contract 4.3) ----------------------------------------------
+# --- queue, priority, preemptibility -----------------------------------------------------------
 
 def test_queue_owner_label_wins_then_pod_then_project_then_default() -> None:
     sts = child("apps/v1", "StatefulSet", "s", None, labels={keys.QUEUE_LABEL: "from-owner"})

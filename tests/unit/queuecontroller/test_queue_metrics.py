@@ -1,4 +1,4 @@
-"""kai_queue_* gauges (contract 13)."""
+"""kai_queue_* gauges."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Queue status aggregation (contract 2.1, 7)."""
+"""Queue status aggregation over PodGroups and child queues."""
 
 from __future__ import annotations
 

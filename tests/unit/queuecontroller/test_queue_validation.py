@@ -1,4 +1,4 @@
-"""Queue validation (contract 2.1 plus field-named checks)."""
+"""Queue validation: KAI's required `spec.resources` plus field-named checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fair-share division (algorithms.md 2.3/2.4) and DRF helpers."""
+"""Fair-share division (the algorithm and a worked hierarchy) and DRF helpers."""
 
 from __future__ import annotations
 

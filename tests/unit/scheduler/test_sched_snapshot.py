@@ -1,4 +1,4 @@
-"""Record parsing and the session's view of the snapshot (contracts 8.2, 5)."""
+"""Record parsing and the session's view of the snapshot, priorities and preemptibility included."""
 
 from __future__ import annotations
 
