@@ -1,11 +1,12 @@
 """Every component process opens one watch per resource, counted by the API server itself.
 
-Each component is started as its own process (`kai run <component>`), with `--leader-elect` on a Lease of its own
-(admission runs active-active, without one), so it leads at once and runs everything it runs in production: informers, work queues, webhook, side loops. The
-API server's gauge `apiserver_longrunning_requests{verb="WATCH"}` (open watches per group, resource and scope)
-is read before the process starts and once it is ready; the difference is the process's own watches. It must
-be exactly the resources the component reads, one watch each: a second watch of a resource (an informer next to
-a Kopf handler, a per-object watch) shows up as a 2, a forgotten informer as a missing key.
+Each component is started as its own process (`kai run <component>`), with `--leader-elect` on a Lease of its
+own (admission runs active-active, without one), so it leads at once and runs everything it runs in production:
+informers, work queues, webhook, side loops. The API server's gauge `apiserver_longrunning_requests{verb="WATCH"}`
+(open watches per group, resource and scope) is read before the process starts and once it is ready; the
+difference is the process's own watches. It must be exactly the resources the component reads, one watch each:
+a second watch of a resource (an informer next to a Kopf handler, a per-object watch) shows up as a 2, a
+forgotten informer as a missing key.
 
 The dev components keep running meanwhile; their watches are part of the baseline. The scheduler under test
 serves another scheduler name, so that it opens the same watches without scheduling the cluster's pods twice.
