@@ -119,11 +119,19 @@ async def run_controller(args: argparse.Namespace, *, build: Callable[[Any, Life
         async def lead() -> None:
             if webhook is not None:
                 await serve_webhook(life, args, webhook(controller))
-            # Children of this task: cancelled with it when the lease is lost.
-            await asyncio.gather(*work(controller))
+            try:
+                # Children of this task: cancelled with it when the lease is lost.
+                await asyncio.gather(*work(controller))
+            except Exception as exc:
+                # Work loops handle their own errors; one that escapes is a bug: restart rather than run half.
+                log.critical("the component's work stopped: %s: %s; exiting", type(exc).__name__, exc, exc_info=True)
+                os._exit(1)
 
         if args.leader_elect:
-            await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=lead,
+            # Its own client: renewals never wait behind the work's requests for a connection.
+            lease_api = await api_client(args.kubeconfig)
+            life.on_close(lease_api.close)
+            await run_as_leader(lease_api, name=args.lease_name, namespace=args.namespace, work=lead,
                                 **lease_options(args))
         else:
             await lead()

@@ -303,7 +303,12 @@ class PodGrouper:
         A list, not a watch: the owner kinds the pod-grouper may read are granted get and list only, and a
         refused RayJob is rare and stays refused, so a slow look is enough.
         """
-        while await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is None:
+        while True:
+            try:
+                if await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is not None:
+                    break
+            except Exception as exc:
+                log.warning("cannot tell whether RayJobs are served: %s", exc)
             await asyncio.sleep(DISCOVERY_RETRY_SECONDS)
             self.discovery = Discovery(self.api)  # forget the negative answer
         while True:
