@@ -15,6 +15,7 @@ serves another scheduler name, so that it opens the same watches without schedul
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -122,8 +123,16 @@ Started = tuple[subprocess.Popen[bytes], int, Path]  # the process, its probe po
 
 @pytest.fixture
 def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[str], Started]]:
+    from operators.devcluster.pki import CertificateAuthority
+
     procs: list[subprocess.Popen[bytes]] = []
     leases: list[str] = []
+    # A serving certificate of the test's own: the webhook servers need one, and nothing calls them.
+    pair = CertificateAuthority(tmp_path / "ca").issue("webhook", "localhost", ips=["127.0.0.1"], server=True)
+    cert_dir = tmp_path / "webhook"
+    cert_dir.mkdir()
+    shutil.copyfile(pair.cert, cert_dir / "tls.crt")
+    shutil.copyfile(pair.key, cert_dir / "tls.key")
 
     def start(component: str) -> Started:
         lease = f"one-watch-{component}-{uuid.uuid4().hex[:6]}"
@@ -134,8 +143,7 @@ def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[st
         if component != "admission":  # active-active: it holds no lease
             argv += ["--leader-elect", f"--lease-name={lease}", f"--namespace={NS}"]
         if component in ("admission", "queue-controller", "podgroup-controller"):
-            argv += [f"--webhook-addr=127.0.0.1:{free_port()}",
-                     f"--cert-dir={Path(cluster.state_dir) / 'pki' / 'webhook'}"]
+            argv += [f"--webhook-addr=127.0.0.1:{free_port()}", f"--cert-dir={cert_dir}"]
         if component == "scheduler":
             argv += ["--scheduler-name=kai-one-watch-test"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
