@@ -6,7 +6,8 @@ informers, work queues, webhook, side loops. The API server's gauge `apiserver_l
 (open watches per group, resource and scope) is read before the process starts and once it is ready; the
 difference is the process's own watches. It must be exactly the resources the component reads, one watch each:
 a second watch of a resource (an informer next to a Kopf handler, a per-object watch) shows up as a 2, a
-forgotten informer as a missing key.
+forgotten informer as a missing key. A second replica on the same Lease, a standby, then adds exactly its warm
+informers' watches, one per resource, while not ready.
 
 The dev components keep running meanwhile; their watches are part of the baseline. The scheduler under test
 serves another scheduler name, so that it opens the same watches without scheduling the cluster's pods twice.
@@ -56,6 +57,9 @@ CORE = {
                   ("kai.scheduler", "schedulingshards", "cluster"), ("kai.scheduler", "configs", "resource")},
     "admission": set(),
 }
+
+# Watches of side loops that run only on the lease holder (RayJob admission starts once it leads).
+LEADER_ONLY = {"pod-grouper": {("ray.io", "rayjobs", "cluster"), ("scheduling.run.ai", "queues", "cluster")}}
 
 
 def served(cluster: Cluster, group_version: str, plural: str) -> bool:
@@ -122,7 +126,7 @@ Started = tuple[subprocess.Popen[bytes], int, Path]  # the process, its probe po
 
 
 @pytest.fixture
-def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[str], Started]]:
+def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[str, str], Started]]:
     from operators.devcluster.pki import CertificateAuthority
 
     procs: list[subprocess.Popen[bytes]] = []
@@ -134,8 +138,7 @@ def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[st
     shutil.copyfile(pair.cert, cert_dir / "tls.crt")
     shutil.copyfile(pair.key, cert_dir / "tls.key")
 
-    def start(component: str) -> Started:
-        lease = f"one-watch-{component}-{uuid.uuid4().hex[:6]}"
+    def start(component: str, lease: str) -> Started:
         leases.append(lease)
         metrics, probe = free_port(), free_port()
         argv = [sys.executable, "-m", "operators.cli", "run", component, f"--kubeconfig={cluster.kubeconfig}",
@@ -148,7 +151,7 @@ def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[st
             argv += ["--scheduler-name=kai-one-watch-test"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         env.update(KUBECONFIG=cluster.kubeconfig, PYTHONUNBUFFERED="1")
-        log = tmp_path / f"{component}.log"
+        log = tmp_path / f"{component}-{len(procs)}.log"
         proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                                 start_new_session=True)
         procs.append(proc)
@@ -164,7 +167,7 @@ def component_process(cluster: Cluster, tmp_path: Path) -> Iterator[Callable[[st
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
-    for lease in leases:
+    for lease in set(leases):
         cluster.kubectl("delete", "lease", lease, "-n", NS, "--ignore-not-found", check=False)
 
 
@@ -177,19 +180,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=5)
 
 
-@pytest.mark.parametrize("component", list(CORE))
-def test_a_component_process_opens_one_watch_per_resource(
-        cluster: Cluster, component_process: Callable[[str], Started], component: str) -> None:
-    want = expected(cluster, component)
-    before = steady_watches(cluster)
-    proc, probe, log = component_process(component)
-    deadline = time.monotonic() + 60
-    while http_status(f"http://127.0.0.1:{probe}/readyz") != 200:
-        assert proc.poll() is None, f"{component} exited ({proc.returncode}):\n{log.read_text(errors='replace')}"
-        assert time.monotonic() < deadline, f"{component} not ready in 60 s:\n{log.read_text(errors='replace')}"
-        time.sleep(0.3)
-    # Ready means synced and leading; watches opened once working (webhook, side loops) follow within moments.
-    time.sleep(3)
+def wait_for_watches(cluster: Cluster, before: Counter[Key], want: Counter[Key]) -> Counter[Key]:
+    """The open watches added since `before`, once they are `want` (or as they are after 20 s)."""
     got: Counter[Key] = Counter()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -197,9 +189,43 @@ def test_a_component_process_opens_one_watch_per_resource(
         if got == want:
             break
         time.sleep(1)
+    return got
+
+
+def wait_ready(component: str, proc: subprocess.Popen[bytes], probe: int, log: Path, path: str = "/readyz") -> None:
+    deadline = time.monotonic() + 60
+    while http_status(f"http://127.0.0.1:{probe}{path}") != 200:
+        assert proc.poll() is None, f"{component} exited ({proc.returncode}):\n{log.read_text(errors='replace')}"
+        assert time.monotonic() < deadline, f"{component}: {path} not 200 in 60 s:\n{log.read_text(errors='replace')}"
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("component", list(CORE))
+def test_a_component_process_opens_one_watch_per_resource(
+        cluster: Cluster, component_process: Callable[[str, str], Started], component: str) -> None:
+    want = expected(cluster, component)
+    lease = f"one-watch-{component}-{uuid.uuid4().hex[:6]}"
+    before = steady_watches(cluster)
+    proc, probe, log = component_process(component, lease)
+    wait_ready(component, proc, probe, log)
+    # Ready means synced and leading; watches opened once working (webhook, side loops) follow within moments.
+    time.sleep(3)
+    got = wait_for_watches(cluster, before, want)
     assert proc.poll() is None, f"{component} exited:\n{log.read_text(errors='replace')}"
     assert got == want, (f"{component}: open watches by (group, resource, scope) {dict(got)}, "
                          f"expected one each of {sorted(want)}\n{log.read_text(errors='replace')[-3000:]}")
+    if component != "admission":
+        # A standby on the same Lease keeps warm caches: the same informers, one watch each; only the leader's
+        # side loops (the pod-grouper's RayJob checks) wait for the lease.
+        standby, standby_probe, standby_log = component_process(component, lease)
+        standby_want = Counter({k: n for k, n in want.items() if k not in LEADER_ONLY.get(component, set())})
+        wait_ready(component, standby, standby_probe, standby_log, "/healthz")
+        got = wait_for_watches(cluster, before, want + standby_want)
+        assert got - want == standby_want, (
+            f"{component} standby: open watches {dict(got - want)}, expected one each of {sorted(standby_want)}"
+            f"\n{standby_log.read_text(errors='replace')[-3000:]}")
+        assert http_status(f"http://127.0.0.1:{standby_probe}/readyz") == 503
+        stop(standby)
     # And they are the process's: they close with it.
     stop(proc)
     deadline = time.monotonic() + 20
