@@ -1,8 +1,8 @@
 """The six components and where their entry points live.
 
 A component is implemented when its package has a `main` module exposing `async def run(args) -> None`.
-`kai run all` starts every implemented one as its own process (each with its own Kopf registry), as in
-production where each is its own Deployment.
+`kai run all` starts every implemented one as its own process, as in production where each is its own
+Deployment.
 """
 
 from __future__ import annotations

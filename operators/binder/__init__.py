@@ -1,2 +1,2 @@
 """The binder: turns BindRequests into bound pods. `gpusharing` and `reservation` are its pure GPU-sharing
-bookkeeping; the Kopf handlers and API calls live in `handlers.py` / `binding.py`."""
+bookkeeping; the informers, work queues and API calls live in `binding.py`, the process wiring in `main.py`."""

@@ -44,7 +44,7 @@ from operators.binder.reservation import (
 from operators.core import keys
 from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
-from operators.core.kube import JSON_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, raw_stream
+from operators.core.kube import JSON_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw
 from operators.core.metrics import Counter
 from operators.core.workqueue import WorkQueue
 
@@ -97,6 +97,7 @@ class Member(NamedTuple):
     groups: tuple[str, ...]
     uid: str = ""
     pod_bound: tuple[str, str, str] | None = None  # PodBound condition (status, reason, message)
+    device: str = ""  # a reservation pod's reported GPU id (annotation), once it has one
 
 
 def member_record(obj: dict[str, Any]) -> Member | None:
@@ -111,7 +112,20 @@ def member_record(obj: dict[str, Any]) -> Member | None:
 
 
 def reservation_record(obj: dict[str, Any]) -> Member | None:
-    return member_record(obj) if pod_gpu_groups(obj) else None
+    member = member_record(obj) if pod_gpu_groups(obj) else None
+    return member._replace(device=reserved_device_id(obj) or "") if member is not None else None
+
+
+def bindrequest_record(obj: dict[str, Any]) -> dict[str, Any]:
+    """A BindRequest as the binder keeps it: whole while it may still need a bind; a Succeeded one only as far as
+    its deletion triggers a GPU-group sync (the scheduler deletes it later)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    if (obj.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
+        return {**obj, "metadata": meta}
+    spec = obj.get("spec") or {}
+    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "uid")},
+            "spec": {k: spec.get(k) for k in ("receivedResourceType", "selectedGPUGroups")},
+            "status": {"phase": keys.BIND_PHASE_SUCCEEDED}}
 
 
 def pod_from_member(namespace: str, name: str, member: Member) -> dict[str, Any]:
@@ -122,6 +136,12 @@ def pod_from_member(namespace: str, name: str, member: Member) -> dict[str, Any]
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "uid": member.uid},
             "spec": {"nodeName": member.node or None}, "status": {"phase": member.phase, "conditions": conditions}}
+
+
+@dataclass
+class _DeviceWait:
+    future: asyncio.Future[str | None]
+    seen: bool = False  # the informer has shown the pod (so its absence now means it was deleted)
 
 
 class KeyedLocks:
@@ -178,15 +198,23 @@ class Binder:
         self.reservations: Informer[Member] = Informer(
             watch_api, PODS, reservation_record, namespace=config.reservation_namespace, indexes=by_node)
         self.nodes: Informer[bool] = Informer(watch_api, NODES, lambda _: True)
+        self.bindrequests: Informer[dict[str, Any]] = Informer(watch_api, BINDREQUESTS, bindrequest_record)
+        # The process's only watches: one per resource (pods twice, on disjoint sets: kai-scheduler's pods
+        # cluster-wide, and the reservation namespace, whose pods name no scheduler).
+        self.informers = (self.members, self.reservations, self.nodes, self.bindrequests)
         # The latest copy of each open BindRequest as its watch delivered it: the reconcile reads it from here
         # and goes to the API server only when it is missing (start-up, retries after a failure).
         self.requests: dict[str, dict[str, Any]] = {}
+        # Reservation pods waited for, by key: their device id once the informer shows it.
+        self._devices: dict[str, _DeviceWait] = {}
         self.binds = WorkQueue(self.reconcile, workers=config.workers, base_delay=config.base_delay,
                                max_delay=config.max_delay, name="bindrequests", kind="BindRequest")
         self.group_syncs = WorkQueue(lambda group: self.sync_group(str(group)), workers=4,
                                      base_delay=config.base_delay, max_delay=config.max_delay, name="gpu-groups")
         self.members.add_listener(self._on_member)
         self.reservations.add_listener(self._on_member)
+        self.reservations.add_listener(self._on_reservation)
+        self.bindrequests.add_listener(self._on_bindrequest)
 
     # --- triggers ------------------------------------------------------------------------------------
     def _on_member(self, _: str, old: Member | None, new: Member | None) -> None:
@@ -197,6 +225,24 @@ class Binder:
         for group in old.groups:
             if ended or new is None or group not in new.groups:
                 self.group_syncs.add(group)
+
+    def _on_reservation(self, _: str, old: Member | None, new: Member | None) -> None:
+        for key, waiter in list(self._devices.items()):
+            if waiter.future.done():
+                continue
+            record = self.reservations.get(key)
+            if record is not None:
+                waiter.seen = True
+                if record.device:
+                    waiter.future.set_result(record.device)
+            elif waiter.seen:
+                waiter.future.set_result(None)  # deleted
+
+    def _on_bindrequest(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is not None:
+            self.on_bindrequest(new)
+        elif old is not None:
+            self.on_bindrequest_deleted(old)
 
     def on_bindrequest(self, obj: dict[str, Any]) -> None:
         """A BindRequest was added or changed: keep the latest copy and queue it unless it is finished."""
@@ -224,40 +270,30 @@ class Binder:
     def known_groups(self) -> set[str]:
         return {g for informer in (self.members, self.reservations) for m in informer.values() for g in m.groups}
 
-    async def enqueue_pending_bindrequests(self) -> int:
-        """Enqueue every BindRequest not Succeeded (start-up: a restarted binder loses no request)."""
-        count, cont = 0, None
-        while True:
-            page = await raw(self.api, "GET", BINDREQUESTS.path(), query={"limit": 500, "continue": cont})
-            for br in page.get("items") or []:
-                if (br.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
-                    key = f"{_meta(br).get('namespace')}/{_meta(br).get('name')}"
-                    self.requests.setdefault(key, br)
-                    self.binds.add(key)
-                    count += 1
-            cont = (page.get("metadata") or {}).get("continue")
-            if not cont:
-                return count
+    def enqueue_pending_bindrequests(self) -> int:
+        """Enqueue every BindRequest not Succeeded (start-up: a restarted binder loses no request, a Failed one
+        with attempts left included)."""
+        count = 0
+        for br in self.bindrequests.values():
+            if (br.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
+                key = f"{_meta(br).get('namespace')}/{_meta(br).get('name')}"
+                self.requests.setdefault(key, br)
+                self.binds.add(key)
+                count += 1
+        return count
 
     @property
     def ready(self) -> bool:
-        return self.members.synced.is_set() and self.reservations.synced.is_set() and self.nodes.synced.is_set()
+        return all(informer.synced.is_set() for informer in self.informers)
 
     async def work(self) -> None:
         """Once the caches are synced: GC of every group, every open BindRequest, then the work queues."""
-        await self.members.wait_synced()
-        await self.reservations.wait_synced()
-        await self.nodes.wait_synced()
+        for informer in self.informers:
+            await informer.wait_synced()
         groups = self.known_groups()
         for group in groups:
             self.group_syncs.add(group)
-        while True:
-            try:
-                pending = await self.enqueue_pending_bindrequests()
-                break
-            except Exception as exc:
-                log.warning("listing BindRequests failed (%s); retrying", error_message(exc))
-                await asyncio.sleep(2)
+        pending = self.enqueue_pending_bindrequests()
         log.info("binder started: %d GPU group(s) to check, %d BindRequest(s) to handle", len(groups), pending)
         await asyncio.gather(self.binds.run(), self.group_syncs.run())
 
@@ -437,36 +473,18 @@ class Binder:
         return device
 
     async def _wait_for_device(self, pod: Mapping[str, Any]) -> str | None:
-        """Watch the reservation pod until it reports its GPU (annotation), or the allocation timeout."""
-        namespace, name = _meta(pod)["namespace"], _meta(pod)["name"]
-        version = _meta(pod).get("resourceVersion")
-        timeout = self.config.allocation_timeout
+        """Wait until the reservation pod reports its GPU (annotation), as the reservations informer sees it; None
+        when the pod goes away or after the allocation timeout."""
+        key = f"{_meta(pod)['namespace']}/{_meta(pod)['name']}"
+        waiter = self._devices[key] = _DeviceWait(asyncio.get_running_loop().create_future())
         try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    query = {"watch": "true", "fieldSelector": f"metadata.name={name}", "resourceVersion": version,
-                             "allowWatchBookmarks": "true", "timeoutSeconds": int(timeout) + 1}
-                    resp = await raw_stream(self.api, "GET", PODS.path(namespace), query=query,
-                                            timeout=(10, timeout + 10))
-                    async with resp:
-                        while line := await resp.content.readline():
-                            event = json.loads(line)
-                            obj = event.get("object") or {}
-                            if event.get("type") == "ERROR":
-                                break  # e.g. 410: re-read below
-                            if event.get("type") == "DELETED":
-                                return None
-                            version = _meta(obj).get("resourceVersion") or version
-                            if event.get("type") != "BOOKMARK" and (device := reserved_device_id(obj)):
-                                return device
-                    current = await self._get(f"{PODS.path(namespace)}/{name}")
-                    if current is None:
-                        return None
-                    if device := reserved_device_id(current):
-                        return device
-                    version = _meta(current).get("resourceVersion")
+            self._on_reservation("", None, None)  # the informer may have seen the pod already
+            async with asyncio.timeout(self.config.allocation_timeout):
+                return await waiter.future
         except TimeoutError:
             return None
+        finally:
+            self._devices.pop(key, None)
 
     async def write_configmaps(self, pod: Mapping[str, Any], devices: list[str], portion: str) -> None:
         """Create or patch ConfigMaps C and E, owned by the pod (contract 9.2 step 5)."""

@@ -1,26 +1,22 @@
 """The binder component: `kai run binder`. Turns BindRequests into bound pods (contract 9).
 
-Kopf runs the process (login, startup, cleanup) and reports BindRequest events, which only enqueue keys into a
-bounded work queue; the reconcile binds from the latest watched copy, so a burst of events costs one bind and a
-plain bind reads nothing. Pods come from two informers (kai-scheduler pods, and the reservation namespace) that
-also trigger reservation garbage collection, nodes from a third; Kopf never handles Pods. The I/O itself is in
-`binding.py`.
+BindRequests come from an informer whose events only enqueue keys into a bounded work queue; the reconcile binds
+from the latest watched copy, so a burst of events costs one bind and a plain bind reads nothing. Pods come from
+two informers on disjoint sets (kai-scheduler pods, and the reservation namespace) that also trigger reservation
+garbage collection and report a reservation pod's GPU; nodes from a fourth. Each is the process's only watch of
+what it covers. The I/O itself is in `binding.py`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 from typing import Any
 
-import kopf
-
 from operators.binder.binding import Binder, BinderConfig
 from operators.core import component, keys
 from operators.core.kube import api_client
-from operators.core.leader import run_as_leader
 
 log = logging.getLogger("binder")
 
@@ -88,55 +84,18 @@ def config_from_args(args: argparse.Namespace) -> BinderConfig:
     )
 
 
-def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
-    registry = component.kopf_registry(args.kubeconfig)
-    state: dict[str, Any] = {}
-
-    @kopf.on.startup(registry=registry)
-    async def startup(**_: Any) -> None:
+async def run(args: argparse.Namespace) -> None:
+    async def build(api: Any, life: component.Lifecycle) -> Binder:
         # Watches pin connections: keep them off the client that does the binds.
-        api = await api_client(args.kubeconfig)
         watch_api = await api_client(args.kubeconfig)
-        binder = Binder(api, watch_api, config_from_args(args))
-        state.update(binder=binder, clients=[api, watch_api])
-        work = (run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=binder.work,
-                                 **component.lease_options(args))
-                if args.leader_elect else binder.work())
-        state["tasks"] = [asyncio.create_task(c) for c in (binder.members.run(), binder.reservations.run(),
-                                                               binder.nodes.run(), work)]
-        await component.serve_probes(args, ready=lambda: binder.ready)
+        life.on_close(watch_api.close)
+        return Binder(api, watch_api, config_from_args(args))
 
-    @kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, keys.BINDREQUEST_PLURAL, registry=registry)
-    async def bindrequest_event(body: kopf.Body, type: str | None, event: Any = None, **_: Any) -> None:
-        binder: Binder | None = state.get("binder")
-        if binder is None:
-            return
-        if type == "DELETED":
-            binder.on_bindrequest_deleted(body)
-            return
-        # The raw object of the watch event: the reconcile binds from this copy without reading it again.
-        obj = (event or {}).get("object") if isinstance(event, dict) else None
-        binder.on_bindrequest(obj if isinstance(obj, dict) else json.loads(json.dumps(dict(body))))
-
-    @kopf.on.cleanup(registry=registry)
-    async def cleanup(**_: Any) -> None:
-        tasks = state.get("tasks", [])
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for api in state.get("clients", []):
-            await api.close()
-
-    return registry
+    await component.run_controller(args, build=build, caches=lambda b: [i.run() for i in b.informers],
+                                   work=lambda b: [b.work()], ready=lambda b: b.ready)
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "binder", args.log_format)
-    registry = build_registry(args)
-
-    async def run() -> None:
-        await kopf.operator(registry=registry, settings=component.kopf_settings("binder"),
-                            standalone=True, clusterwide=True)
-
-    return component.run(run)
+    return component.run(lambda: run(args))

@@ -55,8 +55,9 @@ def object_key(obj: dict[str, Any]) -> str:
 class Informer(Generic[R]):
     """Keeps `key -> parse(obj)` for every object of one resource matching the selectors.
 
-    `parse` may return None to drop an object. Listeners are called synchronously for every change with
-    (event type, old record, new record); they must be quick (e.g. set an asyncio.Event or enqueue a key).
+    `parse` may return None to drop an object. Listeners are called synchronously for every change of a record
+    with (event type, old record, new record), not for events that leave the record as it was; they must be
+    quick (e.g. set an asyncio.Event or enqueue a key).
     """
 
     def __init__(self, api: client.ApiClient, resource: Resource, parse: Callable[[dict[str, Any]], R | None], *,
@@ -103,8 +104,8 @@ class Informer(Generic[R]):
         else:
             self.store[key] = record
             self._index(key, record)
-        if old is None and record is None:
-            return
+        if old == record:
+            return  # nothing the caller keeps changed (e.g. a status field its `parse` drops): no event
         for listener in self._listeners:
             try:
                 listener(event, old, record)

@@ -1,27 +1,27 @@
-"""What every component process shares: flags, logging, the API client, probes/metrics, Kopf wiring.
+"""What every component process shares: flags, logging, the API client, probes/metrics, the controller runtime.
 
-Each component is its own process with its own Kopf registry and settings (`kopf.operator(standalone=True)`):
-Kopf serves the CRD side and the probes; pods and nodes come from `core.cache.Informer`, never from Kopf
-handlers, so Kopf writes no bookkeeping onto user objects.
+One runtime pattern for every component: each resource a process reads comes from one `core.cache.Informer`
+(list + watch, relist on 410, bookmarks, backoff), the only watch of that resource in the process; listeners turn
+its events into keys of a `core.workqueue.WorkQueue`; the probes are served from process start; the work queues
+(and a controller's webhook) run only while the process holds its Lease. Nothing here is Kopf: with every
+resource watched once by an informer, Kopf would add a second watch per CRD and nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
-
-import kopf
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from operators.core import keys, logs, metrics
 from operators.core.webhook import Handler
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8081) -> argparse.ArgumentParser:
@@ -93,80 +93,54 @@ def lease_options(args: argparse.Namespace) -> dict[str, float]:
             "retry_period": args.leader_elect_retry_period}
 
 
-async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, args: argparse.Namespace,
-                            warm: Callable[[], Awaitable[Any]] | None = None) -> None:
-    """Run a controller's Kopf operator, as the holder of its Lease when --leader-elect is set.
+async def run_controller(args: argparse.Namespace, *, build: Callable[[Any, Lifecycle], Awaitable[T]],
+                         caches: Callable[[T], Iterable[Awaitable[Any]]],
+                         work: Callable[[T], Iterable[Awaitable[Any]]], ready: Callable[[T], bool],
+                         webhook: Callable[[T], Mapping[str, Handler]] | None = None) -> None:
+    """The one runtime of every controller process (pod-grouper, podgroup-controller, queue-controller, binder).
 
-    A standby serves its probes (alive, not ready: a Service never routes webhook calls to it) and runs `warm`,
-    which starts the controller's informers, so that on winning the lease it works from a synced cache instead
-    of relisting. Kopf itself (its watches and handlers, the work queue, the webhook) starts only on the leader.
+    From process start: the probes (alive; ready once `ready` holds and, with --leader-elect, while leading) and
+    `caches`, the informers, each the process's only watch of its resource, so a standby keeps them warm. On
+    winning the lease (at once without --leader-elect): the webhook, if any, and `work`, the work queues fed by
+    those informers. Losing the lease exits the process before any other task runs (`leader.run_as_leader`).
     """
-    settings = kopf_settings(component)
-
-    async def operate() -> None:
-        await kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=True)
-
-    if not args.leader_elect:
-        await operate()
-        return
     from operators.core.kube import api_client
     from operators.core.leader import run_as_leader
 
-    await serve_probes(args, ready=lambda: False)
-    if warm is not None:
-        await warm()
-    api = await api_client(args.kubeconfig)
-    async with api:
-        await run_as_leader(api, name=args.lease_name, namespace=args.namespace, work=operate,
-                            **lease_options(args))
+    life = Lifecycle()
+    try:
+        await serve_probes(args, ready=lambda: False)
+        api = await api_client(args.kubeconfig)
+        life.on_close(api.close)
+        controller = await build(api, life)
+        await serve_probes(args, ready=lambda: ready(controller))
+        life.spawn(*caches(controller))
+
+        async def lead() -> None:
+            if webhook is not None:
+                await serve_webhook(life, args, webhook(controller))
+            try:
+                # Children of this task: cancelled with it when the lease is lost.
+                await asyncio.gather(*work(controller))
+            except Exception as exc:
+                # Work loops handle their own errors; one that escapes is a bug: restart rather than run half.
+                log.critical("the component's work stopped: %s: %s; exiting", type(exc).__name__, exc, exc_info=True)
+                os._exit(1)
+
+        if args.leader_elect:
+            # Its own client: renewals never wait behind the work's requests for a connection.
+            lease_api = await api_client(args.kubeconfig)
+            life.on_close(lease_api.close)
+            await run_as_leader(lease_api, name=args.lease_name, namespace=args.namespace, work=lead,
+                                **lease_options(args))
+        else:
+            await lead()
+    finally:
+        await life.close()
 
 
 def setup_logging(level: str, component: str, fmt: str = "text") -> None:
     logs.setup(level, component, fmt)
-
-
-def kopf_settings(component: str) -> kopf.OperatorSettings:
-    settings = kopf.OperatorSettings()
-    prefix = f"{component}.kai.scheduler"
-    settings.persistence.finalizer = f"{prefix}/finalizer"
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=prefix, key="last-handled-configuration")
-    settings.posting.level = logging.WARNING
-    settings.watching.connect_timeout = 10
-    settings.networking.request_timeout = 60
-    settings.scanning.disabled = True
-    return settings
-
-
-def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
-    """A registry whose login uses the same kubeconfig (or in-cluster config) as our own clients.
-
-    Not `kopf.login_via_async_client`: it reads the kubeconfig named by $KUBECONFIG and ignores --kubeconfig, so
-    Kopf could watch another cluster than the one the component writes to.
-    """
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.login(registry=registry)
-    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
-        from operators.core.kube import api_client
-
-        api = await api_client(kubeconfig)
-        try:
-            cfg = api.configuration
-            header: Any = cfg.get_api_key_with_prefix("BearerToken")
-            if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
-                header = await header
-            scheme, _sep, token = str(header or "").rpartition(" ")
-            return kopf.ConnectionInfo(
-                server=str(cfg.host), ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
-                username=cfg.username or None, password=cfg.password or None, scheme=scheme or None,
-                token=token or None, certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
-                trust_env=settings.networking.trust_env)
-        finally:
-            await api.close()
-
-    return registry
 
 
 class Probes:
@@ -199,9 +173,12 @@ async def serve_probes(args: argparse.Namespace, ready: Callable[[], bool]) -> l
 
 
 def run(main: Callable[[], Awaitable[None]]) -> int:
-    """Run a component's coroutine until SIGTERM/SIGINT; exit code 0 on a clean stop."""
+    """Run a component's coroutine until SIGTERM/SIGINT; exit code 0 on a clean stop, 1 (with one log line saying
+    why) when it fails, e.g. on an unreadable kubeconfig."""
+    failed = False
 
     async def wrapper() -> None:
+        nonlocal failed
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
@@ -211,9 +188,13 @@ def run(main: Callable[[], Awaitable[None]]) -> int:
             await main()
         except asyncio.CancelledError:
             log.info("stopping")
+        except Exception as exc:
+            failed = True
+            log.critical("stopped by an error: %s: %s", type(exc).__name__, exc,
+                         exc_info=log.isEnabledFor(logging.DEBUG))
 
     try:
         asyncio.run(wrapper())
     except KeyboardInterrupt:
         pass
-    return 0
+    return 1 if failed else 0

@@ -1,9 +1,10 @@
 """The podgroup-controller: keeps `status.resourcesStatus` and the running/pending pod counts of every PodGroup
 exact, and validates PodGroups.
 
-Kopf runs the process and reports PodGroup events; pods (kai-scheduler's only, filtered by the API server),
-nodes (GPU memory labels) and PriorityClasses come from informers. A pod change enqueues its PodGroup; the
-reconcile recomputes the sums from the group's pods and merge-patches them only on change.
+PodGroups, pods (kai-scheduler's only, filtered by the API server), nodes (GPU memory labels) and PriorityClasses
+come from one informer each, the process's only watches. A pod change, or a PodGroup change in what the reconcile
+reads, enqueues the PodGroup (the echo of the controller's own status write and the scheduler's condition writes
+do not); the reconcile recomputes the sums from the group's pods and merge-patches them only on change.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any, cast
-
-import kopf
 
 from operators.core import component, keys, slim
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
-from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
+from operators.core.kube import MERGE_PATCH, is_not_found, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
@@ -73,7 +72,11 @@ class PodGroupController:
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
+        self.informers = (self.pods, self.podgroups, self.nodes, self.priority_classes)
         self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller", kind="PodGroup")
+        # PodGroup -> its status as this process's last write returned it: the watch's echo of the write is no
+        # reason to reconcile again.
+        self._written: dict[Hashable, Any] = {}
         self._waiting: dict[Hashable, float] = {}  # PodGroup -> when a status change was first held back
         self.pods.add_listener(self._on_pod)
         self.podgroups.add_listener(self._on_podgroup)
@@ -83,9 +86,15 @@ class PodGroupController:
             if pod is not None and (key := _group_key(pod)):
                 self.work.add_after(key, COALESCE_SECONDS)
 
-    def _on_podgroup(self, event: str, _: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if new is not None and event == "ADDED":
-            self.work.add_after((new["metadata"]["namespace"], new["metadata"]["name"]), COALESCE_SECONDS)
+    def _on_podgroup(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None:
+            if old is not None:
+                self._written.pop((old["metadata"]["namespace"], old["metadata"]["name"]), None)
+            return
+        key = (new["metadata"]["namespace"], new["metadata"]["name"])
+        if old is not None and old["spec"] == new["spec"] and new["status"] == self._written.get(key):
+            return  # our own status write coming back
+        self.work.add_after(key, COALESCE_SECONDS)
 
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = cast(tuple[str, str], key)
@@ -116,11 +125,14 @@ class PodGroupController:
         # A merge patch of resourcesStatus and the pod counts only (the scheduler's schedulingConditions are
         # untouched). Not server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
         try:
-            await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}/status",
-                      query={"fieldManager": FIELD_MANAGER}, body=patch, content_type=MERGE_PATCH)
+            updated = await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}/status",
+                                query={"fieldManager": FIELD_MANAGER}, body=patch, content_type=MERGE_PATCH)
         except Exception as exc:
             if not is_not_found(exc):
                 raise
+            return
+        if updated:
+            self._written[key] = _slim_podgroup(updated)["status"]
 
     async def resync(self) -> None:
         while True:
@@ -137,44 +149,17 @@ class PodGroupController:
 
     @property
     def ready(self) -> bool:
-        return all(i.synced.is_set() for i in (self.pods, self.podgroups, self.nodes, self.priority_classes))
+        return all(i.synced.is_set() for i in self.informers)
 
 
-def build_registry(args: argparse.Namespace) -> tuple[kopf.OperatorRegistry, Callable[[], Awaitable[Any]]]:
-    """The Kopf registry, and `warm`: start the informers (a standby runs it before it leads)."""
-    registry = component.kopf_registry(args.kubeconfig)
-    state: dict[str, Any] = {}
-    life = component.Lifecycle()
+async def run(args: argparse.Namespace) -> None:
+    async def build(api: Any, _: component.Lifecycle) -> PodGroupController:
+        return PodGroupController(api, args)
 
-    async def warm() -> PodGroupController:
-        if "controller" not in state:
-            api = await api_client(args.kubeconfig)
-            life.on_close(api.close)
-            controller = state["controller"] = PodGroupController(api, args)
-            life.spawn(controller.pods.run(), controller.podgroups.run(), controller.nodes.run(),
-                       controller.priority_classes.run())
-        return state["controller"]  # type: ignore[no-any-return]
-
-    @kopf.on.startup(registry=registry)
-    async def startup(**_: Any) -> None:
-        controller = await warm()
-        life.spawn(controller.work.run(), controller.resync())
-        if args.enable_podgroup_webhook:
-            await component.serve_webhook(life, args, {VALIDATE_PATH: controller.validate})
-        await component.serve_probes(args, ready=lambda: controller.ready)
-
-    @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
-    async def podgroup_event(body: kopf.Body, type: str | None, **_: Any) -> None:
-        controller: PodGroupController | None = state.get("controller")
-        meta = body.get("metadata", {})
-        if controller is not None and type != "DELETED" and meta.get("name"):
-            controller.work.add_after((meta.get("namespace"), meta["name"]), COALESCE_SECONDS)
-
-    @kopf.on.cleanup(registry=registry)
-    async def cleanup(**_: Any) -> None:
-        await life.close()
-
-    return registry, warm
+    await component.run_controller(
+        args, build=build, caches=lambda c: [i.run() for i in c.informers], work=lambda c: [c.work.run(), c.resync()],
+        ready=lambda c: c.ready,
+        webhook=(lambda c: {VALIDATE_PATH: c.validate}) if args.enable_podgroup_webhook else None)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -188,6 +173,4 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "podgroup-controller", args.log_format)
-    registry, warm = build_registry(args)
-
-    return component.run(lambda: component.run_kopf_operator("podgroup-controller", registry, args, warm))
+    return component.run(lambda: run(args))

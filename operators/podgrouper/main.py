@@ -3,7 +3,7 @@
 Pods come from an informer filtered by the API server (`spec.schedulerName`); the owner chain is read with
 GETs through a short-lived cache; the grouping itself is the pure `grouping` package. Problems become Warning
 events `PodGrouperWarning` on the pod and the pod is retried with exponential backoff (1 s -> 60 s).
-Kopf runs the process (login, startup, probes) and reports PodGroup deletions, so a deleted PodGroup is
+PodGroups come from an informer too (each the process's only watch of its resource), so a deleted PodGroup is
 recreated for its live pods. Where KubeRay is installed, RayJobs are looked at too: a RayJob KubeRay refused
 (K8sJobMode under kai-scheduler) never produces a pod, so it gets a Warning event of its own (`rayjob.py`).
 """
@@ -13,19 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
-
-import kopf
 
 from operators.core import component, keys, slim
 from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
-from operators.core.kube import MERGE_PATCH, api_client, is_conflict, is_not_found, raw, status_of
+from operators.core.kube import MERGE_PATCH, is_conflict, is_not_found, raw, status_of
 from operators.core.workqueue import WorkQueue
 from operators.podgrouper.grouping.grouper import (
     failed_to_find_message,
@@ -88,12 +85,15 @@ class PodGrouper:
         self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper", kind="Pod")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self._reading: dict[tuple[str, str, str, str], asyncio.Future[dict[str, Any] | None]] = {}
-        # PodGroups as their watch (Kopf's) and our own creates last showed them, so grouping a pod whose
-        # PodGroup is unchanged costs no request; pods of one PodGroup are grouped one at a time so that a
-        # gang's second pod finds the PodGroup its first pod created.
-        self.podgroups: dict[str, dict[str, Any]] = {}
+        # PodGroups as their watch shows them, and our own writes until the watch catches up with them, so
+        # grouping a pod whose PodGroup is unchanged costs no request; pods of one PodGroup are grouped one at a
+        # time so that a gang's second pod finds the PodGroup its first pod created.
+        self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _strip)
+        self._written: dict[str, dict[str, Any]] = {}
         self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.informers = (self.pods, self.priority_classes, self.podgroups)
         self.pods.add_listener(self._on_pod)
+        self.podgroups.add_listener(self._on_podgroup)
         self._rayjob_done: set[str] = set()  # uids of RayJobs already looked at past the grace period
 
     def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -202,7 +202,7 @@ class PodGrouper:
                     answers[ref] = await self._list(ref)
                 else:
                     assert ref.name is not None
-                    known = self.podgroups.get(f"{ref.namespace}/{ref.name}") if ref.kind == "PodGroup" else None
+                    known = self.podgroup(f"{ref.namespace}/{ref.name}") if ref.kind == "PodGroup" else None
                     answers[ref] = known if known is not None else await self._get(
                         ref.api_version, ref.kind, ref.namespace, ref.name)
             lookups = lookups.with_related(answers)
@@ -233,22 +233,34 @@ class PodGrouper:
                 if not is_not_found(exc):
                     raise
 
-    def on_podgroup(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        if event_type == "DELETED":
-            self.podgroups.pop(key, None)
+    def podgroup(self, key: str) -> dict[str, Any] | None:
+        """The newest known copy of a PodGroup: the watched one, or our own write's answer while it is newer."""
+        watched = self.podgroups.get(key)
+        own = self._written.get(key)
+        if own is not None and (watched is None or _version(own) > _version(watched)):
+            return own
+        return watched
+
+    def _on_podgroup(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is not None:
+            key = f"{new['metadata'].get('namespace')}/{new['metadata'].get('name')}"
+            own = self._written.get(key)
+            if own is not None and _version(new) >= _version(own):
+                del self._written[key]  # the watch caught up with our write
             return
-        current = self.podgroups.get(key)
-        if current is not None and _version(current) > _version(obj):
-            return  # our own create's answer is newer than this event
-        self.podgroups[key] = _strip(obj)
+        if old is None:
+            return
+        # A deleted PodGroup is recreated for its live pods.
+        namespace, name = old["metadata"].get("namespace"), old["metadata"].get("name")
+        self._written.pop(f"{namespace}/{name}", None)
+        for pod in self.pods.by_index("group", (namespace, name)):
+            self.work.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
 
     async def _write_podgroup(self, result: Any) -> None:
         """Create the PodGroup, or update it when the grouping changed; reads it back only on a conflict."""
         path = PODGROUPS.path(result.namespace)
         key = f"{result.namespace}/{result.name}"
-        existing = self.podgroups.get(key)
+        existing = self.podgroup(key)
         for attempt in range(2):
             desired, changed = merge_with_existing(result.podgroup, existing, self.config)
             if not changed:
@@ -259,7 +271,7 @@ class PodGrouper:
                     log.info("created PodGroup %s/%s (%s)", result.namespace, result.name, result.rule)
                 else:
                     created = await raw(self.api, "PUT", f"{path}/{result.name}", body=desired)
-                self.on_podgroup("ADDED", created)
+                self._written[key] = _strip(created)
                 return
             except Exception as exc:
                 if is_conflict(exc) and attempt == 0:
@@ -291,7 +303,12 @@ class PodGrouper:
         A list, not a watch: the owner kinds the pod-grouper may read are granted get and list only, and a
         refused RayJob is rare and stays refused, so a slow look is enough.
         """
-        while await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is None:
+        while True:
+            try:
+                if await self.discovery.resolve(RAYJOBS_API_VERSION, "RayJob") is not None:
+                    break
+            except Exception as exc:
+                log.warning("cannot tell whether RayJobs are served: %s", exc)
             await asyncio.sleep(DISCOVERY_RETRY_SECONDS)
             self.discovery = Discovery(self.api)  # forget the negative answer
         while True:
@@ -327,7 +344,7 @@ class PodGrouper:
 
     @property
     def ready(self) -> bool:
-        return self.pods.synced.is_set() and self.priority_classes.synced.is_set()
+        return all(i.synced.is_set() for i in self.informers)
 
 
 def _age(obj: dict[str, Any]) -> float:
@@ -338,45 +355,15 @@ def _age(obj: dict[str, Any]) -> float:
     return (dt.datetime.now(dt.UTC) - stamp).total_seconds()
 
 
-def build_registry(args: argparse.Namespace) -> tuple[kopf.OperatorRegistry, Callable[[], Awaitable[Any]]]:
-    """The Kopf registry, and `warm`: start the informers (a standby runs it before it leads)."""
-    registry = component.kopf_registry(args.kubeconfig)
-    state: dict[str, Any] = {}
-    life = component.Lifecycle()
+async def run(args: argparse.Namespace) -> None:
+    async def build(api: Any, _: component.Lifecycle) -> PodGrouper:
+        return PodGrouper(api, args)
 
-    async def warm() -> PodGrouper:
-        if "grouper" not in state:
-            api = await api_client(args.kubeconfig)
-            life.on_close(api.close)
-            grouper = state["grouper"] = PodGrouper(api, args)
-            life.spawn(grouper.pods.run(), grouper.priority_classes.run())
-        return state["grouper"]  # type: ignore[no-any-return]
-
-    @kopf.on.startup(registry=registry)
-    async def startup(**_: Any) -> None:
-        grouper = await warm()
-        life.spawn(grouper.work.run(), grouper.resync(), grouper.watch_rayjobs(),
-                   RayJobAdmission(grouper.api, grouper.events, args.queue_label_key).run())
-        await component.serve_probes(args, ready=lambda: grouper.ready)
-
-    @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, keys.PODGROUP_PLURAL, registry=registry)
-    async def podgroup_event(body: kopf.Body, type: str | None, event: Any = None, **_: Any) -> None:
-        grouper: PodGrouper | None = state.get("grouper")
-        if grouper is None:
-            return
-        obj = (event or {}).get("object") if isinstance(event, dict) else None
-        grouper.on_podgroup(type, obj if isinstance(obj, dict) else json.loads(json.dumps(dict(body))))
-        if type != "DELETED":
-            return
-        meta = body.get("metadata", {})
-        for pod in grouper.pods.by_index("group", (meta.get("namespace"), meta.get("name"))):
-            grouper.work.add(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
-
-    @kopf.on.cleanup(registry=registry)
-    async def cleanup(**_: Any) -> None:
-        await life.close()
-
-    return registry, warm
+    await component.run_controller(
+        args, build=build, caches=lambda g: [i.run() for i in g.informers],
+        work=lambda g: [g.work.run(), g.resync(), g.watch_rayjobs(),
+                        RayJobAdmission(g.api, g.events, args.queue_label_key).run()],
+        ready=lambda g: g.ready)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -391,6 +378,4 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "pod-grouper", args.log_format)
-    registry, warm = build_registry(args)
-
-    return component.run(lambda: component.run_kopf_operator("pod-grouper", registry, args, warm))
+    return component.run(lambda: run(args))

@@ -1,9 +1,9 @@
 """The queue-controller: keeps every Queue's status true and validates Queues.
 
-Kopf runs the process (login, startup, probes) and reports Queue events; PodGroups and Queues are also kept in
-informers because a status is a sum over the whole hierarchy. A change anywhere enqueues the affected queue
-and its ancestors; each reconcile recomputes the queue's totals from the PodGroups of its subtree, so a status is
-right after one pass (KAI climbs one level per reconcile), and is written only when it changed.
+Queues and PodGroups come from one informer each (the process's only watches; a status is a sum over the whole
+hierarchy). A change anywhere enqueues the affected queue and its ancestors; each reconcile recomputes the queue's
+totals from the PodGroups of its subtree, so a status is right after one pass (KAI climbs one level per
+reconcile), and is written only when it changed. The echo of the controller's own status write enqueues nothing.
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ import argparse
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
-import kopf
 from prometheus_client import REGISTRY
 
 from operators.core import component
 from operators.core.cache import PODGROUPS, QUEUES, Informer
 from operators.core.events import EventRecorder, ObjectRef
-from operators.core.kube import MERGE_PATCH, api_client, is_not_found, raw
+from operators.core.kube import MERGE_PATCH, is_not_found, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
@@ -49,18 +48,32 @@ def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
             "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {}}}
 
 
+def _queue(obj: dict[str, Any]) -> dict[str, Any]:
+    """The stored Queue, without managedFields (never read, and the bulk of the object)."""
+    return {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}}
+
+
+def _beyond_status(queue: dict[str, Any]) -> tuple[Any, ...]:
+    """What a reconcile reads of a Queue apart from its status (the version changes with every write)."""
+    meta = queue.get("metadata") or {}
+    return (queue.get("spec"), meta.get("labels"), meta.get("annotations"), meta.get("deletionTimestamp"))
+
+
 class QueueController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
         self.args = args
         self.queues: Informer[dict[str, Any]] = Informer(
-            api, QUEUES, lambda o: o, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
+            api, QUEUES, _queue, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
         self.podgroups: Informer[dict[str, Any]] = Informer(
             api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
         self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller", kind="Queue")
         self.events = EventRecorder(api, "queue-controller", min_interval=30)
         self.metrics = queue_metrics.QueueMetrics(
             queue_metrics.MetricsConfig(namespace=args.metrics_namespace), registry=REGISTRY)
+        # name -> the status of the Queue as this process's last status write returned it, so that the watch's
+        # echo of that write is recognised and reconciles nothing.
+        self._written: dict[str, Any] = {}
         self.podgroups.add_listener(self._on_podgroup)
         self.queues.add_listener(self._on_queue)
 
@@ -88,6 +101,11 @@ class QueueController:
                     self.work.add_after(queue, COALESCE_SECONDS)
 
     def _on_queue(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if old is not None and new is not None and _beyond_status(old) == _beyond_status(new) \
+                and new.get("status") == self._written.get(new["metadata"]["name"]):
+            return  # our own status write coming back: nothing a reconcile reads changed
+        if new is None and old is not None:
+            self._written.pop(old["metadata"]["name"], None)
         parents = {((q or {}).get("spec") or {}).get("parentQueue") for q in (old, new)}
         for queue in (old, new):
             if queue is None:
@@ -127,8 +145,10 @@ class QueueController:
                 if is_not_found(exc):
                     return
                 raise
+            if updated:
+                self._written[name] = updated.get("status")
             await self._report_ancestry(queue, stored_conditions, problem)
-            queue = updated or queue
+            queue = _queue(updated) if updated else queue
         self.metrics.update(queue)
 
     async def _report_ancestry(self, queue: dict[str, Any], stored: list[dict[str, Any]],
@@ -197,44 +217,14 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_registry(args: argparse.Namespace) -> tuple[kopf.OperatorRegistry, Callable[[], Awaitable[Any]]]:
-    """The Kopf registry, and `warm`: start the informers (a standby runs it before it leads)."""
-    registry = component.kopf_registry(args.kubeconfig)
-    state: dict[str, Any] = {}
-    life = component.Lifecycle()
+async def run(args: argparse.Namespace) -> None:
+    async def build(api: Any, _: component.Lifecycle) -> QueueController:
+        return QueueController(api, args)
 
-    async def warm() -> QueueController:
-        if "controller" not in state:
-            api = await api_client(args.kubeconfig)
-            life.on_close(api.close)
-            controller = state["controller"] = QueueController(api, args)
-            life.spawn(controller.queues.run(), controller.podgroups.run())
-        return state["controller"]  # type: ignore[no-any-return]
-
-    @kopf.on.startup(registry=registry)
-    async def startup(**_: Any) -> None:
-        controller = await warm()
-        life.spawn(controller.work.run(), controller.resync())
-        if args.enable_webhook:
-            await component.serve_webhook(life, args, {VALIDATE_PATH: controller.validate})
-        await component.serve_probes(args, ready=lambda: controller.ready)
-
-    @kopf.on.event("scheduling.run.ai", "v2", "queues", registry=registry)
-    async def queue_event(body: kopf.Body, **_: Any) -> None:
-        controller: QueueController | None = state.get("controller")
-        if controller is not None and body.get("metadata", {}).get("name"):
-            controller.work.add(body["metadata"]["name"])
-
-    @kopf.on.probe(id="queues", registry=registry)
-    async def probe(**_: Any) -> int:
-        controller: QueueController | None = state.get("controller")
-        return len(controller.queues.store) if controller else 0
-
-    @kopf.on.cleanup(registry=registry)
-    async def cleanup(**_: Any) -> None:
-        await life.close()
-
-    return registry, warm
+    await component.run_controller(
+        args, build=build, caches=lambda c: [c.queues.run(), c.podgroups.run()],
+        work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+        webhook=(lambda c: {VALIDATE_PATH: c.validate}) if args.enable_webhook else None)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -248,6 +238,4 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "queue-controller", args.log_format)
-    registry, warm = build_registry(args)
-
-    return component.run(lambda: component.run_kopf_operator("queue-controller", registry, args, warm))
+    return component.run(lambda: run(args))

@@ -124,3 +124,21 @@ async def test_errors_back_off_exponentially_and_a_good_watch_resets_the_delay()
         assert len(server.list_calls()) == 1
         assert seen == [("ADDED", None, rec("a"))]
         assert informer.synced.is_set()
+
+
+async def test_an_event_that_leaves_the_record_unchanged_reaches_no_listener() -> None:
+    # A status write the record does not keep (e.g. a controller's own write, or another component's conditions)
+    # arrives as MODIFIED with a new resourceVersion; the parsed record is the same, so nobody is woken.
+    def script(server: WatchServer) -> None:
+        server.lists = [([pod("a", 1, v="1")], 1)]
+        server.sessions = [Session([event("MODIFIED", pod("a", 2, v="1")), event("MODIFIED", pod("a", 3, v="2")),
+                                    event("MODIFIED", pod("a", 4, v="2"))], "hang")]
+
+    async with informing(script) as (server, informer, seen):
+        await server.wait_requests("watch", 1)
+        for _ in range(50):
+            if informer.resource_version == "4":
+                break
+            await asyncio.sleep(0.02)
+        assert informer.resource_version == "4"
+        assert seen == [("ADDED", None, rec("a", v="1")), ("MODIFIED", rec("a", v="1"), rec("a", v="2"))]
