@@ -1,4 +1,4 @@
-"""Queue, job, podset and task order (spec/algorithms.md section 3) and the per-action job tree.
+"""Queue, job, podset and task order and the per-action job tree.
 
 The tree mirrors the queue hierarchy; each pop descends from the roots always taking the best child by the
 proportion comparator, fed with each subtree's representative (next) job. Comparator facts are cached per

@@ -1,5 +1,4 @@
-"""consolidation: move preemptible pods to other nodes to make room for a pending preemptible job
-(spec/algorithms.md 7, contracts 8.4).
+"""consolidation: move preemptible pods to other nodes to make room for a pending preemptible job.
 
 A scenario evicts victim chunks (an elastic job's pods above minMember one at a time, then the rest of a job
 whole) and must pipeline the pending job *and every victim pod* elsewhere (another node, or for a fractional

@@ -1,5 +1,4 @@
-"""preempt: within one leaf queue, a pending job evicts preemptible jobs of strictly lower priority
-(spec/algorithms.md 5.3, contracts 8.4).
+"""preempt: within one leaf queue, a pending job evicts preemptible jobs of strictly lower priority.
 
 Never crosses queues and applies no fairness rule; the preemptor must itself pass the capacity checks (queue
 limits, on the scenario's state once its victims left, and for a non-preemptible preemptor the non-preemptible

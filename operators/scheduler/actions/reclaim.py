@@ -1,5 +1,4 @@
-"""reclaim: a pending job of a queue below its fair share evicts preemptible work of queues above theirs
-(spec/algorithms.md 5.2, contracts 8.4).
+"""reclaim: a pending job of a queue below its fair share evicts preemptible work of queues above theirs.
 
 A job may reclaim only if its leaf queue stays within its fair share with the job (non-preemptible jobs: also
 within quota at every level). Victims are preemptible jobs of other queues, not protected by

@@ -1,4 +1,4 @@
-"""The victim solver shared by reclaim, preempt and consolidation (spec/algorithms.md 5.1).
+"""The victim solver shared by reclaim, preempt and consolidation.
 
 For a pending job the solver walks the ordered victim chunks and grows a prefix one chunk at a time. For each
 prefix it builds scenarios — for every node hosting the newest chunk, the prefix's chunks touching that node

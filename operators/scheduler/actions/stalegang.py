@@ -1,5 +1,4 @@
-"""stalegangeviction: a gang that lost members below its minimum is evicted whole after a grace period
-(spec/algorithms.md 4.5, contracts 8.4 and 14).
+"""stalegangeviction: a gang that lost members below its minimum is evicted whole after a grace period.
 
 Stale: no Succeeded pod, at least one active pod, and some podset with fewer active pods than its minimum.
 The session stamps `kai.scheduler/stale-podgroup-timestamp` when it first sees a job stale and clears it when

@@ -1,4 +1,4 @@
-"""Who may be evicted, in which order, and how an eviction is explained (spec/algorithms.md 4.6, 5.4, 5.5).
+"""Who may be evicted, in which order, and how an eviction is explained.
 
 A victim *chunk* is the unit the solver adds to a scenario: one pod of an elastic job above its minimum, or
 the job's remaining pods (its gang core) as a whole. Only pods whose placement already exists in the cluster
