@@ -136,6 +136,7 @@ def main(argv: list[str]) -> int:
     registry = build_registry(args)
 
     async def run() -> None:
+        await component.await_served(args.kubeconfig, registry)
         await kopf.operator(registry=registry, settings=component.kopf_settings("binder"),
                             standalone=True, clusterwide=True)
 

@@ -93,6 +93,62 @@ def lease_options(args: argparse.Namespace) -> dict[str, float]:
             "retry_period": args.leader_elect_retry_period}
 
 
+def _custom_selectors(registry: kopf.OperatorRegistry) -> list[tuple[str, str, str]]:
+    """(group, version, name) of every KAI resource (scheduling.run.ai, installed with KAI) the registry's
+    handlers select; optional ones (KubeRay's, ...) are left out, their absence must not hold a start."""
+    out: set[tuple[str, str, str]] = set()
+    for handlers in (registry._changing, registry._watching, registry._webhooks, registry._indexing,
+                     registry._spawning):
+        for handler in handlers.get_all_handlers():
+            selector = handler.selector
+            if selector is None or selector.group != keys.GROUP or not selector.version:
+                continue
+            name = selector.plural or selector.any_name or selector.kind or selector.singular
+            if name:
+                out.add((selector.group, selector.version, str(name)))
+    return sorted(out)
+
+
+async def await_served(kubeconfig: str | None, registry: kopf.OperatorRegistry, interval: float = 1.0) -> None:
+    """Return once the API server's discovery lists every custom resource the registry handles.
+
+    Kopf resolves its resources once, at start-up (scanning is off). For some seconds after an API server
+    (re)starts, discovery can lack the CRD-backed groups; a resource missing from that single scan would never
+    be watched, and its objects would wait forever without a word. So Kopf starts only once they are served.
+    """
+    from operators.core.kube import api_client, raw
+
+    wanted = _custom_selectors(registry)
+    if not wanted:
+        return
+    api = await api_client(kubeconfig)
+    waited = False
+    async with api:
+        while True:
+            missing = []
+            for group, version, name in wanted:
+                try:
+                    listing = await raw(api, "GET", f"/apis/{group}/{version}", timeout=10)
+                    names = {n.lower() for r in (listing or {}).get("resources") or []
+                             for n in (r.get("name"), r.get("singularName"), r.get("kind"), *(r.get("shortNames")
+                                                                                            or [])) if n}
+                except Exception as exc:  # unreachable, 503 while the group is not served yet, 404
+                    names = set()
+                    reason = str(getattr(exc, "status", "") or exc)
+                else:
+                    reason = "not listed"
+                if name.lower() not in names:
+                    missing.append(f"{name}.{group}/{version} ({reason})")
+            if not missing:
+                if waited:
+                    log.info("the API server serves %s now", ", ".join(n for _, _, n in wanted))
+                return
+            if not waited:
+                log.warning("waiting for the API server to serve %s", "; ".join(missing))
+                waited = True
+            await asyncio.sleep(interval)
+
+
 async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, args: argparse.Namespace,
                             warm: Callable[[], Awaitable[Any]] | None = None) -> None:
     """Run a controller's Kopf operator, as the holder of its Lease when --leader-elect is set.
@@ -104,6 +160,7 @@ async def run_kopf_operator(component: str, registry: kopf.OperatorRegistry, arg
     settings = kopf_settings(component)
 
     async def operate() -> None:
+        await await_served(args.kubeconfig, registry)
         await kopf.operator(registry=registry, settings=settings, standalone=True, clusterwide=True)
 
     if not args.leader_elect:
