@@ -454,14 +454,16 @@ def describe(state: State) -> dict[str, Any]:
             "kubectl": state.kubectl, "logs": str(Path(state.dir) / "logs")}
 
 
-def stop_component(state: State, name: str) -> list[str]:
-    """Stop one process of a running cluster (e.g. to test failover); returns its argv for a restart."""
+def stop_component(state: State, name: str, grace: float = 5.0) -> list[str]:
+    """Stop one process of a running cluster (e.g. to test failover): SIGTERM, and SIGKILL if it still runs
+    after `grace` seconds. Returns its argv for a restart."""
     pid = state.pids[name]
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
     except OSError:
         argv = []
-    _stop_processes(State(state.name, state.dir, state.kubeconfig, state.server, state.ports, pids={name: pid}))
+    _stop_processes(State(state.name, state.dir, state.kubeconfig, state.server, state.ports, pids={name: pid}),
+                    grace=grace)
     return argv
 
 

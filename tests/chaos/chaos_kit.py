@@ -111,7 +111,7 @@ def make_fill(rng: random.Random, pods: int, queues: Sequence[str]) -> Fill:
             kind = "job(0.5 gpu)"
             fill.gpus += 0.5 * count
         else:
-            count, gpu = rng.randint(1, 4), rng.choice(["", "1"])
+            count, gpu = rng.randint(1, 4), rng.choice(["", "", "1"])
             fill.docs.append(job(f"plain-{index:04d}", queue, count, gpu))
             kind = f"job({'1 gpu' if gpu else 'cpu'})"
             fill.gpus += count * (1.0 if gpu else 0.0)
@@ -315,10 +315,14 @@ def status_mismatches(world: World, namespace: str, queues: Sequence[str]) -> li
     out: list[str] = []
     nodes = {meta(n)["name"]: n for n in world.nodes}
     classes = {meta(c)["name"]: c for c in world.priorityclasses}
-    live = [p for p in world.pods if not meta(p).get("deletionTimestamp")]
+    members: dict[str, list[Obj]] = defaultdict(list)
+    for pod in world.pods:
+        if not meta(pod).get("deletionTimestamp"):
+            members[(meta(pod).get("annotations") or {}).get(keys.POD_GROUP_NAME) or ""].append(pod)
     for pg in world.podgroups:
         if meta(pg).get("namespace") != namespace:
             continue
+        live = members.get(meta(pg)["name"], [])
         computed = pg_status.resources_status(pg, live, nodes, classes)
         if pg_status.status_patch(pg, computed) is not None:
             out.append(f"PodGroup {meta(pg)['name']}: resourcesStatus "
