@@ -472,7 +472,8 @@ def test_fill_survives_kills_and_an_api_server_restart(chaos_cluster: Cluster, t
         violations["unbound (a fault-free run binds them)"] = sorted(expected - bound_names)
         codes, audit_lines = kit.audit_bindings(audit_log, namespace)
         violations["bound twice"] = [f"{pod}: {c}" for pod, c in sorted(codes.items()) if c.count(201) > 1]
-        unaudited = sorted(n for n in bound_names if 201 not in codes.get(n, []))
+        # A binding can be stored and still answered with an error (a 504 after its write): any audited call counts.
+        unaudited = sorted(n for n in bound_names if not codes.get(n))
         # Only a SIGKILL of the API server (it did not drain in time) may lose the audit record of a binding.
         violations["bound without an audited binding"] = unaudited if chaos.api_drain < API_DRAIN else []
         rejected = {pod: c for pod, c in codes.items() if any(code != 201 for code in c)}
@@ -499,7 +500,7 @@ chaos seed {SEED}: {fill.pods} pods ({len(bound_names)} bound; fault-free run bi
   exits without a kill: {len(chaos.exits)} {chaos.exits}
   /healthz checks: {chaos.health_checks}; audited bindings: {sum(len(c) for c in codes.values())} in {audit_lines} \
 audit lines, {len(rejected)} pods with a rejected binding call {dict(list(rejected.items())[:5])}, \
-{len(unaudited)} bound pods without an audited binding
+{len(unaudited)} bound pods without an audited binding call
   violations: {total}""")
         for what, found in violations.items():
             print(f"    {what}: {len(found)}" + "".join(f"\n      {v}" for v in found[:10]))
