@@ -121,7 +121,10 @@ async def await_served(kubeconfig: str | None, registry: kopf.OperatorRegistry, 
     wanted = _custom_selectors(registry)
     if not wanted:
         return
-    api = await api_client(kubeconfig)
+    try:
+        api = await api_client(kubeconfig)
+    except Exception:  # no usable kubeconfig: Kopf's own login reports it, as without this wait
+        return
     waited = False
     async with api:
         while True:
