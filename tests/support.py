@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -98,3 +104,98 @@ def queue(name: str, parent: str = "", gpu: tuple[float, float, float] = (-1, -1
     if parent:
         spec["parentQueue"] = parent
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def probe_status(port: int, path: str, timeout: float = 2) -> int | None:
+    """The HTTP status of a component's probe on 127.0.0.1 (None when nothing answers in time)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+class Replicas:
+    """KAI components run as local processes (`kai run <component>`), several replicas each, as a Deployment would.
+
+    `probe_port(component, replica)` is the replica's health-probe port (its metrics port is the one below);
+    `extra` adds arguments per component (a mapping, or a function of component and replica); components in
+    `leader_elected` (default: all) get `--leader-elect`. Started
+    processes are watched for /healthz 200 (`watch`) once added to `watched`; `killed` ones are exempt.
+    """
+
+    def __init__(self, cluster: Cluster, root: Path, probe_port: Callable[[str, str], int],
+                 extra: Mapping[str, Sequence[str]] | Callable[[str, str], Sequence[str]] | None = None,
+                 leader_elected: Sequence[str] | None = None) -> None:
+        self.cluster = cluster
+        self.root = root
+        self.probe_port = probe_port
+        self.extra = extra or {}
+        self.leader_elected = leader_elected
+        self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
+        self.killed: set[tuple[str, str]] = set()
+        self.watched: set[tuple[str, str]] = set()
+        self.failures: list[str] = []
+        self.checks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch_health, daemon=True)
+
+    def start(self, component: str, replica: str) -> None:
+        port = self.probe_port(component, replica)
+        name = f"{component}-{replica}"
+        elect = self.leader_elected is None or component in self.leader_elected
+        argv = [sys.executable, "-m", "operators.cli", "run", component, *(["--leader-elect"] if elect else []),
+                f"--kubeconfig={self.cluster.kubeconfig}", f"--metrics-bind-address=127.0.0.1:{port - 1}",
+                f"--health-probe-bind-address=127.0.0.1:{port}", *self.args(component, replica)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env.update(KUBECONFIG=self.cluster.kubeconfig, PYTHONUNBUFFERED="1", POD_NAME=name)
+        log = (self.root / f"{name}.log").open("ab")
+        self.procs[component, replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                          start_new_session=True)
+        log.close()
+
+    def args(self, component: str, replica: str) -> list[str]:
+        if callable(self.extra):
+            return list(self.extra(component, replica))
+        return list(self.extra.get(component, []))
+
+    def log(self, component: str, replica: str, lines: int = 30) -> str:
+        text = (self.root / f"{component}-{replica}.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def alive(self, key: tuple[str, str]) -> bool:
+        proc = self.procs[key]
+        if proc.poll() is not None:
+            raise AssertionError(f"{key} exited ({proc.returncode}):\n{self.log(*key)}")
+        return True
+
+    def _watch_health(self) -> None:
+        # Every process not killed on purpose answers /healthz 200, standbys included, for the whole run.
+        while not self._stop.wait(0.5):
+            for key in list(self.watched - self.killed):
+                code = probe_status(self.probe_port(*key), "/healthz")
+                self.checks += 1
+                if code != 200 and key not in self.killed:
+                    self.failures.append(f"{key} /healthz -> {code} at {time.strftime('%H:%M:%S')}")
+
+    def watch(self) -> None:
+        self._thread.start()
+
+    def kill(self, key: tuple[str, str]) -> None:
+        self.killed.add(key)
+        os.killpg(self.procs[key].pid, signal.SIGKILL)
+        self.procs[key].wait(timeout=10)
+
+    def stop_all(self) -> None:
+        self._stop.set()
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)

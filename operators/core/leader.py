@@ -7,6 +7,7 @@ half-cancelled state survives a leadership change.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -14,6 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
@@ -30,9 +32,20 @@ def is_leading() -> bool:
 
 
 class _Election(leaderelection.LeaderElection):
-    """kubernetes_asyncio's election with one change: a renewal that finds another holder on the Lease ends the
-    leadership at once. The library (like client-go) would keep retrying until the renew deadline, writing as a
-    leader for seconds while another replica already leads."""
+    """kubernetes_asyncio's election with two changes. A renewal that finds another holder on the Lease ends the
+    leadership at once: the library (like client-go) would keep retrying until the renew deadline, writing as a
+    leader for seconds while another replica already leads. And an API server that cannot be reached (refused
+    connection, reset, timeout, a non-JSON error page) is a failed attempt, as in client-go, not an exception
+    that ends the process: a standby keeps waiting through an API server restart, and a leader steps down only
+    once its renew deadline passes without a renewal."""
+
+    async def try_acquire_or_renew(self) -> bool:
+        try:
+            return bool(await super().try_acquire_or_renew())
+        except (aiohttp.ClientError, OSError, json.JSONDecodeError) as exc:  # OSError covers timeouts
+            log.warning("the lease %s/%s could not be read or written: %s", self.election_config.lock.namespace,
+                        self.election_config.lock.name, exc)
+            return False
 
     async def renew_loop(self) -> None:
         config = self.election_config

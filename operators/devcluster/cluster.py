@@ -50,6 +50,8 @@ class Options:
     timeout: float = 180.0
     shards: list[str] = field(default_factory=list)  # node-pool shards, each with its own scheduler process
     shard_nodes: int = 2  # fake nodes per shard, labelled with its node pool
+    # An audit policy (YAML text) for the API server; its log goes to `<state>/logs/audit.log` (off when empty).
+    audit_policy: str = ""
 
 
 @dataclass
@@ -229,6 +231,11 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
                             "--quota-backend-bytes", str(8 * 2**30), "--log-level", "warn"])
     launcher.wait_http("etcd", f"{etcd_url}/health", timeout)
 
+    audit: list[str] = []
+    if opts.audit_policy:
+        (root / "audit-policy.yaml").write_text(opts.audit_policy)
+        audit = [f"--audit-policy-file={root / 'audit-policy.yaml'}",
+                 f"--audit-log-path={launcher.logdir / 'audit.log'}", "--audit-log-mode=blocking"]
     launcher.start("kube-apiserver", [
         str(bins.tool("kube-apiserver")),
         f"--etcd-servers={etcd_url}",
@@ -244,6 +251,7 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         "--disable-admission-plugins=TaintNodesByCondition",
         "--max-requests-inflight=1600", "--max-mutating-requests-inflight=800",
         "--profiling=false", "--event-ttl=2h",
+        *audit,
     ])
     launcher.wait_http("kube-apiserver", f"{state.server}/readyz", timeout, tls=tls)
 
@@ -446,14 +454,16 @@ def describe(state: State) -> dict[str, Any]:
             "kubectl": state.kubectl, "logs": str(Path(state.dir) / "logs")}
 
 
-def stop_component(state: State, name: str) -> list[str]:
-    """Stop one process of a running cluster (e.g. to test failover); returns its argv for a restart."""
+def stop_component(state: State, name: str, grace: float = 5.0) -> list[str]:
+    """Stop one process of a running cluster (e.g. to test failover): SIGTERM, and SIGKILL if it still runs
+    after `grace` seconds. Returns its argv for a restart."""
     pid = state.pids[name]
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
     except OSError:
         argv = []
-    _stop_processes(State(state.name, state.dir, state.kubeconfig, state.server, state.ports, pids={name: pid}))
+    _stop_processes(State(state.name, state.dir, state.kubeconfig, state.server, state.ports, pids={name: pid}),
+                    grace=grace)
     return argv
 
 

@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import TEST_LABEL, Cluster, labelled, wait_for
+from tests.support import TEST_LABEL, Cluster, Replicas, labelled, wait_for
+from tests.support import probe_status as status
 
 pytestmark = pytest.mark.cluster
 
@@ -65,79 +62,6 @@ def probe_port(component: str, replica: str) -> int:
     return PORT_BASE + 600 + 100 * REPLICAS.index(replica) + 10 * COMPONENTS.index(component) + 1
 
 
-def status(port: int, path: str) -> int | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return None
-
-
-class Replicas:
-    def __init__(self, cluster: Cluster, root: Path) -> None:
-        self.cluster = cluster
-        self.root = root
-        self.procs: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
-        self.killed: set[tuple[str, str]] = set()
-        self.watched: set[tuple[str, str]] = set()
-        self.failures: list[str] = []
-        self.checks = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch_health, daemon=True)
-
-    def start(self, component: str, replica: str) -> None:
-        port = probe_port(component, replica)
-        name = f"{component}-{replica}"
-        argv = [sys.executable, "-m", "operators.cli", "run", component, "--leader-elect",
-                f"--kubeconfig={self.cluster.kubeconfig}", f"--metrics-bind-address=127.0.0.1:{port - 1}",
-                f"--health-probe-bind-address=127.0.0.1:{port}", *EXTRA.get(component, [])]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        env.update(KUBECONFIG=self.cluster.kubeconfig, PYTHONUNBUFFERED="1", POD_NAME=name)
-        log = (self.root / f"{name}.log").open("wb")
-        self.procs[component, replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                                          start_new_session=True)
-
-    def log(self, component: str, replica: str, lines: int = 30) -> str:
-        text = (self.root / f"{component}-{replica}.log").read_text(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def alive(self, key: tuple[str, str]) -> bool:
-        proc = self.procs[key]
-        if proc.poll() is not None:
-            raise AssertionError(f"{key} exited ({proc.returncode}):\n{self.log(*key)}")
-        return True
-
-    def _watch_health(self) -> None:
-        # Every process not killed on purpose answers /healthz 200, standbys included, for the whole run.
-        while not self._stop.wait(0.5):
-            for key in list(self.watched - self.killed):
-                code = status(probe_port(*key), "/healthz")
-                self.checks += 1
-                if code != 200 and key not in self.killed:
-                    self.failures.append(f"{key} /healthz -> {code} at {time.strftime('%H:%M:%S')}")
-
-    def watch(self) -> None:
-        self._thread.start()
-
-    def kill(self, key: tuple[str, str]) -> None:
-        self.killed.add(key)
-        os.killpg(self.procs[key].pid, signal.SIGKILL)
-
-    def stop_all(self) -> None:
-        self._stop.set()
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-
-
 def holder(cluster: Cluster, lease: str) -> str:
     out = cluster.kubectl("get", "lease", lease, "-n", NS, "-o", "jsonpath={.spec.holderIdentity}", check=False)
     return out.stdout.strip() if out.returncode == 0 else ""
@@ -162,7 +86,7 @@ def test_standbys_stay_alive_and_take_over_within_the_lease(standby_cluster: Clu
     cluster.kubectl("create", "namespace", NS, check=False)
     for lease in LEASES.values():  # a reused cluster: no stale holder to wait out
         cluster.kubectl("delete", "lease", lease, "-n", NS, "--ignore-not-found", check=False)
-    replicas = Replicas(cluster, tmp_path)
+    replicas = Replicas(cluster, tmp_path, probe_port, EXTRA)
     name = f"standby-{uuid.uuid4().hex[:6]}"
     try:
         started = time.monotonic()
