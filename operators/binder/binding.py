@@ -188,7 +188,7 @@ class Binder:
         # Successful binds whose event and status are still being written (see `_report_bound`).
         self._reporting: set[str] = set()
         self._reports: set[asyncio.Task[None]] = set()
-        self._report_gate = asyncio.Semaphore(max(config.workers, 1))
+        self._report_gate = asyncio.Semaphore(max(config.workers // 2, 1))
         self.members.add_listener(self._on_member)
         self.reservations.add_listener(self._on_member)
 

@@ -183,8 +183,9 @@ class SchedulerLoop:
         self.podgroups.add_listener(self._on_podgroup)
 
     # --- triggers --------------------------------------------------------------------------------
-    def _on_change(self, _: str, old: Any, new: Any) -> None:
-        if old != new:
+    def _on_change(self, event: str, old: Any, new: Any) -> None:
+        # What this process assumed (binds, annotations) was decided by the cycle that assumed it: no news.
+        if old != new and event != "ASSUMED":
             self.wake.set()
 
     def _on_podgroup(self, _: str, old: Any, new: Any) -> None:
@@ -215,6 +216,8 @@ class SchedulerLoop:
         while True:
             period = self.config.schedule_period
             started = time.monotonic()
+            # Cleared before the cycle: a change that arrives while it decides or writes starts the next one.
+            self.wake.clear()
             try:
                 await self.cycle()
             except asyncio.CancelledError:
@@ -222,7 +225,6 @@ class SchedulerLoop:
             except Exception:
                 log.exception("scheduling cycle failed")
             elapsed = time.monotonic() - started
-            self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=max(period - elapsed, 0.05))
                 await asyncio.sleep(0.1)  # let a burst of related events land in the same cycle
