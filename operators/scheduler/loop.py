@@ -191,6 +191,7 @@ class SchedulerLoop:
     def _on_podgroup(self, _: str, old: Any, new: Any) -> None:
         if new is None and old is not None:
             self._live_conditions.pop(f"{old.namespace}/{old.name}", None)
+            self._assumed_annotations.pop(f"{old.namespace}/{old.name}", None)
 
     def _on_pod(self, _: str, old: Any, new: Any) -> None:
         if new is not None and new.node_name and (old is None or not old.node_name):

@@ -140,3 +140,14 @@ async def test_bind_creates_wait_neither_for_their_events_nor_for_the_next_cycle
     release_events.set()
     await settle()
     assert sorted(e["involvedObject"]["name"] for e in api.made("POST", "/events")) == ["a", "b"]
+
+
+async def test_a_deleted_podgroup_takes_its_assumed_annotations_with_it(api: FakeApi) -> None:
+    loop = SchedulerLoop(object(), SchedulerConfig())
+    watched(loop, podgroup("pg-a"))
+    api.hold("/podgroups/")
+    await loop.commit(Decisions(annotations=[AnnotationUpdate("ns", "pg-a", keys.LAST_START_TIMESTAMP, STAMP)]))
+    loop.podgroups._put("ns/pg-a", None, "DELETED")
+    # Recreated under the same name: a new job, not started.
+    watched(loop, podgroup("pg-a", version="9"))
+    assert loop.podgroups.store["ns/pg-a"].last_start is None
