@@ -14,9 +14,9 @@ backlog   `--backlog` pods (each size in turn) asking for more GPUs than any nod
 
 For every run it prints pods/s from the first create until every pod is Running, the create-to-bound and
 bound-to-Running latency (p50/p90/p99) and the same split into pipeline stages (pod-grouper, scheduler, binder,
-node agent; from the bench's watches and from the API server's timestamps), the API requests per bound pod by verb and resource (the delta of the API
-server's `apiserver_request_total` over the run, leases counted apart), and the CPU seconds per bound pod of
-every process of the cluster. It plots progress over time. Run:
+node agent; from the bench's watches and from the API server's timestamps), the API requests per bound pod by
+verb and resource (the delta of the API server's `apiserver_request_total` over the run, leases counted apart),
+and the CPU seconds per bound pod of every process of the cluster. It plots progress over time. Run:
 python bench/apiserver_bench.py [--cluster apibench] [--pods 1000] [--workloads ceiling,single,gangs,mixed,backlog]
 """
 
