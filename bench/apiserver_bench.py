@@ -13,9 +13,10 @@ backlog   `--backlog` pods (each size in turn) asking for more GPUs than any nod
           changes. Once the run settles the writes are counted over `--window` seconds.
 
 For every run it prints pods/s from the first create until every pod is Running, the create-to-bound and
-bound-to-Running latency (p50/p90/p99), the API requests per bound pod by verb and resource (the delta of the API
-server's `apiserver_request_total` over the run, leases counted apart), and the CPU seconds per bound pod of
-every process of the cluster. It plots progress over time. Run:
+bound-to-Running latency (p50/p90/p99) and the same split into pipeline stages (pod-grouper, scheduler, binder,
+node agent; from the bench's watches and from the API server's timestamps), the API requests per bound pod by
+verb and resource (the delta of the API server's `apiserver_request_total` over the run, leases counted apart),
+and the CPU seconds per bound pod of every process of the cluster. It plots progress over time. Run:
 python bench/apiserver_bench.py [--cluster apibench] [--pods 1000] [--workloads ceiling,single,gangs,mixed,backlog]
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import os
 import time
@@ -55,6 +57,11 @@ class Run:
     requests: Counter[str] = field(default_factory=Counter)  # "VERB resource[/sub]" -> count over the run
     cpu: dict[str, float] = field(default_factory=dict)  # process -> CPU seconds over the run
     write_rate: dict[str, float] = field(default_factory=dict)  # backlog: "VERB resource" -> per second
+    grouped: dict[str, float] = field(default_factory=dict)  # pod -> wall time the watch showed pod-group-name
+    group_of: dict[str, str] = field(default_factory=dict)  # pod -> its PodGroup's name
+    podgroups: dict[str, float] = field(default_factory=dict)  # PodGroup -> wall time its watch showed it
+    bindrequests: dict[str, float] = field(default_factory=dict)  # pod -> wall time its BindRequest was seen
+    server_stages: list[tuple[str, list[float]]] = field(default_factory=list)  # from the objects' timestamps
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
@@ -157,6 +164,10 @@ async def watch_pods(api: Any, namespace: str, run: Run, count: int, timeout: fl
 
     def see(obj: dict[str, Any]) -> None:
         name, now = obj["metadata"]["name"], time.time()
+        group = (obj["metadata"].get("annotations") or {}).get("pod-group-name")
+        if group and name not in run.grouped:
+            run.grouped[name] = now
+            run.group_of[name] = group
         if (obj.get("spec") or {}).get("nodeName") and name not in run.bound:
             run.bound[name] = now
         if (obj.get("status") or {}).get("phase") == "Running" and name not in run.running:
@@ -184,6 +195,26 @@ async def watch_pods(api: Any, namespace: str, run: Run, count: int, timeout: fl
                     see(event["object"])
                 if len(done) >= count:
                     break
+
+
+async def watch_first_seen(api: Any, path: str, seen: dict[str, float]) -> None:
+    """Record the wall time each object under `path` is first seen (runs until cancelled)."""
+    listing = await raw(api, "GET", path)
+    version = listing["metadata"]["resourceVersion"]
+    for item in listing["items"]:
+        seen.setdefault(item["metadata"]["name"], time.time())
+    while True:
+        resp = await raw_stream(api, "GET", path, query={"watch": "true", "resourceVersion": version,
+                                                         "timeoutSeconds": "300"}, timeout=310)
+        async with resp:
+            async for line in resp.content:
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    listing = await raw(api, "GET", path)
+                    version = listing["metadata"]["resourceVersion"]
+                    break
+                version = event["object"]["metadata"]["resourceVersion"]
+                seen.setdefault(event["object"]["metadata"]["name"], time.time())
 
 
 async def create_namespace(api: Any, prefix: str) -> str:
@@ -296,18 +327,101 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
             calls.append(partial(create, pod(f"kai-{i:05d}", "kai-scheduler", queue, fraction=fraction)))
     before = await measure()
     run.started = time.time()
+    stage_watchers = [
+        asyncio.create_task(watch_first_seen(api, f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups",
+                                             run.podgroups)),
+        asyncio.create_task(watch_first_seen(
+            api, f"/apis/scheduling.run.ai/v1alpha2/namespaces/{namespace}/bindrequests", run.bindrequests))]
     try:
         watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
         await bounded(concurrency, calls)
         run.writes_s = time.time() - run.started
         await watcher
+        for task in stage_watchers:
+            task.cancel()
         run.running_s = max(run.running.values()) - run.started
         await asyncio.sleep(5)  # trailing status writes (coalesced a few seconds) belong to the run
         Measure.delta(run, before, await measure())
+        await server_stages(api, namespace, run)
     finally:
+        for task in stage_watchers:
+            task.cancel()
         await delete_and_wait(api, f"/api/v1/namespaces/{namespace}")
         await delete_and_wait(api, f"/apis/scheduling.run.ai/v2/queues/{queue}")
     return run
+
+
+def _stamp(value: str | None) -> float | None:
+    if not value:
+        return None
+    return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+
+
+async def server_stages(api: Any, namespace: str, run: Run) -> None:
+    """The same stages from the API server's own timestamps (whole seconds), free of the bench's watch lag.
+
+    pod created (`creationTimestamp`) -> PodGroup created -> pod-grouper's patch (its managedFields time) ->
+    BindRequest created -> bound (the `PodScheduled=True` condition the binding sets) -> Running (`startTime`).
+    """
+    pods = (await raw(api, "GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+    pgs = {o["metadata"]["name"]: _stamp(o["metadata"]["creationTimestamp"]) for o in (await raw(
+        api, "GET", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups"))["items"]}
+    brs = {o["metadata"]["name"]: _stamp(o["metadata"]["creationTimestamp"]) for o in (await raw(
+        api, "GET", f"/apis/scheduling.run.ai/v1alpha2/namespaces/{namespace}/bindrequests"))["items"]}
+    out: dict[str, list[float]] = {k: [] for k in ("create -> PodGroup created", "create -> pod-grouper patch",
+                                                   "ready -> BindRequest created", "BindRequest -> bound",
+                                                   "bound -> started", "create -> bound")}
+    for pod in pods:
+        meta = pod["metadata"]
+        created = _stamp(meta["creationTimestamp"])
+        group = (meta.get("annotations") or {}).get("pod-group-name", "")
+        # The pod-grouper's patch is the only non-status write that sets `pod-group-name`.
+        patched = max((_stamp(m.get("time")) or 0.0 for m in meta.get("managedFields") or []
+                       if "pod-group-name" in json.dumps(m.get("fieldsV1")) and m.get("subresource") != "status"),
+                      default=None)
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        bound = next((_stamp(c.get("lastTransitionTime")) for c in conditions
+                      if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+        started = _stamp((pod.get("status") or {}).get("startTime"))
+        pg, br = pgs.get(group), brs.get(meta["name"])
+        if created is None:
+            continue
+        for stage, begin, end in (("create -> PodGroup created", created, pg),
+                                  ("create -> pod-grouper patch", created, patched),
+                                  ("ready -> BindRequest created", max(pg or 0, patched or 0) or None, br),
+                                  ("BindRequest -> bound", br, bound), ("bound -> started", bound, started),
+                                  ("create -> bound", created, bound)):
+            if begin is not None and end is not None:
+                out[stage].append(end - begin)
+    run.server_stages = list(out.items())
+
+
+def stages(run: Run) -> list[tuple[str, list[float]]]:
+    """Per pod, the time each pipeline stage took, as the bench's watches saw them.
+
+    created (create answered) -> grouped (pod-grouper's patch: `pod-group-name`) -> PodGroup seen -> BindRequest
+    seen (the scheduler decided and wrote) -> bound (`spec.nodeName`) -> Running. "ready to schedule" is the later
+    of grouped and PodGroup seen, the point from which the scheduler can place the pod.
+    """
+    out: dict[str, list[float]] = {k: [] for k in ("create -> grouped", "create -> PodGroup seen",
+                                                   "ready to schedule -> BindRequest", "BindRequest -> bound",
+                                                   "bound -> Running")}
+    for name, created in run.created.items():
+        grouped = run.grouped.get(name)
+        pg = run.podgroups.get(run.group_of.get(name, ""))
+        br = run.bindrequests.get(name)
+        bound = run.bound.get(name)
+        if grouped is not None:
+            out["create -> grouped"].append(grouped - created)
+        if pg is not None:
+            out["create -> PodGroup seen"].append(pg - created)
+        if grouped is not None and pg is not None and br is not None:
+            out["ready to schedule -> BindRequest"].append(br - max(grouped, pg))
+        if br is not None and bound is not None:
+            out["BindRequest -> bound"].append(bound - br)
+        if bound is not None and name in run.running:
+            out["bound -> Running"].append(run.running[name] - bound)
+    return list(out.items())
 
 
 async def backlog(api: Any, measure: Measure, count: int, concurrency: int, settle: float, window: float) -> Run:
@@ -372,6 +486,16 @@ def report(run: Run, ceiling_rate: float | None) -> None:
     to_running = [run.running[p] - run.bound[p] for p in run.running if p in run.bound]
     print("  create -> bound    p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s".format(*percentiles(to_bound)))
     print("  bound -> Running   p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s".format(*percentiles(to_running)))
+    if run.grouped:
+        print("  stages (per pod, from the bench's watches):")
+        for stage, values in stages(run):
+            print("    {:34} p50 {:6.2f} s  p90 {:6.2f} s  p99 {:6.2f} s  (n={})".format(
+                stage, *percentiles(values), len(values)))
+    if run.server_stages:
+        print("  stages (per pod, from the API server's timestamps, whole seconds):")
+        for stage, values in run.server_stages:
+            print("    {:34} p50 {:6.2f} s  p90 {:6.2f} s  p99 {:6.2f} s  (n={})".format(
+                stage, *percentiles(values), len(values)))
     if bound:
         total = sum(v for k, v in run.requests.items() if not is_lease(k))
         print(f"  API requests per bound pod: {total / bound:.2f} (leases apart: "

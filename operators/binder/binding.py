@@ -211,6 +211,10 @@ class Binder:
                                max_delay=config.max_delay, name="bindrequests", kind="BindRequest")
         self.group_syncs = WorkQueue(lambda group: self.sync_group(str(group)), workers=4,
                                      base_delay=config.base_delay, max_delay=config.max_delay, name="gpu-groups")
+        # Successful binds whose event and status are still being written (see `_report_bound`).
+        self._reporting: set[str] = set()
+        self._reports: set[asyncio.Task[None]] = set()
+        self._report_gate = asyncio.Semaphore(max(config.workers // 2, 1))
         self.members.add_listener(self._on_member)
         self.reservations.add_listener(self._on_member)
         self.reservations.add_listener(self._on_reservation)
@@ -303,8 +307,8 @@ class Binder:
         br = self.requests.get(str(key)) or await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
         if br is None or _meta(br).get("deletionTimestamp"):
             return
-        if (br.get("status") or {}).get("phase") == keys.BIND_PHASE_SUCCEEDED:
-            return
+        if (br.get("status") or {}).get("phase") == keys.BIND_PHASE_SUCCEEDED or str(key) in self._reporting:
+            return  # done, or bound with its bookkeeping still going out
         spec = br.get("spec") or {}
         node_name = str(spec.get("selectedNode") or "")
         started = time.monotonic()
@@ -344,12 +348,31 @@ class Binder:
             # By us before a restart, or a lost response: never bind twice, only finish the bookkeeping.
             BINDS.labels("already_bound").inc()
             await self._report(br, pod, node_name, None, announce=not _has_pod_bound(pod))
+            if self.requests.get(str(key)) is br:
+                del self.requests[str(key)]
         else:
             BINDS.labels("success").inc()
             BIND_LATENCY.observe((time.monotonic() - started) * 1000)
-            await self._report(br, pod, node_name, None)
-        if self.requests.get(str(key)) is br:
-            del self.requests[str(key)]
+            # The pod is bound: the `Bound` event and the BindRequest status go out in the background, so this
+            # worker takes the next BindRequest at once (binds are paced by their own round trips only).
+            self._reporting.add(str(key))
+            task = asyncio.ensure_future(self._report_bound(str(key), br, pod, node_name))
+            self._reports.add(task)
+            task.add_done_callback(self._reports.discard)
+
+    async def _report_bound(self, key: str, br: Mapping[str, Any], pod: dict[str, Any], node_name: str) -> None:
+        """The bookkeeping of a successful bind; a failed write redoes the request later (which, finding the
+        pod bound, only finishes the bookkeeping)."""
+        try:
+            async with self._report_gate:
+                await self._report(br, pod, node_name, None)
+            if self.requests.get(key) is br:
+                del self.requests[key]
+        except Exception as exc:
+            log.warning("reporting the bind of %s failed (%s); retrying", key, error_message(exc))
+            self.binds.add_after(key, self.config.base_delay)
+        finally:
+            self._reporting.discard(key)
 
     async def _pod(self, namespace: str, name: str, *, fresh: bool) -> dict[str, Any] | None:
         """The pod to bind: from the informer for a plain bind, read from the API server for GPU sharing (its

@@ -16,6 +16,7 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -123,6 +124,11 @@ class SchedulerLoop:
         # The PodGroups' schedulingConditions as last watched, so a condition write needs no read first.
         self._live_conditions: dict[str, list[dict[str, Any]]] = {}
 
+        # PodGroup annotations this process is writing (last-start, stale) and has not yet seen in a watched copy:
+        # every copy parsed meanwhile carries them, so later cycles decide as if they had landed (min-runtime
+        # protects a job from the cycle that started it, whether or not its annotation was written yet).
+        self._assumed_annotations: dict[str, dict[str, str | None]] = {}
+
         def podgroups(obj: dict[str, Any]) -> Any:
             meta = obj.get("metadata") or {}
             key = f"{meta.get('namespace')}/{meta.get('name')}"
@@ -131,6 +137,14 @@ class SchedulerLoop:
                 self._live_conditions[key] = conditions
             else:
                 self._live_conditions.pop(key, None)
+            assumed = self._assumed_annotations.get(key)
+            if assumed:
+                live = meta.get("annotations") or {}
+                if all(live.get(k) == v for k, v in assumed.items()):
+                    del self._assumed_annotations[key]  # landed
+                else:
+                    merged = {k: v for k, v in {**live, **assumed}.items() if v is not None}
+                    obj = {**obj, "metadata": {**meta, "annotations": merged}}
             return podgroup_record(obj)
 
         self.nodes = Informer(api, NODES, node_record)
@@ -145,7 +159,11 @@ class SchedulerLoop:
         for informer in self.informers:
             informer.add_listener(self._on_change)
         self.events = EventRecorder(api, name, min_interval=30)
+        # Separate budgets, so that a burst of BindRequest creates never waits behind explanations and events, and
+        # the next cycle's awaited writes (evictions) never wait behind the previous cycle's binds.
         self.gate = asyncio.Semaphore(concurrency)
+        self.bind_gate = asyncio.Semaphore(concurrency)
+        self.event_gate = asyncio.Semaphore(max(concurrency // 2, 1))
         self.wake = asyncio.Event()
         self.synced = False
         # What this process wrote last, so unchanged explanations cost no API call.
@@ -154,7 +172,7 @@ class SchedulerLoop:
         self._evicted: dict[str, float] = {}
         self._deleted_bindrequests: dict[str, float] = {}
         self._explaining: asyncio.Task[None] | None = None
-        self._writing: set[asyncio.Task[None]] = set()  # BindRequest creates still going out
+        self._writing: set[asyncio.Task[None]] = set()  # background writes still going out (binds, annotations)
         # BindRequests created and not yet seen bound (pod key -> monotonic creation time), for BIND_LATENCY.
         self._binding: dict[str, float] = {}
         self.pods.add_listener(self._on_pod)
@@ -165,13 +183,15 @@ class SchedulerLoop:
         self.podgroups.add_listener(self._on_podgroup)
 
     # --- triggers --------------------------------------------------------------------------------
-    def _on_change(self, _: str, old: Any, new: Any) -> None:
-        if old != new:
+    def _on_change(self, event: str, old: Any, new: Any) -> None:
+        # What this process assumed (binds, annotations) was decided by the cycle that assumed it: no news.
+        if old != new and event != "ASSUMED":
             self.wake.set()
 
     def _on_podgroup(self, _: str, old: Any, new: Any) -> None:
         if new is None and old is not None:
             self._live_conditions.pop(f"{old.namespace}/{old.name}", None)
+            self._assumed_annotations.pop(f"{old.namespace}/{old.name}", None)
 
     def _on_pod(self, _: str, old: Any, new: Any) -> None:
         if new is not None and new.node_name and (old is None or not old.node_name):
@@ -197,6 +217,8 @@ class SchedulerLoop:
         while True:
             period = self.config.schedule_period
             started = time.monotonic()
+            # Cleared before the cycle: a change that arrives while it decides or writes starts the next one.
+            self.wake.clear()
             try:
                 await self.cycle()
             except asyncio.CancelledError:
@@ -204,7 +226,6 @@ class SchedulerLoop:
             except Exception:
                 log.exception("scheduling cycle failed")
             elapsed = time.monotonic() - started
-            self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=max(period - elapsed, 0.05))
                 await asyncio.sleep(0.1)  # let a burst of related events land in the same cycle
@@ -261,9 +282,10 @@ class SchedulerLoop:
                      len(decisions.unschedulable), (t3 - t0) * 1000)
         return decisions
 
-    async def _bounded(self, calls: Iterable[Callable[[], Awaitable[None]]]) -> None:
+    async def _bounded(self, calls: Iterable[Callable[[], Awaitable[None]]],
+                       gate: asyncio.Semaphore | None = None) -> None:
         async def one(call: Callable[[], Awaitable[None]]) -> None:
-            async with self.gate:
+            async with gate or self.gate:
                 try:
                     await call()
                 except Exception as exc:
@@ -277,23 +299,23 @@ class SchedulerLoop:
 
         Binds are assumed at once (the BindRequest is in the cache before it is created) and their creates go
         out in the background, so the next cycle may start while they are still being written and sees those
-        pods as Binding. Evictions and PodGroup annotations (min-runtime reads last-start) are awaited. Events
+        pods as Binding. PodGroup annotations (min-runtime reads last-start) are assumed the same way: the cached
+        PodGroup carries them at once and the patches go out in the background. Evictions are awaited. Events
         and conditions explaining pending work are written in the background so that thousands of them never
         delay the next cycle; while a previous batch is still being written, this cycle's is skipped (the next
         cycle re-derives the same explanations, and unchanged ones cost nothing).
         """
         binds = [b for b in d.binds if self._assume(b)]
         if binds:
-            task = asyncio.create_task(self._bounded([partial(self.bind, b) for b in binds]))
-            self._writing.add(task)
-            task.add_done_callback(self._writing.discard)
-        calls: list[Callable[[], Awaitable[None]]] = []
-        calls += [partial(self.evict, e) for e in d.evictions]
+            self._background(self._bounded([partial(self.bind, b) for b in binds], self.bind_gate))
         by_pg: dict[tuple[str, str], dict[str, str | None]] = {}
         for a in d.annotations:
             by_pg.setdefault((a.namespace, a.pod_group), {})[a.key] = a.value
-        calls += [partial(self.annotate, k[0], k[1], v) for k, v in by_pg.items()]
-        await self._bounded(calls)
+        annotations = [partial(self.annotate, k[0], k[1], v) for k, v in by_pg.items() if self._assume_annotations(
+            k[0], k[1], v)]
+        if annotations:
+            self._background(self._bounded(annotations))
+        await self._bounded([partial(self.evict, e) for e in d.evictions])
         explanations: list[Callable[[], Awaitable[None]]] = [partial(self.explain, u) for u in d.unschedulable]
         for p in d.pipelined:
             explanations.append(partial(self.events.emit, self._pod_ref(p.namespace, p.pod), "Normal",
@@ -316,6 +338,24 @@ class SchedulerLoop:
             DESERVED.labels(share.name).set(share.deserved.get("gpu", 0.0))
         SCHEDULED.labels("allocate").inc(len({b.pod_group for b in d.binds}))
         self._forget_gone()
+
+    def _background(self, work: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._writing.add(task)
+        task.add_done_callback(self._writing.discard)
+
+    def _assume_annotations(self, namespace: str, name: str, values: dict[str, str | None]) -> bool:
+        """Put the annotations about to be written onto the cached PodGroup (and onto every copy its watch
+        delivers until one carries them), so that the next cycles decide on them; False if the PodGroup is gone."""
+        key = f"{namespace}/{name}"
+        record = self.podgroups.get(key)
+        if record is None:
+            return False
+        self._assumed_annotations[key] = {**self._assumed_annotations.get(key, {}), **values}
+        updated = replace(record, last_start=values.get(keys.LAST_START_TIMESTAMP, record.last_start),
+                          stale_since=values.get(keys.STALE_PODGROUP_TIMESTAMP, record.stale_since))
+        self.podgroups._put(key, updated, "ASSUMED")
+        return True
 
     def _forget_gone(self) -> None:
         """Drop write caches of pods and PodGroups that no longer exist (every ~minute, not every cycle)."""
@@ -379,9 +419,11 @@ class SchedulerLoop:
             return
         TASK_LATENCY.observe(max(time.time() - pod.created, 0) * 1000)
         pool = self.config.node_pool_name
-        await self.events.emit(self._pod_ref(b.namespace, b.pod), "Normal", keys.EVENT_SCHEDULED,
-                               f"Successfully assigned pod {b.namespace}/{b.pod} to node {b.node} "
-                               f"at node-pool {pool}")
+        # The event has its own budget: the bind slot is free for the next BindRequest at once.
+        self._background(self._bounded([partial(
+            self.events.emit, self._pod_ref(b.namespace, b.pod), "Normal", keys.EVENT_SCHEDULED,
+            f"Successfully assigned pod {b.namespace}/{b.pod} to node {b.node} at node-pool {pool}")],
+            self.event_gate))
 
     async def _reread_bindrequest(self, namespace: str, name: str) -> None:
         try:
@@ -487,6 +529,9 @@ class SchedulerLoop:
             await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}",
                       body={"metadata": {"annotations": values}}, content_type=MERGE_PATCH)
         except Exception as exc:
+            # Not written: later copies of the PodGroup are taken as they are (the cached one keeps the values
+            # until its next watch event, as a write that failed after the cycle had decided on it would).
+            self._assumed_annotations.pop(f"{namespace}/{name}", None)
             if not is_not_found(exc):
                 raise
 
