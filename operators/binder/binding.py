@@ -1,4 +1,4 @@
-"""The binder's I/O: one BindRequest reconcile (contract 9.1), GPU reservations (9.2) and their GC (9.3).
+"""The binder's I/O: one BindRequest reconcile, GPU reservations and their garbage collection.
 
 Decisions are the pure helpers of `gpusharing` and `reservation`; this module reads and writes the API. Every
 step is idempotent so a restarted binder can redo any request: a pod with `spec.nodeName` is never bound again,
@@ -301,7 +301,7 @@ class Binder:
         log.info("binder started: %d GPU group(s) to check, %d BindRequest(s) to handle", len(groups), pending)
         await asyncio.gather(self.binds.run(), self.group_syncs.run())
 
-    # --- BindRequest reconcile (contract 9.1) ---------------------------------------------------------
+    # --- BindRequest reconcile -----------------------------------------------------------------------
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = str(key).split("/", 1)
         br = self.requests.get(str(key)) or await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
@@ -455,7 +455,7 @@ class Binder:
             for group in groups:
                 self.group_syncs.add(group)
 
-    # --- GPU sharing (contract 9.2) -------------------------------------------------------------------
+    # --- GPU sharing ---------------------------------------------------------------------------------
     async def reserve_gpu(self, group: str, node: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
         """The device id of `group` on `node`, creating its reservation pod if needed; labels the pod."""
         node_name = str(_meta(node).get("name"))
@@ -510,7 +510,7 @@ class Binder:
             self._devices.pop(key, None)
 
     async def write_configmaps(self, pod: Mapping[str, Any], devices: list[str], portion: str) -> None:
-        """Create or patch ConfigMaps C and E, owned by the pod (contract 9.2 step 5)."""
+        """Create or patch the pod's two GPU-sharing ConfigMaps (device list and environment), owned by the pod."""
         namespace = _meta(pod)["namespace"]
         for body in configmap_bodies(pod, device_ids=devices, portion=portion, cdi=self.config.cdi_enabled):
             path = CONFIGMAPS.path(namespace)
@@ -526,7 +526,7 @@ class Binder:
                 await raw(self.api, "PATCH", f"{path}/{body['metadata']['name']}", body=patch,
                           content_type=MERGE_PATCH)
 
-    # --- reservation garbage collection (contract 9.3) ------------------------------------------------
+    # --- reservation garbage collection --------------------------------------------------------------
     async def sync_node(self, node_name: str, also: Iterable[str] = (),
                         fresh_within: float = SYNC_FRESHNESS) -> None:
         """GC of every GPU group with a member on the node (the caches say which; fresh LISTs decide).
@@ -574,7 +574,7 @@ class Binder:
         unique = {_meta(p).get("uid"): p for p in [*single, *multi]}
         return list(unique.values())
 
-    # --- status and feedback ---------------------------------------------------------------------------
+    # --- status and feedback -------------------------------------------------------------------------
     async def _report(self, br: Mapping[str, Any], pod: Mapping[str, Any] | None, node_name: str,
                       error: str | None, *, announce: bool = True) -> None:
         # Pod feedback first: a binder killed after it redoes the request, which writes the missing status
