@@ -13,6 +13,9 @@ from operators.core.kube import is_conflict, retry
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 DEV_NODE_LABEL = "kai.dev/fake-node"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RACK_LABEL = "cloud.provider.com/topology-rack"
 
 
 @dataclass(frozen=True)
@@ -54,16 +57,42 @@ def node_manifest(name: str, shape: NodeShape, *, labels: dict[str, str] | None 
     }
 
 
+def topology_labels(prefix: str, zones: int, racks: int, nodes_per_rack: int) -> dict[str, dict[str, str]]:
+    """Node name -> zone and rack labels of a zones x racks x nodes hierarchy.
+
+    Nodes are named `<prefix>-z<zone>-r<rack>-<i>`; zones are `<prefix>-z<zone>`, racks `r<rack>` (the same rack
+    names repeat in every zone, as a data center numbers its racks per hall).
+    """
+    out: dict[str, dict[str, str]] = {}
+    for zone in range(zones):
+        for rack in range(racks):
+            for i in range(nodes_per_rack):
+                out[f"{prefix}-z{zone}-r{rack}-{i}"] = {ZONE_LABEL: f"{prefix}-z{zone}", RACK_LABEL: f"r{rack}"}
+    return out
+
+
+def topology_node_manifests(prefix: str, shape: NodeShape, *, zones: int = 2, racks: int = 2,
+                            nodes_per_rack: int = 2, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Node manifests of a zones x racks x nodes hierarchy (see topology_labels), each also with `labels`."""
+    return [node_manifest(name, shape, labels={**(labels or {}), **extra})
+            for name, extra in topology_labels(prefix, zones, racks, nodes_per_rack).items()]
+
+
 async def create_nodes(api: client.ApiClient, names: list[str], shape: NodeShape, *,
-                       labels: dict[str, str] | None = None, concurrency: int = 32) -> None:
-    """Create the nodes (existing ones are left as they are), many at a time: thousands take seconds."""
+                       labels: dict[str, str] | None = None, concurrency: int = 32,
+                       per_node: dict[str, dict[str, str]] | None = None) -> None:
+    """Create the nodes (existing ones are left as they are), many at a time: thousands take seconds.
+
+    `labels` go on every node, `per_node` (name -> labels) on the named ones, e.g. their zone and rack.
+    """
     core = client.CoreV1Api(api)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(name: str) -> None:
+        node_labels = {**(labels or {}), **(per_node or {}).get(name, {})}
         async with gate:
             try:
-                await retry(lambda: core.create_node(node_manifest(name, shape, labels=labels)))  # type: ignore[arg-type]
+                await retry(lambda: core.create_node(node_manifest(name, shape, labels=node_labels)))  # type: ignore[arg-type]
             except Exception as exc:
                 if not is_conflict(exc):
                     raise

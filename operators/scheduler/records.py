@@ -238,10 +238,28 @@ class PodRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyConstraintSpec:
+    """Where a gang (or one subgroup) must or should land: a Topology's name and levels named by label or alias.
+
+    Empty strings mean unset. `required`: every pod in one domain of that level, or none placed; `preferred`:
+    the smallest domain of that level that fits, else a coarser one.
+    """
+
+    topology: str
+    required: str = ""
+    preferred: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.topology and (self.required or self.preferred))
+
+
+@dataclass(frozen=True, slots=True)
 class SubGroupSpec:
     name: str
     min_member: int
     parent: str
+    topology: TopologyConstraintSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +282,7 @@ class PodGroupRecord:
     # Autoscaler opt-in from the workload's annotations: class name and ProvisioningRequest parameters.
     provisioning_class: str = ""
     provisioning_parameters: tuple[tuple[str, str], ...] = ()
+    topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
 
     @property
     def key(self) -> str:
@@ -318,6 +337,14 @@ class PriorityClassRecord:
 class ConfigMapRecord:
     namespace: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRecord:
+    """A Topology: its levels from the coarsest to the finest, each (node label, alias or "")."""
+
+    name: str
+    levels: tuple[tuple[str, str], ...]
 
 
 # --- parsers -------------------------------------------------------------------------------------
@@ -435,11 +462,22 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()))
 
 
+def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
+    """`topologyConstraint` {topology, requiredTopologyLevel, preferredTopologyLevel}; None when it sets nothing."""
+    if not isinstance(raw, Mapping):
+        return None
+    spec = TopologyConstraintSpec(str(raw.get("topology") or "").strip(),
+                                  str(raw.get("requiredTopologyLevel") or "").strip(),
+                                  str(raw.get("preferredTopologyLevel") or "").strip())
+    return spec if spec.topology or spec.required or spec.preferred else None
+
+
 def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     annotations = meta.get("annotations") or {}
     subgroups = tuple(SubGroupSpec(str(s.get("name", "")), max(int(s.get("minMember") or 1), 1),
-                                   str(s.get("parent") or "")) for s in spec.get("subGroups") or ())
+                                   str(s.get("parent") or ""), topology_constraint(s.get("topologyConstraint")))
+                      for s in spec.get("subGroups") or ())
     pools = tuple(str(c.get("nodePool", "")) for c in status.get("schedulingConditions") or ()
                   if c.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL)
     backoff = spec.get("schedulingBackoff")
@@ -453,7 +491,8 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         scheduling_backoff=int(backoff) if backoff is not None else -1,
         mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
         labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
-        provisioning_parameters=_provisioning_parameters(annotations))
+        provisioning_parameters=_provisioning_parameters(annotations),
+        topology=topology_constraint(spec.get("topologyConstraint")))
 
 
 def _provisioning_class(annotations: Mapping[str, Any]) -> str:
@@ -524,3 +563,10 @@ def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:
 def configmap_record(obj: Mapping[str, Any]) -> ConfigMapRecord:
     meta = _meta(obj)
     return ConfigMapRecord(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+
+
+def topology_record(obj: Mapping[str, Any]) -> TopologyRecord:
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    levels = tuple((str(level.get("nodeLabel") or ""), str(level.get("alias") or ""))
+                   for level in spec.get("levels") or () if isinstance(level, Mapping))
+    return TopologyRecord(str(meta.get("name", "")), levels)

@@ -523,7 +523,7 @@ def test_uninstall_removes_the_suite_and_keeps_queues(chart_cluster: Cluster, he
     for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         names = {c["metadata"]["name"] for c in chart_cluster.get_json(kind)["items"]}
         assert not names & {"mutating-kai-admission", "validating-kai-admission", "kai-queue-validation-v2",
-                            "kai-podgroup-validation-v2alpha2"}
+                            "kai-podgroup-validation-v2alpha2", "kai-topology-validation-v1alpha1"}
     roles = {r["metadata"]["name"] for r in chart_cluster.get_json("clusterroles")["items"]}
     assert not roles & {"kai-scheduler", "kai-binder", "kai-podgrouper", "kai-podgroup-controller",
                         "kai-queuecontroller", "kai-resource-reservation"}

@@ -41,3 +41,16 @@ def test_fake_gpu_node_shape() -> None:
     cpu_only = nodes.node_manifest("n2", nodes.NodeShape(gpus=0))
     assert "nvidia.com/gpu" not in cpu_only["status"]["allocatable"]
     assert "nvidia.com/gpu.count" not in cpu_only["metadata"]["labels"]
+
+
+def test_topology_nodes_form_zones_of_racks_of_nodes() -> None:
+    docs = nodes.topology_node_manifests("t1", nodes.NodeShape(gpus=4), zones=2, racks=2, nodes_per_rack=2,
+                                         labels={"kai.test/pool": "t1"})
+    assert len(docs) == 8
+    by_name = {d["metadata"]["name"]: d["metadata"]["labels"] for d in docs}
+    first = by_name["t1-z0-r1-0"]
+    assert first[nodes.ZONE_LABEL] == "t1-z0" and first[nodes.RACK_LABEL] == "r1"
+    assert first[nodes.HOSTNAME_LABEL] == "t1-z0-r1-0" and first["kai.test/pool"] == "t1"
+    racks = {(labels[nodes.ZONE_LABEL], labels[nodes.RACK_LABEL]) for labels in by_name.values()}
+    assert racks == {("t1-z0", "r0"), ("t1-z0", "r1"), ("t1-z1", "r0"), ("t1-z1", "r1")}
+    assert all(d["status"]["allocatable"]["nvidia.com/gpu"] == "4" for d in docs)
