@@ -125,8 +125,8 @@ def resolve(constraint: TopologyConstraintSpec, topologies: Iterable[TopologyRec
     topology = by_name.get(constraint.topology)
     if topology is None:
         raise ConstraintError(
-            f'topology "{constraint.topology}" does not exist: create the Topology (kai.scheduler/v1alpha1) or '
-            "fix the kai.scheduler/topology annotation of the workload")
+            f"Requested topology {constraint.topology} does not exist: create the Topology (kai.scheduler/v1alpha1) "
+            "or fix the kai.scheduler/topology annotation of the workload")
     indexes: list[int | None] = []
     for kind, name in (("required", constraint.required), ("preferred", constraint.preferred)):
         if not name:

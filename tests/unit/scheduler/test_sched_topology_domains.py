@@ -42,7 +42,7 @@ def test_levels_resolve_by_node_label_or_alias() -> None:
 
 
 def test_unknown_topology_or_level_is_an_explained_error() -> None:
-    with pytest.raises(ConstraintError, match='topology "nope" does not exist'):
+    with pytest.raises(ConstraintError, match="Requested topology nope does not exist"):
         resolve(TopologyConstraintSpec("nope", required="rack"), [DC])
     with pytest.raises(ConstraintError) as err:
         resolve(TopologyConstraintSpec("dc", preferred="row"), [DC])
