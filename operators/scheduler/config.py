@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from operators.core import keys
+from operators.scheduler.framework import PluginSetting, merge_settings, parse_plugin_settings
 
 BINPACK = "binpack"
 SPREAD = "spread"
@@ -62,6 +63,8 @@ class SchedulerConfig:
     reclaim_min_runtime_resolve: str = "lca"
     # proportion plugin `relcaimerSaturationMultiplier` (>= 1).
     reclaimer_saturation_multiplier: float = 1.0
+    # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
+    plugins: tuple[PluginSetting, ...] = ()
 
     @property
     def effective_actions(self) -> tuple[str, ...]:
@@ -207,6 +210,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
     # Plugin arguments replace what the dedicated fields set (KAI renders those fields as plugin arguments).
     if isinstance(spec.get("plugins"), Mapping):
+        changes["plugins"] = merge_settings(cfg.plugins, parse_plugin_settings(spec["plugins"], cfg.plugins))
         changes.update(plugin_settings(spec["plugins"]))
     for attr in ("schedule_period", "stale_grace_period"):
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"

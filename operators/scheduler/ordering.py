@@ -43,6 +43,12 @@ def job_order_key(job: Job) -> tuple[object, ...]:
     return (-job.priority, elastic, rec.created, rec.uid, rec.namespace, rec.name)
 
 
+def age_order_key(job: Job) -> tuple[object, ...]:
+    """The last job-order rule: older first, then UID, namespace and name."""
+    rec = job.rec
+    return (rec.created, rec.uid, rec.namespace, rec.name)
+
+
 def tasks_to_allocate(job: Job) -> list[Task]:
     """The gang core (every podset below minimum brought up to it), else one pod for elastic growth."""
     if len(job.podsets) == 1:
@@ -119,8 +125,14 @@ class JobTree:
     path of the queue it touched, so a pop re-evaluates one queue per level and compares cached siblings.
     """
 
-    def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None) -> None:
+    def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None, *,
+                 job_key: Callable[[Job], tuple[object, ...]] = job_order_key,
+                 facts: Callable[[QueueState, Sequence[float]], QueueFacts] = queue_facts,
+                 before: Callable[[QueueFacts, QueueFacts], bool] = queue_before) -> None:
         self._request_of = request_of
+        self._job_key = job_key
+        self._facts = facts
+        self._before = before
         self._seq = itertools.count()
         # Keyed by QueueState identity.
         self._heaps: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
@@ -134,7 +146,7 @@ class JobTree:
             assert job.queue is not None
             by_leaf.setdefault(job.queue.name, []).append(job)
         for _, leaf_jobs in sorted(by_leaf.items()):
-            keyed = [(job_order_key(job), job) for job in leaf_jobs]
+            keyed = [(job_key(job), job) for job in leaf_jobs]
             keyed.sort(key=itemgetter(0))
             if depth is not None and depth >= 0:
                 del keyed[depth:]  # keep the best `depth` jobs (KAI drops a fixed heap slot instead)
@@ -167,7 +179,7 @@ class JobTree:
         assert q is not None
         self._link(q)
         self._requests.pop(id(job), None)
-        heapq.heappush(self._heaps.setdefault(q, []), (job_order_key(job), next(self._seq), job))
+        heapq.heappush(self._heaps.setdefault(q, []), (self._job_key(job), next(self._seq), job))
         count = self._count
         node: QueueState | None = q
         while node is not None:
@@ -185,13 +197,13 @@ class JobTree:
     def _best(self, candidates: list[QueueState]) -> QueueState | None:
         best: QueueState | None = None
         best_facts: QueueFacts | None = None
-        count, cache = self._count, self._eval
+        count, cache, before = self._count, self._eval, self._before
         for q in candidates:
             if not count.get(q):
                 continue
             ev = cache.get(q)
             facts = (ev if ev is not None else self._evaluate(q))[0]
-            if best_facts is None or queue_before(facts, best_facts):
+            if best_facts is None or before(facts, best_facts):
                 best, best_facts = q, facts
         return best
 
@@ -208,7 +220,7 @@ class JobTree:
         request = self._requests.get(id(job))
         if request is None:
             request = self._requests[id(job)] = self._request_of(job)
-        out = self._eval[q] = (queue_facts(q, request), job, child)
+        out = self._eval[q] = (self._facts(q, request), job, child)
         return out
 
     def _rep_job(self, q: QueueState) -> Job:

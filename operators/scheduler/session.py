@@ -29,6 +29,7 @@ from operators.scheduler.decisions import (
     Unschedulable,
 )
 from operators.scheduler.fairshare import UNLIMITED, QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.framework import Framework
 from operators.scheduler.model import (
     ACTIVE_ALLOCATED,
     ACTIVE_USED,
@@ -54,7 +55,7 @@ from operators.scheduler.model import (
     QueueState,
     Task,
 )
-from operators.scheduler.ordering import task_order_key
+from operators.scheduler.ordering import JobTree
 from operators.scheduler.placement.gpus import format_portion, portion_on_node
 from operators.scheduler.placement.predicates import PodIndex
 from operators.scheduler.placement.scoring import NodeIndex
@@ -172,6 +173,13 @@ class Session:
         self._pending_jobs: list[Job] | None = None  # schedulable_jobs(): jobs with pending pods at its last call
         self._victims: list[Job] = []  # victim_candidates(), as of its last call (or session open)
         self._touched: set[Job] = set()  # jobs whose tasks changed status or node since then
+        # The enabled plugins' hooks, resolved once into plain callables and lists.
+        fw = self.framework = Framework.build(config.plugins)
+        self.task_order_key = fw.task_order_key
+        self.tasks_to_allocate = fw.gang.tasks_to_allocate
+        self._on_allocate = fw.on_allocate
+        self._on_deallocate = fw.on_deallocate
+        self.min_runtime_enabled = "minruntime" in fw.names
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()
@@ -180,6 +188,10 @@ class Session:
         self.pod_index = self._open_pod_index()
         self.placer = Placer(self.nodes, self.index, snapshot.configmaps, self.pod_index, config.group_id,
                              config.gpu_placement == SPREAD)
+        if fw.prefilters or fw.node_filters or fw.scorers:
+            self.placer.extend(self, fw.prefilters, fw.node_filters, fw.scorers)
+        for hook in fw.session_open:
+            hook(self)
 
     # --- open -----------------------------------------------------------------------------------
 
@@ -329,7 +341,7 @@ class Session:
             jobs_append(job)
             members = by_group.get((pg.namespace, pg.name), no_members)
             if len(members) > 1:
-                members.sort(key=task_order_key)
+                members.sort(key=self.task_order_key)
             a0 = a1 = a2 = r0 = r1 = r2 = 0.0
             job_tasks = job.tasks
             victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
@@ -558,7 +570,7 @@ class Session:
                 anp[2] += v2
             q = q.parent
 
-    def _unlimited(self, queue: QueueState) -> bool:
+    def unlimited(self, queue: QueueState) -> bool:
         """No limit on any resource at this queue or any ancestor (limits are fixed for the session)."""
         cache = self._unlimited_cache
         hit = cache.get(queue)
@@ -611,44 +623,42 @@ class Session:
             out = self.outcomes[job.key] = JobOutcome()
         return out
 
-    # --- capacity (proportion plugin) -----------------------------------------------------------
+    # --- capacity, gates and node subsets (plugins) ------------------------------------------------
 
     def capacity_error(self, job: Job, tasks: Iterable[Task],
                        freed: dict[QueueState, list[float]] | None = None) -> explain.JobError | None:
-        """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor, on the current state.
-
-        `freed` (per queue: what victims could still release under it) lowers the allocation the limits are
-        checked against; victims are preemptible, so they never make room under a non-preemptible quota.
-        """
-        assert job.queue is not None
-        if job.preemptible and self._unlimited(job.queue):
-            return None  # no limit anywhere up the hierarchy, and the quota check is for non-preemptible jobs
-        req = self.job_request(tasks)
-        lineage = job.queue.lineage()
-        for q in lineage:
-            minus = freed.get(q) if freed is not None else None
-            for r in range(3):
-                limit = q.rec.limit[r]
-                if limit == UNLIMITED or req[r] <= _EPS:
-                    continue
-                if q.allocated[r] - (minus[r] if minus is not None else 0.0) + req[r] > limit + _EPS:
-                    msg = explain.over_limit(q.rec.title, r, limit, q.allocated[r], req[r])
-                    return explain.JobError(keys.REASON_OVER_LIMIT, (msg,), self._details(q, job, req))
-        if not job.preemptible:
-            for q in lineage:
-                for r in range(3):
-                    quota = q.rec.quota[r]
-                    if quota != UNLIMITED and req[r] > _EPS and q.allocated_np[r] + req[r] > quota + _EPS:
-                        msg = explain.non_preemptible_over_quota(q.rec.title, r, quota, q.allocated_np[r], req[r])
-                        return explain.JobError(keys.REASON_NON_PREEMPTIBLE_OVER_QUOTA, (msg,),
-                                                self._details(q, job, req))
+        """The first capacity error of the enabled capacity plugins (proportion: OverLimit and
+        NonPreemptibleOverQuota), or None. `freed`: per queue, what victims could still release under it."""
+        for check in self.framework.capacity:
+            error = check(self, job, tasks, freed)
+            if error is not None:
+                return error
         return None
 
-    @staticmethod
-    def _details(q: QueueState, job: Job, req: list[float]) -> dict[str, object]:
-        np_req = [0.0, 0.0, 0.0] if job.preemptible else req
-        return explain.queue_details(q.name, q.request, q.rec.quota, q.allocated, q.allocated_np, q.rec.limit,
-                                     req, np_req)
+    def may_try(self, job: Job, action: str) -> bool:
+        """Every job gate lets `action` try `job` now."""
+        return all(gate(self, job, action) for gate in self.framework.job_gates)
+
+    def gate_jobs(self, jobs: list[Job], action: str) -> list[Job]:
+        """`jobs` that `action` may try (the list itself when no plugin gates jobs)."""
+        if not self.framework.job_gates:
+            return jobs
+        return [j for j in jobs if self.may_try(j, action)]
+
+    def node_subsets(self, job: Job) -> list[Iterable[int]] | None:
+        """Node subsets to try the job's attempt in, in order; None: all nodes (no plugin restricts it)."""
+        for hook in self.framework.node_subsets:
+            subsets = hook(self, job)
+            if subsets is not None:
+                return list(subsets)
+        return None
+
+    def job_tree(self, jobs: Iterable[Job], action: str) -> JobTree:
+        """The action's job tree: queue and job order of the enabled plugins, `queueDepthPerAction`."""
+        fw = self.framework
+        return JobTree(jobs, lambda job: self.job_request(self.tasks_to_allocate(job)),
+                       self.config.queue_depth_per_action.get(action), job_key=fw.job_order_key,
+                       facts=fw.queue_facts, before=fw.queue_before)
 
     # --- statements -----------------------------------------------------------------------------
 
@@ -753,7 +763,7 @@ class Session:
                 ps.pending.remove(task)
             if status == PENDING:
                 ps.pending.append(task)
-                ps.pending.sort(key=task_order_key)
+                ps.pending.sort(key=self.task_order_key)
         if job is not None and job.queue is not None:
             # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
             was = old in QUEUE_ALLOCATED or old == PIPELINED
@@ -845,9 +855,13 @@ class Session:
 
     def close(self) -> Decisions:
         d = self.decisions
+        for hook in self.framework.session_close:
+            hook(self)
         pool = self.config.node_pool_name
         annotations = d.annotations
         now_text = self.now_text
+        gang = self.framework.gang
+        builtin_gang = self.framework.builtin_gang
         for job in self.jobs:
             # The stale-timestamp annotation (stale: some active pod, a podset below its minimum, no Succeeded
             # pod; the task scan only if needed) and the counters test below, in one pass over the podsets.
@@ -860,7 +874,10 @@ class Session:
                     active = True
                 if p.alive != p.active_allocated:
                     settled = False
-            stale = below and active and not any(t.status == SUCCEEDED for t in job.tasks)
+            if builtin_gang:  # the gang plugin's is_stale(), inlined
+                stale = below and active and not any(t.status == SUCCEEDED for t in job.tasks)
+            else:
+                stale = gang.is_stale(job)
             since = job.rec.stale_since
             if stale:
                 if since is None:
@@ -874,11 +891,8 @@ class Session:
             gated = any(t.status == GATED for t in job.tasks)
             if not pending and not gated:
                 continue
-            if job.queue is not None and not job.ready():
-                unready = [(p.name, p.min_available, p.alive, p.gated) for p in job.podsets
-                           if p.alive - p.gated < p.min_available]
-                d.not_ready.append(NotReady(job.namespace, job.name,
-                                            explain.not_ready_message(unready, job.has_subgroups)))
+            if job.queue is not None and not gang.job_ready(job):
+                d.not_ready.append(NotReady(job.namespace, job.name, gang.not_ready_message(job)))
                 continue
             if not pending:
                 continue
@@ -916,15 +930,8 @@ class Session:
         task_summary: dict[str, str] = {}
         failure = out.failure
         if failure is not None:
-            summary = failure.summary
-            task_summary[failure.task.name] = summary
-            t = failure.task
-            if failure.subgroup is not None:
-                msg = explain.subgroup_gang_not_found(failure.found, failure.subgroup, failure.required, summary)
-            elif failure.gang:
-                msg = explain.gang_not_found(failure.found, failure.required, summary)
-            else:
-                msg = explain.pod_not_found(t.namespace, t.name, summary)
+            task_summary[failure.task.name] = failure.summary
+            msg = self.framework.gang.failure_message(failure)
             errors.append(explain.JobError(keys.REASON_POD_SCHEDULING_ERRORS, (msg,)))
         message = explain.job_message(errors)
         backoff = job.rec.scheduling_backoff
@@ -961,6 +968,7 @@ class Session:
         with pending pods are a subset of those that had some at the first call: later calls filter that list.
         """
         source = self._pending_jobs if self._pending_jobs is not None else self.jobs
+        builtin_gang, job_ready = self.framework.builtin_gang, self.framework.gang.job_ready
         out: list[Job] = []
         pending: list[Job] = []
         for j in source:
@@ -973,7 +981,11 @@ class Session:
             q = j.queue
             if q is None or q.children:
                 continue
-            for p in j.podsets:
+            if not builtin_gang:
+                if job_ready(j):
+                    out.append(j)
+                continue
+            for p in j.podsets:  # the gang plugin's job_ready(), inlined
                 if p.alive - p.gated < p.min_available:
                     break
             else:
@@ -1013,33 +1025,47 @@ class Statement:
 
     def allocate(self, task: Task, placement: Placement) -> None:
         prev = task.status
-        taken = self.session._place(task, placement, ALLOCATED)
+        session = self.session
+        taken = session._place(task, placement, ALLOCATED)
         self.ops.append(Op("allocate", task, prev, placement, taken))
+        for handler in session._on_allocate:
+            handler(session, task, "allocate")
 
     def pipeline(self, task: Task, placement: Placement) -> None:
         prev = task.status
         moved_from = (task.node, task.groups, task.portion) if task.node >= 0 else None
-        taken = self.session._place(task, placement, PIPELINED)
+        session = self.session
+        taken = session._place(task, placement, PIPELINED)
         self.ops.append(Op("pipeline", task, prev, placement, taken, moved_from=moved_from))
+        for handler in session._on_allocate:
+            handler(session, task, "pipeline")
 
     def evict(self, task: Task, action: str, for_job: str, message: str) -> None:
         prev = task.status
-        self.session._evict(task)
+        session = self.session
+        session._evict(task)
         self.ops.append(Op("evict", task, prev, action=action, for_job=for_job, message=message))
+        for handler in session._on_deallocate:
+            handler(session, task, "evict")
 
     def checkpoint(self) -> int:
         return len(self.ops)
 
     def rollback(self, checkpoint: int) -> None:
+        session = self.session
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
             if op.kind == "evict":
-                self.session._unevict(op.task, op.prev_status)
+                session._unevict(op.task, op.prev_status)
+                for handler in session._on_allocate:
+                    handler(session, op.task, "rollback")
             else:
                 assert op.placement is not None
-                self.session._unplace(op.task, op.placement, op.taken, op.prev_status)
+                session._unplace(op.task, op.placement, op.taken, op.prev_status)
                 if op.moved_from is not None:
-                    self.session._restore_origin(op.task, op.moved_from)
+                    session._restore_origin(op.task, op.moved_from)
+                for handler in session._on_deallocate:
+                    handler(session, op.task, "rollback")
 
     def discard(self) -> None:
         self.rollback(0)

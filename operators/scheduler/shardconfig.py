@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from operators.scheduler.config import PLUGIN_ARGUMENTS, SHARD_ARGS, SchedulerConfig, config_from_mapping
+from operators.scheduler.config import SHARD_ARGS, SchedulerConfig, config_from_mapping
 from operators.scheduler.decisions import Reason, Unschedulable
+from operators.scheduler.framework import builtin_plugins
 from operators.scheduler.records import PodGroupRecord, PodRecord
 
 # Top-level SchedulingShard spec fields the scheduler applies (the rest of KAI's are accepted and kept).
@@ -60,15 +61,22 @@ def unhonoured_fields(spec: Mapping[str, Any] | None) -> list[str]:
     spec = spec or {}
     out = [f"spec.{k}" for k in sorted(spec) if k not in SHARD_FIELDS]
     out += [f"spec.args.{k}" for k in sorted(spec.get("args") or {}) if k not in SHARD_ARGS]
+    known = builtin_plugins()
     for name, opts in sorted((spec.get("plugins") or {}).items()):
         opts = opts or {}
-        # Every plugin's function is always on here, in a fixed order; only some arguments are read.
-        if opts.get("enabled") is False:
-            out.append(f"spec.plugins.{name}.enabled")
-        if opts.get("priority") is not None:
-            out.append(f"spec.plugins.{name}.priority")
-        known = PLUGIN_ARGUMENTS.get(name, frozenset())
-        out += [f"spec.plugins.{name}.arguments.{k}" for k in sorted(opts.get("arguments") or {}) if k not in known]
+        cls = known.get(name) if not opts.get("class") else None
+        if cls is None and not opts.get("class"):
+            # A KAI plugin name with no plugin here: accepted, but nothing it sets is used.
+            if opts.get("enabled") is False:
+                out.append(f"spec.plugins.{name}.enabled")
+            if opts.get("priority") is not None:
+                out.append(f"spec.plugins.{name}.priority")
+            out += [f"spec.plugins.{name}.arguments.{k}" for k in sorted(opts.get("arguments") or {})]
+            continue
+        names = cls.argument_names if cls is not None else None
+        if names is not None:
+            out += [f"spec.plugins.{name}.arguments.{k}" for k in sorted(opts.get("arguments") or {})
+                    if k not in names and not (k == "weight" and callable(getattr(cls, "score_node", None)))]
     return out
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from operators.scheduler.actions.common import allocate_job
-from operators.scheduler.ordering import JobTree, tasks_to_allocate
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -16,8 +15,7 @@ class Allocate:
     enabled = True
 
     def execute(self, session: Session) -> None:
-        depth = session.config.queue_depth_per_action.get(self.name)
-        tree = JobTree(session.schedulable_jobs(), lambda job: session.job_request(tasks_to_allocate(job)), depth)
+        tree = session.job_tree(session.gate_jobs(session.schedulable_jobs(), self.name), self.name)
         while (job := tree.pop()) is not None:
             stmt = session.statement()
             if allocate_job(session, stmt, job):

@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from operators.scheduler.model import Job, Task
-from operators.scheduler.ordering import tasks_to_allocate
-from operators.scheduler.session import FailedAttempt
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session, Statement
@@ -15,32 +13,44 @@ if TYPE_CHECKING:
 def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False) -> bool:
     """Try the job's next tasks (gang core, or one more pod): all placed, or False with nothing kept.
 
-    The caller commits on True and discards on False; on False the reason is recorded on the job.
+    The attempt is tried in each node subset the plugins give (`node_subsets`; default: all nodes), in order,
+    until one holds it. The caller commits on True and discards on False; on False the reason is recorded on
+    the job.
     """
-    tasks = tasks_to_allocate(job)
+    tasks = session.tasks_to_allocate(job)
     if not tasks:
         return False
     error = session.capacity_error(job, tasks)
     if error is not None:
         session.outcome(job).errors.append(error)
         return False
+    subsets = session.node_subsets(job) if session.framework.node_subsets else None
+    if subsets is None:
+        return _attempt(session, stmt, job, tasks, pipeline_only)
+    placer = session.placer
+    for subset in subsets:
+        placer.restrict(subset)
+        try:
+            if _attempt(session, stmt, job, tasks, pipeline_only):
+                return True
+        finally:
+            placer.restrict(None)
+    return False
+
+
+def _attempt(session: Session, stmt: Statement, job: Job, tasks: list[Task], pipeline_only: bool) -> bool:
+    gang = session.framework.gang
     # Needed only to explain a failure, on the state before this attempt: a single task fails before anything
     # changed, so its job's values are computed then.
     several = len(tasks) > 1
     if several:
-        gang = any(p.active_allocated < p.min_available for p in job.podsets) and job.min_total > 1
-        found_before = sum(p.active_allocated for p in job.podsets)
+        state = gang.attempt_state(job)
     checkpoint = stmt.checkpoint()
     for placed, task in enumerate(tasks):
         if not place_task(session, stmt, task, pipeline_only):
-            assert task.podset is not None
             if not several:
-                gang = any(p.active_allocated < p.min_available for p in job.podsets) and job.min_total > 1
-                found_before = sum(p.active_allocated for p in job.podsets)
-            subgroup = task.podset.name if gang and job.has_subgroups else None
-            required = task.podset.min_available if subgroup is not None else job.min_total
-            session.outcome(job).failure = FailedAttempt(task, found_before + placed, required, subgroup, gang,
-                                                         session.fit_summary(task))
+                state = gang.attempt_state(job)
+            session.outcome(job).failure = gang.failure(job, task, state, placed, session.fit_summary(task))
             stmt.rollback(checkpoint)
             return False
     for ps in job.podsets:
@@ -56,7 +66,7 @@ def place_task(session: Session, stmt: Statement, task: Task, pipeline_only: boo
     if placement is None:
         # Allocate only consumes resources, so a failure on committed state holds for the rest of the
         # action; remember it (evictions clear the memory). Positive pod affinity is not monotone.
-        if not stmt.ops and not task.rec.constraints.pod_affinity:
+        if not stmt.ops and not task.rec.constraints.pod_affinity and placer.subset is None:
             placer.failed.add(task.fit_key)
         return False
     if placement.pipeline or pipeline_only:

@@ -25,7 +25,6 @@ from operators.scheduler.actions.victims import (
     victim_chunks,
 )
 from operators.scheduler.model import Job, Task
-from operators.scheduler.ordering import JobTree, tasks_to_allocate
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -48,7 +47,7 @@ def _may_fit(session: Session, job: Job, free: Sequence[float]) -> bool:
             v = session.task_vector(pending[0])
             if v[0] > free[0] + _EPS or v[1] > free[1] + _EPS or v[2] > free[2] + _EPS:
                 return False
-    return fits_free(session.job_request(tasks_to_allocate(job)), free)
+    return fits_free(session.job_request(session.tasks_to_allocate(job)), free)
 
 
 class Consolidation:
@@ -59,7 +58,7 @@ class Consolidation:
         limit = session.config.max_consolidation_preemptees
         if limit == 0:
             return
-        jobs = [j for j in session.schedulable_jobs() if j.preemptible]
+        jobs = [j for j in session.gate_jobs(session.schedulable_jobs(), self.name) if j.preemptible]
         if not jobs:
             return
         candidates = session.victim_candidates()
@@ -70,13 +69,12 @@ class Consolidation:
         # Nothing changes until a job succeeds, and none can while every job is short of the free total.
         if not any(_may_fit(session, j, free) for j in jobs):
             return
-        depth = session.config.queue_depth_per_action.get(self.name)
-        tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
+        tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
         ordered: list[Chunk] | None = None  # victims in victim order, until the next commit
         while not solver.exhausted and (job := tree.pop()) is not None:
-            tasks = tasks_to_allocate(job)
+            tasks = session.tasks_to_allocate(job)
             if not tasks:
                 continue
             signature = tuple(t.fit_key for t in tasks)

@@ -22,7 +22,6 @@ from operators.scheduler.actions.victims import (
     victim_chunks,
 )
 from operators.scheduler.model import Job, QueueState, Task
-from operators.scheduler.ordering import JobTree, tasks_to_allocate
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -40,7 +39,7 @@ class Preempt:
     enabled = True
 
     def execute(self, session: Session) -> None:
-        jobs = session.schedulable_jobs()
+        jobs = session.gate_jobs(session.schedulable_jobs(), self.name)
         if not jobs:
             return
         candidates = session.victim_candidates()
@@ -59,8 +58,7 @@ class Preempt:
         hopeful = sum(1 for j in jobs if could_preempt(j, lowest))
         if not hopeful:
             return
-        depth = session.config.queue_depth_per_action.get(self.name)
-        tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
+        tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
         freed: dict[QueueState, list[float]] | None = None
@@ -70,7 +68,7 @@ class Preempt:
             if not could_preempt(job, lowest):
                 continue
             hopeful -= 1
-            tasks = tasks_to_allocate(job)
+            tasks = session.tasks_to_allocate(job)
             if not tasks:
                 continue
             signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))

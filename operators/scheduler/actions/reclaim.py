@@ -30,7 +30,6 @@ from operators.scheduler.actions.victims import (
 )
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, QueueState, Task
-from operators.scheduler.ordering import JobTree, tasks_to_allocate
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -172,15 +171,14 @@ class Reclaim:
     enabled = True
 
     def execute(self, session: Session) -> None:
-        jobs = session.schedulable_jobs()
+        jobs = session.gate_jobs(session.schedulable_jobs(), self.name)
         if not jobs:
             return
         candidates = session.victim_candidates()
         if not candidates:
             return
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
-        depth = session.config.queue_depth_per_action.get(self.name)
-        tree = JobTree(jobs, lambda job: session.job_request(tasks_to_allocate(job)), depth)
+        tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
         freed: dict[QueueState, list[float]] | None = None
@@ -200,7 +198,7 @@ class Reclaim:
         self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
-            tasks = tasks_to_allocate(job)
+            tasks = session.tasks_to_allocate(job)
             if not tasks:
                 continue
             signature = (job.queue.name, job.preemptible, tuple(t.fit_key for t in tasks))

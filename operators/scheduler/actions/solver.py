@@ -98,6 +98,11 @@ class Solver:
         The job's recorded explanation (why allocate failed) is kept whatever the simulations tried.
         """
         session = self.session
+        fw = session.framework
+        if fw.victim_filters:
+            chunks = self._allowed(job, chunks)
+        if fw.scenario_validators:
+            validate = self._with_plugins(job, validate)
         known = session.outcomes.get(job.key)
         saved = (list(known.errors), known.failure) if known is not None else None
         try:
@@ -108,6 +113,36 @@ class Solver:
             else:
                 out = session.outcome(job)
                 out.errors, out.failure = saved
+
+    def _allowed(self, job: Job, chunks: Iterable[Chunk]) -> list[Chunk]:
+        """The chunks whose job every victim filter lets this action evict for `job`."""
+        session, action = self.session, self.action
+        filters = session.framework.victim_filters
+        verdict: dict[int, bool] = {}
+        out: list[Chunk] = []
+        for chunk in chunks:
+            ok = verdict.get(id(chunk.job))
+            if ok is None:
+                ok = verdict[id(chunk.job)] = all(f(session, job, chunk.job, action) for f in filters)
+            if ok:
+                out.append(chunk)
+        return out
+
+    def _with_plugins(self, job: Job, validate: Validator | None) -> Validator:
+        """`validate` followed by the plugins' scenario validators (each sees the victim jobs in order)."""
+        session, action = self.session, self.action
+        validators = session.framework.scenario_validators
+
+        def combined(scenario: Sequence[Chunk]) -> list[str] | None:
+            reasons = validate(scenario) if validate is not None else [""] * len(scenario)
+            if reasons is None:
+                return None
+            victims = list({id(c.job): c.job for c in scenario}.values())
+            if not all(v(session, job, victims, action) for v in validators):
+                return None
+            return reasons
+
+        return combined
 
     def _solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Iterable[Chunk],
                describe: Describe, validate: Validator | None, move_victims: bool,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from operators.scheduler import explain
 from operators.scheduler.actions.victims import stale_eviction_message
 from operators.scheduler.decisions import StaleJob
 from operators.scheduler.model import SUCCEEDED, VICTIM_STATUSES, Job
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
 
 def is_stale(job: Job) -> bool:
+    """The built-in gang rule (the gang plugin's `is_stale`)."""
     if any(t.status == SUCCEEDED for t in job.tasks):
         return False
     return any(p.active_used for p in job.podsets) and any(p.active_used < p.min_available for p in job.podsets)
@@ -35,17 +35,15 @@ class StaleGangEviction:
         grace = session.config.stale_grace_period
         if grace < 0:
             return
+        gang = session.framework.gang
         for job in session.jobs:
             since = parse_time(job.rec.stale_since)
-            if not since or session.now - since < grace or not is_stale(job):
+            if not since or session.now - since < grace or not gang.is_stale(job):
                 continue
             # Pods this cycle only decided on (allocated / pipelined) have no placement to take back.
             victims = [t for t in job.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
             active = sum(p.active_used for p in job.podsets)
-            unmet = [(p.name, p.min_available, p.active_used) for p in job.podsets
-                     if p.active_used < p.min_available and job.has_subgroups]
-            session.decisions.stale.append(StaleJob(job.namespace, job.name,
-                                                    explain.stale_message(active, job.min_total, unmet)))
+            session.decisions.stale.append(StaleJob(job.namespace, job.name, gang.stale_message(job)))
             if not victims:
                 continue
             stmt = session.statement()

@@ -238,12 +238,16 @@ def _first_defined(start: QueueState | None, attr: str, default: float) -> float
 
 
 def preempt_min_runtime(session: Session, victim: QueueState) -> float:
+    if not session.min_runtime_enabled:
+        return 0.0
     return _first_defined(victim, "preempt_min_runtime", session.config.default_preempt_min_runtime)
 
 
 def reclaim_min_runtime(session: Session, reclaimer: QueueState, victim: QueueState) -> float:
     """`queue`: from the victim's leaf upward; `lca` (default): from the victim-side child of the lowest
     common ancestor of reclaimer and victim upward."""
+    if not session.min_runtime_enabled:
+        return 0.0
     start: QueueState | None = victim
     if session.config.reclaim_min_runtime_resolve != "queue":
         mine = set(reclaimer.lineage())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from operators.scheduler.model import NodeState, Task
 from operators.scheduler.placement import predicates as pred
@@ -48,6 +49,34 @@ class Placer:
             self.base[node.idx] = node.ok and not hard
         self._masks: dict[object, bytearray] = {}
         self.failed: set[tuple[object, ...]] = set()
+        # Plugin hooks (none by default: the indexed search alone).
+        self.session: Any = None
+        self.prefilters: Sequence[Callable[[Any, Task], str | None]] = ()
+        self.node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]] = ()
+        self.scorers: Sequence[tuple[Callable[[Any, Task], bool], Callable[[Any, Task, NodeState], float],
+                                     float]] = ()
+        # A job's node subset (plugin `node_subsets`): the nodes outside it are refused while it is set.
+        self.subset: bytearray | None = None
+        self._subset_id = 0
+
+    def extend(self, session: Any, prefilters: Sequence[Callable[[Any, Task], str | None]],
+               node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]],
+               scorers: Sequence[tuple[Callable[[Any, Task], bool], Callable[[Any, Task, NodeState], float],
+                                       float]]) -> None:
+        """Plugin pre-filters, node filters and extra scorers (with their weights) of this session."""
+        self.session = session
+        self.prefilters, self.node_filters, self.scorers = prefilters, node_filters, scorers
+
+    def restrict(self, nodes: Iterable[int] | None) -> None:
+        """Search only these node indexes (None: every node) until the next call."""
+        if nodes is None:
+            self.subset = None
+            return
+        subset = bytearray(len(self.nodes))
+        for i in nodes:
+            subset[i] = 1
+        self.subset = subset
+        self._subset_id += 1
 
     def mask(self, task: Task) -> bytearray:
         c = task.rec.constraints
@@ -55,6 +84,13 @@ class Placer:
         if mask is None:
             mask = pred.feasible_mask(c, self.nodes, self.configmaps, self.base)
             self._masks[c] = mask
+        subset = self.subset
+        if subset is not None:
+            key = (c, self._subset_id)
+            both = self._masks.get(key)
+            if both is None:
+                both = self._masks[key] = bytearray(a & b for a, b in zip(mask, subset, strict=True))
+            return both
         return mask
 
     # --- search ---------------------------------------------------------------------------------
@@ -65,7 +101,13 @@ class Placer:
         rec = task.rec
         if rec.gpu_error:
             return None
+        if self.prefilters:
+            for prefilter in self.prefilters:
+                if prefilter(self.session, task) is not None:
+                    return None
         mask = self.mask(task)
+        if self.scorers and any(wants(self.session, task) for wants, _, _ in self.scorers):
+            return self._scored(task, mask)
         if rec.nominated_node:
             for node in self.nodes:
                 if node.name == rec.nominated_node and mask[node.idx]:
@@ -179,7 +221,53 @@ class Placer:
             return None
         if self.pod_index is not None and pred.interpod_reason(rec, node, self.nodes, self.pod_index):
             return None
+        if self.node_filters:
+            for node_filter in self.node_filters:
+                if node_filter(self.session, task, node) is not None:
+                    return None
         return Placement(node.idx, pipeline, choice, portion)
+
+    # --- full scoring (an extra score plugin has something to score for the task) -----------------
+
+    def builtin_score(self, task: Task, node: NodeState, placement: Placement) -> float:
+        """The built-in plugins' score of a feasible node, the order the indexed search walks: gpusharing 1,000
+        (a fractional pod onto a shared GPU with room, binpack) > node availability 100 (fits in idle resources)
+        > resource type 10 (a CPU-only pod on a CPU-only node) > nodeplacement (binpack 0..9 by the used part of
+        the pod's key resource, spread 0..1 by its free part)."""
+        rec = task.rec
+        gpu = rec.gpu
+        score = 0.0
+        if not placement.pipeline:
+            score += 100.0
+            if gpu.is_shared and not self.gpu_spread and placement.gpu is not None and not any(placement.gpu.new):
+                score += 1000.0
+        cpu_task = gpu.is_empty
+        if cpu_task and node.cap_gpu == 0:
+            score += 10.0
+        if cpu_task:
+            total, free, spread = node.cap_cpu, node.free_cpu, self.index.cpu_spread
+        else:
+            total, free, spread = node.gpu_total or node.cap_gpu, node.free_gpu, self.index.gpu_spread
+        ratio = min(max(free / total, 0.0), 1.0) if total > 0 else 0.0
+        return score + (ratio if spread else 9.0 * (1.0 - ratio))
+
+    def _scored(self, task: Task, mask: bytearray) -> Placement | None:
+        """Score every feasible node: built-in score plus the weighted extra scores; ties go by node name."""
+        session = self.session
+        active = [(score, weight) for wants, score, weight in self.scorers if wants(session, task)]
+        best: tuple[float, int] | None = None
+        best_placement: Placement | None = None
+        for node in self.nodes:
+            if not mask[node.idx]:
+                continue
+            placement = self.try_node(task, node, True) or self.try_node(task, node, False)
+            if placement is None:
+                continue
+            total = self.builtin_score(task, node, placement) + sum(w * f(session, task, node) for f, w in active)
+            key = (-total, node.idx)
+            if best is None or key < best:
+                best, best_placement = key, placement
+        return best_placement
 
     @staticmethod
     def _scalars_fit(task: Task, node: NodeState, idle_only: bool) -> bool:
@@ -197,6 +285,10 @@ class Placer:
         """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
         rec = task.rec
         gpu = rec.gpu
+        for prefilter in self.prefilters:
+            reason = prefilter(self.session, task)
+            if reason:
+                return [reason]
         reasons: list[str] = []
         if gpu.whole and gpu.whole > node.idle_gpu + node.rel_gpu + _EPS:
             reasons.append("node(s) didn't have enough resources: GPUs")
@@ -228,6 +320,10 @@ class Placer:
             return [pred.HOST_PORTS]
         if self.pod_index is not None:
             reason = pred.interpod_reason(rec, node, self.nodes, self.pod_index)
+            if reason:
+                return [reason]
+        for node_filter in self.node_filters:
+            reason = node_filter(self.session, task, node)
             if reason:
                 return [reason]
         if self.try_node(task, node, False) is None:

@@ -1,0 +1,56 @@
+"""Plugins from outside the scheduler package, loaded only through configuration (`class: module:Class`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from operators.scheduler.framework import Plugin
+from operators.scheduler.model import Job, NodeState, Task
+
+
+class PreferLabel(Plugin):
+    """Score plugin: nodes carrying the `label` argument score 1 (times `weight`), for pods labelled `wants`."""
+
+    argument_names = frozenset({"label", "weight"})
+
+    def scores_task(self, session: Any, task: Task) -> bool:
+        return task.rec.labels.get("wants") == self.arguments["label"]
+
+    def score_node(self, session: Any, task: Task, node: NodeState) -> float:
+        return 1.0 if self.arguments["label"] in node.rec.labels else 0.0
+
+
+class ZoneSubsets(Plugin):
+    """Node-subset plugin: a job is tried inside each zone in turn (zones named by the `zones` argument)."""
+
+    argument_names = None
+
+    def node_subsets(self, session: Any, job: Job) -> Iterable[Iterable[int]] | None:
+        return [[n.idx for n in session.nodes if n.rec.labels.get("zone") == zone]
+                for zone in self.arguments["zones"]]
+
+
+class NoAllocateFor(Plugin):
+    """Job gate: jobs whose name starts with the `prefix` argument are never tried by `action`."""
+
+    argument_names = None
+
+    def may_try(self, session: Any, job: Job, action: str) -> bool:
+        return not (action == self.arguments["action"] and job.name.startswith(self.arguments["prefix"]))
+
+
+class Recorder(Plugin):
+    """Event handler: net placements per pod (allocate/pipeline +1, evict/rollback of a placement -1)."""
+
+    argument_names = None
+    net: ClassVar[dict[str, int]] = {}
+    kinds: ClassVar[list[str]] = []
+
+    def on_allocate(self, session: Any, task: Task, kind: str) -> None:
+        self.net[task.name] = self.net.get(task.name, 0) + 1
+        self.kinds.append(kind)
+
+    def on_deallocate(self, session: Any, task: Task, kind: str) -> None:
+        self.net[task.name] = self.net.get(task.name, 0) - 1
+        self.kinds.append(kind)

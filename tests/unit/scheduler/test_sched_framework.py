@@ -1,0 +1,107 @@
+"""The plugin framework: the enabled set and order come from configuration; extension points change decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sched_builders import PRIORITY_CLASSES, bound, cycle, gang, node, pod, podgroup, queue
+from sched_extra_plugins import Recorder
+
+from operators.scheduler.config import SchedulerConfig, config_from_mapping
+from operators.scheduler.framework import Framework
+
+
+def plugins(**entries: Any) -> SchedulerConfig:
+    return config_from_mapping({"plugins": entries})
+
+
+def test_an_extra_score_plugin_loaded_by_configuration_changes_placement() -> None:
+    # Binpack puts a 1-GPU pod on the fuller node (b); the extra scorer prefers the labelled node (a).
+    objs = [node("a", 8, labels={"fast": "yes"}), node("b", 4), queue("q"), podgroup("p"),
+            pod("p", "p", gpus=1, labels={"wants": "fast"}), podgroup("o"), pod("o", "o", gpus=1)]
+    assert bound(cycle(objs)) == {"p": "b", "o": "b"}
+    cfg = plugins(preferlabel={"class": "sched_extra_plugins:PreferLabel",
+                               "arguments": {"label": "fast", "weight": 100}})
+    assert bound(cycle(objs, cfg)) == {"p": "a", "o": "b"}  # `o` asks for nothing: the indexed order
+
+
+def test_a_weight_too_small_to_outweigh_node_availability_changes_nothing() -> None:
+    objs = [node("a", 1, labels={"fast": "yes"}), node("b", 8), queue("q"), pod("r", None, gpus=1, node_name="a",
+                                                                                  phase="Running"),
+            podgroup("p"), pod("p", "p", gpus=1, labels={"wants": "fast"})]
+    cfg = plugins(preferlabel={"class": "sched_extra_plugins:PreferLabel", "arguments": {"label": "fast",
+                                                                                       "weight": 5}})
+    assert bound(cycle(objs, cfg)) == {"p": "b"}  # a is full
+
+
+def test_node_subsets_keep_a_gang_inside_one_subset_and_try_the_next() -> None:
+    objs = [node("a1", 2, labels={"zone": "z1"}), node("a2", 2, labels={"zone": "z1"}),
+            node("b1", 4, labels={"zone": "z2"}), node("b2", 4, labels={"zone": "z2"}), queue("q"),
+            *gang("g", 3, gpus=2)]
+    free = bound(cycle(objs))
+    assert len(free) == 3 and {"a1", "a2"} <= set(free.values())  # binpack fills the small nodes first
+    cfg = plugins(zones={"class": "sched_extra_plugins:ZoneSubsets", "arguments": {"zones": ["z1", "z2"]}})
+    # z1 holds only two of the three pods: the whole gang goes to z2.
+    assert set(bound(cycle(objs, cfg)).values()) == {"b1", "b2"}
+    cfg = plugins(zones={"class": "sched_extra_plugins:ZoneSubsets", "arguments": {"zones": ["z1"]}})
+    d = cycle(objs, cfg)
+    assert not d.binds and [u.pod_group for u in d.unschedulable] == ["g"]
+
+
+def test_a_job_gate_keeps_a_job_out_of_an_action() -> None:
+    objs = [node("a"), queue("q"), podgroup("hold-1"), pod("h", "hold-1", gpus=1), podgroup("run-1"),
+            pod("r", "run-1", gpus=1)]
+    cfg = plugins(gate={"class": "sched_extra_plugins:NoAllocateFor",
+                        "arguments": {"action": "allocate", "prefix": "hold"}})
+    assert bound(cycle(objs, cfg)) == {"r": "a"}
+    assert bound(cycle(objs)) == {"h": "a", "r": "a"}
+
+
+def test_event_handlers_see_every_placement_and_its_rollback() -> None:
+    Recorder.net.clear()
+    Recorder.kinds.clear()
+    # A 3-pod gang fits only partly: its placements are rolled back; the single pod stays.
+    objs = [node("a", 2), queue("q"), *gang("g", 3, gpus=1), podgroup("s"), pod("s", "s", gpus=1)]
+    d = cycle(objs, plugins(rec={"class": "sched_extra_plugins:Recorder"}))
+    assert bound(d) == {"s": "a"}
+    assert {k: v for k, v in Recorder.net.items() if v} == {"s": 1}
+    assert "rollback" in Recorder.kinds and Recorder.kinds.count("allocate") >= 3
+
+
+def test_disabling_priority_drops_it_from_job_order() -> None:
+    objs = [node("a", 1), queue("q"), *PRIORITY_CLASSES,
+            podgroup("old", created="2025-01-01T00:00:00Z"), pod("old", "old", gpus=1),
+            podgroup("high", priority_class="inference", created="2025-01-02T00:00:00Z"), pod("high", "high", gpus=1)]
+    assert bound(cycle(objs)) == {"high": "a"}
+    assert bound(cycle(objs, plugins(priority={"enabled": False}))) == {"old": "a"}
+
+
+def test_plugin_order_comes_from_priorities() -> None:
+    default = [p.name for p in Framework.build(()).plugins]
+    assert default[:3] == ["predicates", "proportion", "priority"]
+    cfg = plugins(elastic={"priority": 990})
+    assert [p.name for p in Framework.build(cfg.plugins).plugins][:2] == ["elastic", "predicates"]
+
+
+@pytest.mark.parametrize(("entries", "message"), [
+    ({"mycustomplugin": {"priority": 1050}}, "unknown plugin 'mycustomplugin'"),
+    ({"gang": {"enabled": False}}, "plugin gang cannot be disabled"),
+    ({"x": {"class": "no_such_module:Thing"}}, "cannot import no_such_module"),
+    ({"x": {"class": "sched_extra_plugins"}}, "'package.module:Class'"),
+    ({"x": {"class": "sched_builders:node"}}, "is not a subclass"),
+    ({"proportion": {"arguments": {"kValue": "lots"}}}, "kValue must be a number"),
+])
+def test_unusable_plugin_settings_are_refused_with_what_to_change(entries: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        config_from_mapping({"plugins": entries})
+
+
+def test_plugin_settings_of_layers_merge_per_plugin() -> None:
+    base = plugins(minruntime={"enabled": False}, preferlabel={"class": "sched_extra_plugins:PreferLabel",
+                                                              "arguments": {"label": "fast"}})
+    cfg = config_from_mapping({"plugins": {"preferlabel": {"arguments": {"weight": 3}}}}, base)
+    names = [p.name for p in Framework.build(cfg.plugins).plugins]
+    assert "minruntime" not in names and "preferlabel" in names
+    plugin = Framework.build(cfg.plugins).plugin("preferlabel")
+    assert plugin is not None and plugin.arguments == {"label": "fast", "weight": 3}
