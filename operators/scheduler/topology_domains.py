@@ -18,7 +18,7 @@ that says what to fix; the job stays pending with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from operators.scheduler.explain import humanize
@@ -177,14 +177,8 @@ def domains_of(topology: TopologyRecord, level: int, labels: Mapping[str, Mappin
         if all(label in node_labels for label in wanted):
             members.setdefault(tuple(node_labels[label] for label in wanted), []).append(node)
     name = level_label(topology, level)
-    out = []
-    for values, nodes in members.items():
-        total = NONE
-        for node in nodes:
-            total = total + (free or {}).get(node, NONE)
-        out.append(Domain(level, name, values, frozenset(nodes), total))
-    out.sort(key=lambda d: d.values)
-    return tuple(out)
+    out = [Domain(level, name, values, frozenset(nodes)) for values, nodes in sorted(members.items())]
+    return with_free(out, free) if free is not None else tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +215,26 @@ def shortfall(level_name: str, domains: Sequence[Domain], request: Resources) ->
             f"lacks {best.free.lacking(request).describe()}")
 
 
+def with_free(domains: Iterable[Domain], free: Mapping[str, Resources]) -> tuple[Domain, ...]:
+    """The domains with `free` summed over their nodes (a node absent from `free` adds nothing)."""
+    out = []
+    for d in domains:
+        total = NONE
+        for node in sorted(d.nodes):  # a fixed order keeps float sums reproducible
+            total = total + free.get(node, NONE)
+        out.append(Domain(d.level, d.level_name, d.values, d.nodes, total))
+    return tuple(out)
+
+
 def plan(resolved: Resolved, labels: Mapping[str, Mapping[str, str]], free: Mapping[str, Resources],
          request: Resources, placed: Iterable[str] = ()) -> Plan:
     """The node sets to try, best first, for a gang asking `request` (see the module's rules)."""
+    return plan_domains(resolved, lambda level: domains_of(resolved.topology, level, labels, free), request, placed)
+
+
+def plan_domains(resolved: Resolved, domains_at: Callable[[int], Sequence[Domain]], request: Resources,
+                 placed: Iterable[str] = ()) -> Plan:
+    """`plan` over domains given per level (with their free resources), e.g. from a per-session cache."""
     topology = resolved.topology
     pinned = frozenset(placed)
 
@@ -232,7 +243,7 @@ def plan(resolved: Resolved, labels: Mapping[str, Mapping[str, str]], free: Mapp
 
     if resolved.preferred is None:
         assert resolved.required is not None
-        domains = allowed(domains_of(topology, resolved.required, labels, free))
+        domains = allowed(domains_at(resolved.required))
         fitting = _fullest_first(domains, request)
         if fitting:
             return Plan(tuple(Candidate(d, d.nodes) for d in fitting))
@@ -243,12 +254,11 @@ def plan(resolved: Resolved, labels: Mapping[str, Mapping[str, str]], free: Mapp
     stop = resolved.required if resolved.required is not None else 0
     out: list[Candidate] = []
     for level in range(resolved.preferred, stop - 1, -1):
-        out += [Candidate(d, d.nodes) for d in _fullest_first(allowed(domains_of(topology, level, labels, free)),
-                                                                 request)]
+        out += [Candidate(d, d.nodes) for d in _fullest_first(allowed(domains_at(level)), request)]
     if resolved.required is None:
         out.append(Candidate(None, None))
     if out:
         return Plan(tuple(out))
     assert resolved.required is not None
     name = level_label(topology, resolved.required)
-    return Plan((), shortfall(name, allowed(domains_of(topology, resolved.required, labels, free)), request))
+    return Plan((), shortfall(name, allowed(domains_at(resolved.required)), request))
