@@ -172,11 +172,38 @@ class Topology(Plugin):
         return out
 
     def filter_node(self, session: Session, task: Task, node: NodeState) -> str | None:
-        current = self._current
-        if current is None or task.job is None or task.job.key != current[0] or task.podset is None:
+        job = task.job
+        if job is None:
             return None
-        allowed = current[1].get(task.podset.name)
-        return OUTSIDE if allowed is not None and node.idx not in allowed else None
+        if session.placer.subset is not None:
+            # An attempt of allocate_job on one of the subsets above: sub-groups keep to their chosen domains.
+            current = self._current
+            if current is None or job.key != current[0] or task.podset is None:
+                return None
+            allowed = current[1].get(task.podset.name)
+            return OUTSIDE if allowed is not None and node.idx not in allowed else None
+        # A pod placed on its own (a victim moved by consolidation or reclaim/preempt): it stays in the domain of
+        # its job's (or sub-group's) placed pods at the required level.
+        rules = self._rules_of(session, job)
+        if rules is None or isinstance(rules, ConstraintError):
+            return None
+        pins: list[tuple[Resolved, frozenset[str] | None]] = [(g.resolved, g.leaves) for g in rules.groups]
+        if rules.job is not None:
+            pins.append((rules.job, None))
+        for resolved, leaves in pins:
+            if resolved.required is None or (leaves is not None and (task.podset is None
+                                                                     or task.podset.name not in leaves)):
+                continue
+            anchor = next((t for t in job.tasks if t is not task and t.node >= 0 and t.status in ACTIVE_ALLOCATED
+                           and (leaves is None or (t.podset is not None and t.podset.name in leaves))), None)
+            if anchor is None:
+                continue
+            there, here = session.nodes[anchor.node].rec.labels, node.rec.labels
+            for label, _ in resolved.topology.levels[:resolved.required + 1]:
+                if label not in here or here[label] != there.get(label):
+                    level = level_label(resolved.topology, resolved.required)
+                    return f"node is outside the {level} of the pods already placed for the workload"
+        return None
 
     def on_session_close(self, session: Session) -> None:
         """A job that had domains to try at its required level and still failed: say which were tried."""

@@ -234,3 +234,23 @@ def test_consolidation_frees_one_rack_for_a_rack_bound_gang() -> None:
     freed = rack_of(pipelined["p-0"])
     moved = {p["node"] for name, p in ((p["pod"], p) for p in result["pipelined"]) if name.startswith("v-")}
     assert all(rack_of(n) != freed for n in moved)
+
+
+def test_consolidation_never_moves_a_rack_bound_job_out_of_its_rack() -> None:
+    """A running gang bound to rack r1 is the newest victim; moving it would split it over two racks."""
+    def scenario() -> list[dict[str, Any]]:
+        bound = podgroup("v", "q", 2, created="2025-01-20T00:00:00Z")
+        bound["spec"]["topologyConstraint"] = {"topology": "dc", "requiredTopologyLevel": "rack"}
+        return [*racks(zones=1), queue("q"), *running("x", "z0-r0-0", 2), *running("y", "z0-r0-1", 4), bound,
+                pod("v-0", "v", gpus=2, node_name="z0-r1-0", phase="Running"),
+                pod("v-1", "v", gpus=2, node_name="z0-r1-1", phase="Running"),
+                *gang("p", 1, 4, created="2025-02-01T00:00:00Z")]
+
+    result = simulate(scenario(), actions=["consolidation"])
+    moved = {p["pod"]: p["node"] for p in result["pipelined"]}
+    assert "p-0" in moved and not {"v-0", "v-1"} & set(moved), moved
+    assert [e["pod"] for e in result["evictions"]] == ["x"]
+    unconstrained = simulate(scenario(), config_from_mapping({"plugins": {"topology": {"enabled": False}}}),
+                             actions=["consolidation"])
+    split = {p["pod"]: rack_of(p["node"]) for p in unconstrained["pipelined"] if p["pod"].startswith("v-")}
+    assert len(set(split.values())) == 2, split  # what the plugin prevents
