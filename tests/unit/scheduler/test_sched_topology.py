@@ -254,3 +254,25 @@ def test_consolidation_never_moves_a_rack_bound_job_out_of_its_rack() -> None:
                              actions=["consolidation"])
     split = {p["pod"]: rack_of(p["node"]) for p in unconstrained["pipelined"] if p["pod"].startswith("v-")}
     assert len(set(split.values())) == 2, split  # what the plugin prevents
+
+
+def test_nested_subgroup_constraints_stay_inside_their_parents_domain() -> None:
+    """workers (zone) holds a and b (rack each): both racks in one zone, the head anywhere."""
+    rack = {"topology": "dc", "requiredTopologyLevel": "rack"}
+    group = podgroup("g", "q", 5, subgroups=[
+        {"name": "head", "minMember": 1},
+        {"name": "workers", "minMember": 4, "topologyConstraint": {"topology": "dc", "requiredTopologyLevel": "zone"}},
+        {"name": "a", "minMember": 2, "parent": "workers", "topologyConstraint": rack},
+        {"name": "b", "minMember": 2, "parent": "workers", "topologyConstraint": rack}])
+    pods = [pod("g-head", "g", subgroup="head"), *(pod(f"g-{s}{i}", "g", gpus=3, subgroup=s)
+                                                  for s in ("a", "b") for i in range(2))]
+    # z0/r0 is full: z0 can only hold one 6-GPU sub-group, so both go to zone z1, one rack each.
+    full_rack = [*running("f0", "z0-r0-0", 4, priority_class="build"),
+                 *running("f1", "z0-r0-1", 4, priority_class="build")]
+    result = simulate([*racks(), queue("q"), *full_rack, group, *pods])
+    placed = binds(result)
+    assert len(placed) == 5, result["unschedulable"]
+    a = {rack_of(placed[f"g-a{i}"]) for i in range(2)}
+    b = {rack_of(placed[f"g-b{i}"]) for i in range(2)}
+    assert len(a) == 1 and len(b) == 1 and a != b, (a, b)
+    assert {r[:2] for r in a | b} == {"z1"}
