@@ -190,3 +190,26 @@ def test_preferred_rack_falls_back_to_one_zone(cluster: Cluster, namespace: str,
                 timeout=120)
     zones = {racks.get(p["spec"]["nodeName"], {}).get(ZONE_LABEL) for p in pods}
     assert len(zones) == 1, f"the gang spans zones: {sorted(zones)}"
+
+
+def test_worker_group_template_annotations_bind_only_the_workers_to_a_rack(
+        cluster: Cluster, namespace: str, racks: dict[str, dict[str, str]]) -> None:
+    name = f"dc-{namespace}"
+    docs = ray_workload(namespace, name, workers=3, gpus=2)
+    ray = docs[-1]
+    ray["metadata"]["annotations"] = {}
+    worker = ray["spec"]["workerGroupSpecs"][0]["template"]
+    worker.setdefault("metadata", {})["annotations"] = {"kai.scheduler/topology": name,
+                                                        "kai.scheduler/topology-required-placement": "rack"}
+    apply(cluster, namespace, docs)
+    pods = poll(lambda: running_gang(cluster, namespace, "ray", 4), "the RayCluster (head + 3 workers) to run",
+                timeout=120)
+    workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+    assert len(workers) == 3
+    where = [racks.get(p["spec"]["nodeName"], {}) for p in workers]
+    assert len({(labels.get(ZONE_LABEL), labels.get(RACK_LABEL)) for labels in where}) == 1, where
+    group = podgroup(cluster, namespace)
+    assert group is not None
+    subgroups = {s["name"]: s for s in group["spec"]["subGroups"]}
+    assert subgroups["worker"]["topologyConstraint"] == {"topology": name, "requiredTopologyLevel": "rack"}
+    assert "topologyConstraint" not in subgroups["headgroup"]
