@@ -3,7 +3,8 @@
 Generates the scheduler benchmark's synthetic clusters (`scheduler_bench.generate`), runs `kai simulate`
 (`operators.scheduler.simulate`) for every action alone and for all actions together (and, on the smallest size,
 all actions over two cycles), once with the scheduler code of git revision `--baseline` (extracted to a temporary
-directory) and once with the working tree, and compares the JSON outputs byte for byte.
+directory) and once with the working tree, and compares the JSON outputs byte for byte. Up to `--mixed-max`
+nodes the same cluster is also run with work for every action (`mixed`: preemptors, stale gangs, min-runtime).
 Prints one row per run (size, actions, bytes, sha256 before/after, identical) and exits 1 on any difference.
 Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000]
 """
@@ -18,20 +19,49 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 HERE = Path(__file__).resolve().parent
 
 
-def _runs(sizes: list[int]) -> list[tuple[int, str, list[str]]]:
-    """(size, label, extra simulate arguments) for every comparison."""
-    out: list[tuple[int, str, list[str]]] = []
-    for size in sizes:
-        for action in ACTIONS:
-            out.append((size, action, ["--actions", action]))
-        out.append((size, "all", []))
-    smallest = min(sizes)
-    out.append((smallest, "all --cycles 2", ["--cycles", "2"]))
+def mixed(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The benchmark cluster with work for every action: every fourth job is `inference` (it preempts `train`
+    jobs of its queue), every fifth running gang lost a pod long ago (stale: stalegangeviction evicts it), and
+    every third job has a last-start time, so min-runtime protects it from preempt and reclaim."""
+    out = [dict(o) for o in objects]
+    groups = [o for o in out if o["kind"] == "PodGroup"]
+    pods_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for o in out:
+        if o["kind"] == "Pod":
+            meta = o["metadata"]
+            pods_of.setdefault((meta["namespace"], meta["annotations"]["pod-group-name"]), []).append(o)
+    dropped: set[int] = set()
+    gangs = 0
+    for i, pg in enumerate(groups):
+        meta = dict(pg["metadata"])
+        spec = dict(pg["spec"])
+        annotations = dict(meta.get("annotations") or {})
+        members = pods_of.get((meta["namespace"], meta["name"]), [])
+        if i % 4 == 0:
+            spec["priorityClassName"] = "inference"
+        if i % 3 == 0:
+            annotations["kai.scheduler/last-start-timestamp"] = "2024-12-31T23:00:00Z"
+        if spec["minMember"] > 1 and members and members[0]["status"]["phase"] == "Running":
+            gangs += 1
+            if gangs % 5 == 0:
+                dropped.add(id(members[-1]))
+                annotations["kai.scheduler/stale-podgroup-timestamp"] = "2024-12-31T00:00:00Z"
+        meta["annotations"] = annotations
+        pg["metadata"], pg["spec"] = meta, spec
+    return [o for o in out if id(o) not in dropped]
+
+
+def _runs() -> list[tuple[str, list[str]]]:
+    """(label, extra simulate arguments) of every comparison on one input."""
+    out = [(action, ["--actions", action]) for action in ACTIONS]
+    out.append(("all", []))
+    out.append(("all --cycles 2", ["--cycles", "2"]))
     return out
 
 
@@ -64,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--baseline", default="main", help="git revision whose decisions are the reference")
     parser.add_argument("--sizes", default="500,1000,5000", help="node counts of the generated clusters")
+    parser.add_argument("--mixed-max", type=int, default=1000,
+                        help="largest size also run with the mixed input (priorities, stale gangs, min-runtime)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
@@ -79,21 +111,25 @@ def main(argv: list[str] | None = None) -> int:
         archive = subprocess.run(["git", "-C", str(root), "archive", args.baseline, "operators"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-        inputs: dict[int, Path] = {}
+        # (size, input name): the generated cluster, and the same with work for every action on the smaller sizes.
+        inputs: dict[tuple[int, str], Path] = {}
         for size in sorted(set(sizes)):
-            path = tmp / f"cluster-{size}.json"
-            path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": generate(size)}))
-            inputs[size] = path
-        print(f"{'size':>6} {'actions':<20} {'bytes':>10} {'sha256 ' + args.baseline:<18} {'sha256 worktree':<18} "
-              f"identical")
-        for size in sorted(set(sizes)):
-            runs = [(label, extra) for s, label, extra in _runs(sizes) if s == size]
-            before = _simulate(base, inputs[size], [e for _, e in runs], tmp / f"before-{size}")
-            after = _simulate(root, inputs[size], [e for _, e in runs], tmp / f"after-{size}")
+            objects = generate(size)
+            variants = [("bench", objects)] + ([("mixed", mixed(objects))] if size <= args.mixed_max else [])
+            for name, objs in variants:
+                path = tmp / f"cluster-{size}-{name}.json"
+                path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+                inputs[(size, name)] = path
+        print(f"{'size':>6} {'input':<6} {'actions':<20} {'bytes':>10} {'sha256 ' + args.baseline:<18} "
+              f"{'sha256 worktree':<18} identical")
+        for (size, name), path in inputs.items():
+            runs = [r for r in _runs() if name == "mixed" or size == min(sizes) or r[0] != "all --cycles 2"]
+            before = _simulate(base, path, [e for _, e in runs], tmp / f"before-{size}-{name}")
+            after = _simulate(root, path, [e for _, e in runs], tmp / f"after-{size}-{name}")
             for (label, _), b, a in zip(runs, before, after, strict=True):
                 same = b == a
                 different += not same
-                print(f"{size:>6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
+                print(f"{size:>6} {name:<6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
                       f"{hashlib.sha256(a).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
     print("identical" if not different else f"{different} run(s) differ")
     return 1 if different else 0

@@ -99,12 +99,19 @@ def parse_duration(value: str | float | int) -> float:
     return sign * sum(float(n) * _UNIT[u] for n, u in parts)
 
 
+def _known_actions() -> dict[str, int]:
+    """Registered action names and their default priorities (the action registry)."""
+    from operators.scheduler.actions import PRIORITIES
+
+    return dict(PRIORITIES)
+
+
 def _actions_from_map(raw: Mapping[str, Any], base: tuple[str, ...]) -> tuple[str, ...]:
     # SchedulingShard `actions: {name: {enabled, priority}}`; higher priority runs first, ties by name.
-    default_priority = {name: 500 - 100 * i for i, name in enumerate(ALL_ACTIONS)}
+    default_priority = _known_actions()
     unknown = sorted(name for name in raw if name not in default_priority)
     if unknown:
-        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(ALL_ACTIONS)})")
+        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(default_priority)})")
     enabled = {name: default_priority[name] for name in base}
     for name, opts in raw.items():
         opts = opts or {}
@@ -234,9 +241,10 @@ def _strategy(value: str) -> str:
 def parse_actions(value: str | list[str]) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     out = tuple(n.strip() for n in names if n.strip())
-    unknown = [n for n in out if n not in ALL_ACTIONS]
+    known = _known_actions()
+    unknown = [n for n in out if n not in known]
     if unknown:
-        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(ALL_ACTIONS)})")
+        raise ValueError(f"unknown actions: {', '.join(unknown)} (known: {', '.join(known)})")
     return out
 
 

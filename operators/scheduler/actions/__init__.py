@@ -1,4 +1,6 @@
-"""Action registry, in KAI's default order."""
+"""Action registry: each action class registers under its name with a default priority (higher runs first);
+the built-in ones in KAI's default order (allocate 500, consolidation 400, reclaim 300, preempt 200,
+stalegangeviction 100). The configuration's `actions` map picks the enabled set and order by these names."""
 
 from __future__ import annotations
 
@@ -9,20 +11,28 @@ from operators.scheduler.actions.preempt import Preempt
 from operators.scheduler.actions.reclaim import Reclaim
 from operators.scheduler.actions.stalegang import StaleGangEviction
 
-ACTIONS: dict[str, type[Action]] = {
-    "allocate": Allocate,
-    "consolidation": Consolidation,
-    "reclaim": Reclaim,
-    "preempt": Preempt,
-    "stalegangeviction": StaleGangEviction,
-}
+ACTIONS: dict[str, type[Action]] = {}
+# Default priority per registered action name (the order of `actions` maps that do not set one).
+PRIORITIES: dict[str, int] = {}
+
+
+def register_action(cls: type[Action], priority: int) -> type[Action]:
+    """Make `cls` available to the configuration under `cls.name`."""
+    ACTIONS[cls.name] = cls
+    PRIORITIES[cls.name] = priority
+    return cls
+
+
+for _priority, _cls in ((500, Allocate), (400, Consolidation), (300, Reclaim), (200, Preempt),
+                        (100, StaleGangEviction)):
+    register_action(_cls, _priority)
 
 
 def get_action(name: str) -> Action:
     try:
         return ACTIONS[name]()
     except KeyError:
-        raise ValueError(f"unknown action {name!r}") from None
+        raise ValueError(f"unknown action {name!r} (known: {', '.join(ACTIONS)})") from None
 
 
-__all__ = ["ACTIONS", "Action", "get_action"]
+__all__ = ["ACTIONS", "PRIORITIES", "Action", "get_action", "register_action"]

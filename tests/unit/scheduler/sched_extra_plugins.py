@@ -54,3 +54,21 @@ class Recorder(Plugin):
     def on_deallocate(self, session: Any, task: Task, kind: str) -> None:
         self.net[task.name] = self.net.get(task.name, 0) - 1
         self.kinds.append(kind)
+
+
+class Spare(Plugin):
+    """Victim filter: the jobs named in the `spare` argument are never victims."""
+
+    argument_names = None
+
+    def may_evict(self, session: Any, preemptor: Job, victim: Job, action: str) -> bool:
+        return victim.name not in self.arguments["spare"]
+
+
+class AtMostVictims(Plugin):
+    """Scenario validator: a scenario may take at most `max` victim jobs."""
+
+    argument_names = None
+
+    def validate_scenario(self, session: Any, preemptor: Job, victims: Any, action: str) -> bool:
+        return len(victims) <= int(self.arguments["max"])

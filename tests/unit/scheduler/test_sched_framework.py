@@ -105,3 +105,70 @@ def test_plugin_settings_of_layers_merge_per_plugin() -> None:
     assert "minruntime" not in names and "preferlabel" in names
     plugin = Framework.build(cfg.plugins).plugin("preferlabel")
     assert plugin is not None and plugin.arguments == {"label": "fast", "weight": 3}
+
+
+class _Mark:
+    """An action from outside the registry: records the jobs it saw."""
+
+    name = "mark"
+    enabled = True
+    seen: list[str] = []
+
+    def execute(self, session: Any) -> None:
+        self.seen.extend(j.name for j in session.jobs)
+
+
+def test_a_registered_action_is_configurable_by_name() -> None:
+    from operators.scheduler import actions
+
+    with pytest.raises(ValueError, match="unknown actions: mark"):
+        config_from_mapping({"actions": {"mark": {"priority": 600}}})
+    actions.register_action(_Mark, 50)
+    try:
+        cfg = config_from_mapping({"actions": {"mark": {"priority": 600}}})
+        assert cfg.actions[0] == "mark"
+        _Mark.seen.clear()
+        objs = [node("a"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
+        assert bound(cycle(objs, cfg)) == {"p": "a"} and _Mark.seen == ["p"]
+    finally:
+        del actions.ACTIONS["mark"], actions.PRIORITIES["mark"]
+
+
+def _preempt_case() -> list[dict[str, Any]]:
+    # n1 holds two 1-GPU train jobs; an inference job needs 1 GPU (one victim) and a 2-GPU one needs both.
+    return [node("n1", 2), queue("q"), *PRIORITY_CLASSES,
+            podgroup("v1", created="2025-01-01T00:00:00Z"), pod("v1", "v1", gpus=1, node_name="n1", phase="Running"),
+            podgroup("v2", created="2025-01-01T00:01:00Z"), pod("v2", "v2", gpus=1, node_name="n1", phase="Running"),
+            podgroup("p", priority_class="inference", created="2025-01-02T00:00:00Z"), pod("p", "p", gpus=1)]
+
+
+def evicted(objs: list[dict[str, Any]], cfg: SchedulerConfig) -> list[str]:
+    return sorted(e.pod for e in cycle(objs, cfg).evictions)
+
+
+def test_victim_filters_and_job_gates_steer_disruptive_actions() -> None:
+    preempt = config_from_mapping({"actions": {"consolidation": {"enabled": False}, "reclaim": {"enabled": False}}})
+    objs = _preempt_case()
+    default = evicted(objs, preempt)
+    assert len(default) == 1
+    spare = config_from_mapping({"plugins": {"spare": {"class": "sched_extra_plugins:Spare",
+                                                       "arguments": {"spare": default}}}}, preempt)
+    assert evicted(objs, spare) == sorted({"v1", "v2"} - set(default))
+    both = config_from_mapping({"plugins": {"spare": {"class": "sched_extra_plugins:Spare",
+                                                      "arguments": {"spare": ["v1", "v2"]}}}}, preempt)
+    assert evicted(objs, both) == []
+    gate = config_from_mapping({"plugins": {"gate": {"class": "sched_extra_plugins:NoAllocateFor",
+                                                     "arguments": {"action": "preempt", "prefix": "p"}}}}, preempt)
+    assert evicted(objs, gate) == []
+
+
+def test_scenario_validators_refuse_scenarios() -> None:
+    preempt = config_from_mapping({"actions": {"consolidation": {"enabled": False}, "reclaim": {"enabled": False}}})
+    objs = [*_preempt_case()[:-1], pod("p", "p", gpus=2)]  # needs both victims
+    assert evicted(objs, preempt) == ["v1", "v2"]
+    one = config_from_mapping({"plugins": {"cap": {"class": "sched_extra_plugins:AtMostVictims",
+                                                   "arguments": {"max": 1}}}}, preempt)
+    assert evicted(objs, one) == []
+    two = config_from_mapping({"plugins": {"cap": {"class": "sched_extra_plugins:AtMostVictims",
+                                                   "arguments": {"max": 2}}}}, preempt)
+    assert evicted(objs, two) == ["v1", "v2"]

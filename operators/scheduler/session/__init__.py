@@ -1,0 +1,70 @@
+"""One scheduling cycle's session: state derived from the snapshot, accounting, statements, decisions.
+
+Opening the session derives task statuses, node usage, jobs and queue accounting, then computes fair shares
+(`opening`). Actions change state only through a `Statement` (`operations`), whose operations fire the same
+accounting updates (node free resources and index, GPU groups, podset counters, queue allocation) and can be
+rolled back in reverse order; `commit()` turns the surviving operations into decisions. The plugins are called
+through `plugincalls`; `closing` explains what stays pending; `candidates` lists the jobs actions try and the
+jobs that may lose pods; `exactsum` keeps the cluster's free resources as exact sums.
+"""
+
+from __future__ import annotations
+
+from operators.scheduler.config import SPREAD, SchedulerConfig
+from operators.scheduler.decisions import Decisions
+from operators.scheduler.framework import Framework
+from operators.scheduler.model import Job, QueueState
+from operators.scheduler.placement.scoring import NodeIndex
+from operators.scheduler.placement.search import Placer
+from operators.scheduler.session.accounting import DEFAULT_SUBGROUP, FailedAttempt, JobOutcome, rfc3339
+from operators.scheduler.session.candidates import Candidates
+from operators.scheduler.session.closing import Closing
+from operators.scheduler.session.exactsum import ClusterFree, ExactSum
+from operators.scheduler.session.opening import Opening
+from operators.scheduler.session.operations import Op, Operations, Statement
+from operators.scheduler.session.plugincalls import PluginCalls
+from operators.scheduler.snapshot import Snapshot
+
+__all__ = ["DEFAULT_SUBGROUP", "ExactSum", "FailedAttempt", "JobOutcome", "Op", "Session", "Statement", "rfc3339"]
+
+
+class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates):
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float) -> None:
+        self.config = config
+        self.now = now
+        self.now_text = rfc3339(now)
+        self.snapshot = snapshot
+        self.decisions = Decisions()
+        self.outcomes: dict[str, JobOutcome] = {}
+        self.last_start: dict[str, str] = {}
+        self._summaries: dict[tuple[object, ...], str] = {}
+        self._unlimited_cache: dict[QueueState, bool] = {}
+        # cluster_free(): per-node terms, and the nodes changed since they were last read.
+        self._free_terms: tuple[list[float], list[float], list[float]] | None = None
+        self._free_dirty: set[int] = set()
+        self._free_exact = (ExactSum(30), ExactSum(20), ExactSum(0))
+        self._pending_jobs: list[Job] | None = None  # schedulable_jobs(): jobs with pending pods at its last call
+        self._victims: list[Job] = []  # victim_candidates(), as of its last call (or session open)
+        self._touched: set[Job] = set()  # jobs whose tasks changed status or node since then
+        # The enabled plugins' hooks, resolved once into plain callables and lists.
+        fw = self.framework = Framework.build(config.plugins)
+        self.task_order_key = fw.task_order_key
+        self.tasks_to_allocate = fw.gang.tasks_to_allocate
+        self._on_allocate = fw.on_allocate
+        self._on_deallocate = fw.on_deallocate
+        self.min_runtime_enabled = "minruntime" in fw.names
+        self._open_nodes()
+        self._open_queues()
+        self._open_pods_and_jobs()
+        self._open_fair_shares()
+        self.index = NodeIndex(self.nodes, config.gpu_placement, config.cpu_placement)
+        self.pod_index = self._open_pod_index()
+        self.placer = Placer(self.nodes, self.index, snapshot.configmaps, self.pod_index, config.group_id,
+                             config.gpu_placement == SPREAD)
+        if fw.prefilters or fw.node_filters or fw.scorers:
+            self.placer.extend(self, fw.prefilters, fw.node_filters, fw.scorers)
+        for hook in fw.session_open:
+            hook(self)
+
+    def statement(self) -> Statement:
+        return Statement(self)
