@@ -199,7 +199,7 @@ class SchedulerLoop:
         await asyncio.gather(*(i.run() for i in self.informers), self.provisioning.run(), self._run_topologies(),
                              *([self.shard.run()] if self.shard else []))
 
-    async def _run_topologies(self, recheck: float = 60.0) -> None:
+    async def _run_topologies(self, recheck: float = 60.0, list_timeout: float = 30.0) -> None:
         """Watch Topologies once the API server serves them; until then there are none (rechecked every minute)."""
         while True:
             try:
@@ -215,7 +215,12 @@ class SchedulerLoop:
             self._topologies_known.set()
             await asyncio.sleep(recheck)
         runner = asyncio.create_task(self.topologies.run())
-        await self.topologies.synced.wait()
+        try:  # a scheduler without the right to list them (custom RBAC) must not wait for them forever
+            await asyncio.wait_for(asyncio.shield(self.topologies.synced.wait()), timeout=list_timeout)
+        except TimeoutError:
+            log.warning("topologies not listed within %.0f s (does the scheduler's role allow list/watch of "
+                        "%s topologies?): scheduling goes on without them until they are", list_timeout,
+                        TOPOLOGIES.group)
         self._topologies_known.set()
         await runner
 

@@ -55,3 +55,20 @@ async def test_with_the_crd_the_informer_feeds_the_snapshot(monkeypatch: pytest.
     task.cancel()
     assert ran.is_set()
     assert loop.snapshot().topologies == (TopologyRecord("dc", (("zone", ""),)),)
+
+
+async def test_a_list_that_never_succeeds_does_not_hold_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def served(api: Any, method: str, path: str, **_: Any) -> Any:
+        return {"resources": [{"name": "topologies"}]}
+
+    monkeypatch.setattr(loop_module, "raw", served)
+    loop = loop_module.SchedulerLoop(object(), SchedulerConfig())
+
+    async def forbidden() -> None:  # the informer keeps retrying a 403 and never syncs
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(loop.topologies, "run", forbidden)
+    task = asyncio.create_task(loop._run_topologies(list_timeout=0.01))
+    await asyncio.wait_for(loop._topologies_known.wait(), 5)
+    task.cancel()
+    assert not loop.topologies.synced.is_set() and loop.snapshot().topologies == ()
