@@ -367,7 +367,7 @@ FORBIDDEN = [
 ]
 ALLOWED = {
     "scheduler": [("create", "bindrequests.scheduling.run.ai", "-n", "default"), ("delete", "pods", "-A"),
-                  ("watch", "configmaps", "-A")],
+                  ("watch", "configmaps", "-A"), ("watch", "topologies.kai.scheduler")],
     "binder": [("create", "pods", "--subresource=binding", "-n", "default"),
                ("create", "pods", "-n", "kai-resource-reservation"),
                ("patch", "bindrequests.scheduling.run.ai", "--subresource=status", "-A")],
@@ -378,7 +378,8 @@ ALLOWED = {
 }
 NOT_THEIRS = {
     "scheduler": [("create", "pods", "--subresource=binding", "-n", "default"),
-                  ("patch", "queues.scheduling.run.ai", "--subresource=status")],
+                  ("patch", "queues.scheduling.run.ai", "--subresource=status"),
+                  ("update", "topologies.kai.scheduler")],
     "binder": [("create", "bindrequests.scheduling.run.ai", "-n", "default"), ("list", "configmaps", "-A")],
     "pod-grouper": [("delete", "pods", "-A"), ("delete", "podgroups.scheduling.run.ai", "-A")],
     "podgroup-controller": [("patch", "pods", "-A"), ("update", "podgroups.scheduling.run.ai", "-A")],
