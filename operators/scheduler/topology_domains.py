@@ -53,7 +53,7 @@ class Resources:
         if self.gpu > _EPS:
             parts.append(f"{humanize(self.gpu)} GPU{'' if abs(self.gpu - 1) < _EPS else 's'}")
         if self.cpu > _EPS:
-            parts.append(f"{humanize(self.cpu / 1000)} CPU cores")
+            parts.append(f"{humanize(self.cpu / 1000)} CPU core{'' if abs(self.cpu - 1000) < _EPS else 's'}")
         if self.memory > _EPS:
             parts.append(f"{humanize(self.memory / 1e9)} GB memory")
         return ", ".join(parts) or "nothing"

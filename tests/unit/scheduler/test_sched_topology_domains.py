@@ -93,7 +93,7 @@ def test_required_level_nothing_fits_names_the_level_and_the_best_domains_shortf
     assert resolved is not None
     got = plan(resolved, labels, free, Resources(gpu=18, cpu=1000))
     assert got.candidates == ()
-    assert got.explanation == ("no domain of level rack can hold the job (18 GPUs, 1 CPU cores); best rack r1 "
+    assert got.explanation == ("no domain of level rack can hold the job (18 GPUs, 1 CPU core); best rack r1 "
                                "(in a) lacks 2 GPUs")
     empty = plan(resolved, {"n": {ZONE: "a"}}, {"n": Resources(gpu=8)}, Resources(gpu=1))
     assert empty.explanation == "no node carries the labels of level rack"
