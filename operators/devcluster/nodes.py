@@ -71,6 +71,29 @@ def topology_labels(prefix: str, zones: int, racks: int, nodes_per_rack: int) ->
     return out
 
 
+def parse_topology(value: str) -> tuple[int, int]:
+    """`ZxR` (zones x racks per zone) as two positive integers; ValueError with the expected form otherwise."""
+    parts = value.lower().split("x")
+    try:
+        zones, racks = (int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"--topology takes ZONESxRACKS (racks per zone), e.g. 2x2; got {value!r}") from None
+    if zones < 1 or racks < 1:
+        raise ValueError(f"--topology needs at least one zone and one rack per zone; got {value!r}")
+    return zones, racks
+
+
+def spread_over_topology(names: list[str], zones: int, racks: int) -> dict[str, dict[str, str]]:
+    """Node name -> zone and rack labels, the nodes cut in order into zones x racks blocks of (nearly) equal size:
+    with 8 nodes and 2x2, nodes 0-1 are rack r0 of zone-0, 2-3 rack r1 of zone-0, 4-5 rack r0 of zone-1, ..."""
+    total = zones * racks
+    out: dict[str, dict[str, str]] = {}
+    for i, name in enumerate(names):
+        block = i * total // len(names)
+        out[name] = {ZONE_LABEL: f"zone-{block // racks}", RACK_LABEL: f"r{block % racks}"}
+    return out
+
+
 def topology_node_manifests(prefix: str, shape: NodeShape, *, zones: int = 2, racks: int = 2,
                             nodes_per_rack: int = 2, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Node manifests of a zones x racks x nodes hierarchy (see topology_labels), each also with `labels`."""
