@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from operators.scheduler.explain import humanize
 from operators.scheduler.records import TopologyConstraintSpec, TopologyRecord
@@ -27,16 +28,12 @@ from operators.scheduler.records import TopologyConstraintSpec, TopologyRecord
 _EPS = 1e-9
 
 
-@dataclass(frozen=True, slots=True)
-class Resources:
-    """GPUs (devices), CPU (millicores) and memory (bytes), the scheduler core's units."""
+class Resources(NamedTuple):
+    """GPUs (devices), CPU (millicores) and memory (bytes), the scheduler core's units (a tuple: cheap to make)."""
 
     gpu: float = 0.0
     cpu: float = 0.0
     memory: float = 0.0
-
-    def __add__(self, other: Resources) -> Resources:
-        return Resources(self.gpu + other.gpu, self.cpu + other.cpu, self.memory + other.memory)
 
     def covers(self, need: Resources) -> bool:
         return (self.gpu + _EPS >= need.gpu and self.cpu + _EPS >= need.cpu
@@ -146,13 +143,15 @@ def resolve(constraint: TopologyConstraintSpec, topologies: Iterable[TopologyRec
 
 @dataclass(frozen=True, slots=True)
 class Domain:
-    """Nodes sharing the label values of levels 0..level; `free` sums what they have free."""
+    """Nodes sharing the label values of levels 0..level; `free` sums what they have free; `order`: the nodes by
+    name (summed in that order, so float sums are reproducible)."""
 
     level: int
     level_name: str
     values: tuple[str, ...]
     nodes: frozenset[str]
     free: Resources = NONE
+    order: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -177,7 +176,8 @@ def domains_of(topology: TopologyRecord, level: int, labels: Mapping[str, Mappin
         if all(label in node_labels for label in wanted):
             members.setdefault(tuple(node_labels[label] for label in wanted), []).append(node)
     name = level_label(topology, level)
-    out = [Domain(level, name, values, frozenset(nodes)) for values, nodes in sorted(members.items())]
+    out = [Domain(level, name, values, frozenset(nodes), NONE, tuple(sorted(nodes)))
+           for values, nodes in sorted(members.items())]
     return with_free(out, free) if free is not None else tuple(out)
 
 
@@ -218,11 +218,16 @@ def shortfall(level_name: str, domains: Sequence[Domain], request: Resources) ->
 def with_free(domains: Iterable[Domain], free: Mapping[str, Resources]) -> tuple[Domain, ...]:
     """The domains with `free` summed over their nodes (a node absent from `free` adds nothing)."""
     out = []
+    get = free.get
     for d in domains:
-        total = NONE
-        for node in sorted(d.nodes):  # a fixed order keeps float sums reproducible
-            total = total + free.get(node, NONE)
-        out.append(Domain(d.level, d.level_name, d.values, d.nodes, total))
+        gpu = cpu = memory = 0.0
+        for node in d.order or sorted(d.nodes):
+            r = get(node)
+            if r is not None:
+                gpu += r[0]
+                cpu += r[1]
+                memory += r[2]
+        out.append(Domain(d.level, d.level_name, d.values, d.nodes, Resources(gpu, cpu, memory), d.order))
     return tuple(out)
 
 

@@ -97,6 +97,10 @@ class Topology(Plugin):
         self._current: tuple[str, dict[str, frozenset[int]]] | None = None
         # Jobs whose last attempt had candidate domains of a required level: (level name, domains tried).
         self._tried: dict[str, tuple[str, list[str]]] = {}
+        self._indexes: dict[frozenset[str], list[int]] = {}  # a domain's nodes -> their indexes, sorted
+        # Free resources per node, refreshed for the nodes statements touched since (None: recompute all).
+        self._free: dict[str, Resources] | None = None
+        self._dirty: set[int] = set()
 
     # --- what a job asks ------------------------------------------------------------------------
 
@@ -136,7 +140,7 @@ class Topology(Plugin):
             _explain(session, job, keys.REASON_POD_SCHEDULING_ERRORS, rules.message)
             return []
         tasks = session.tasks_to_allocate(job)
-        free = _free(session)
+        free = self._free_now(session)
         names = session.node_by_name
         universes: list[tuple[Domain | None, frozenset[str] | None]]
         if rules.job is not None:
@@ -152,15 +156,23 @@ class Topology(Plugin):
         else:
             universes = [(None, None)]
         everything = range(len(session.nodes))
+
+        def indexes(nodes: frozenset[str] | None) -> Sequence[int]:
+            if nodes is None:
+                return everything
+            hit = self._indexes.get(nodes)
+            if hit is None:
+                hit = self._indexes[nodes] = sorted(names[n].idx for n in nodes)
+            return hit
+
         if not rules.groups:
-            return [sorted(names[n].idx for n in nodes) if nodes is not None else everything
-                    for _, nodes in universes]
+            return [indexes(nodes) for _, nodes in universes]
         out: list[_Choice] = []
         first_failure = ""
         for _, nodes in universes:
             combos, failure = self._combinations(session, job, rules.groups, tasks, free, nodes)
             first_failure = first_failure or failure
-            subset = sorted(names[n].idx for n in nodes) if nodes is not None else everything
+            subset = indexes(nodes)
             for combo in combos:
                 podsets = {leaf: frozenset(names[n].idx for n in group_nodes)
                            for group, group_nodes in combo for leaf in group.leaves}
@@ -170,6 +182,31 @@ class Topology(Plugin):
         if not out and first_failure:
             _explain(session, job, UNSCHEDULABLE_WORKLOAD, first_failure)
         return out
+
+    def on_allocate(self, session: Session, task: Task, kind: str) -> None:
+        self._touched(task, kind)
+
+    def on_deallocate(self, session: Session, task: Task, kind: str) -> None:
+        self._touched(task, kind)
+
+    def _touched(self, task: Task, kind: str) -> None:
+        if self._free is None:
+            return
+        if task.node >= 0 and kind != "pipeline":  # a pipelined move also changes the node it left
+            self._dirty.add(task.node)
+        else:  # a rolled-back placement no longer says where it was
+            self._free = None
+
+    def _free_now(self, session: Session) -> dict[str, Resources]:
+        if self._free is None:
+            self._free = _free(session.nodes)
+        elif self._dirty:
+            self._free.update(_free([session.nodes[i] for i in self._dirty]))
+            for i in self._dirty:
+                if not session.nodes[i].ok:
+                    self._free.pop(session.nodes[i].name, None)
+        self._dirty.clear()
+        return self._free
 
     def filter_node(self, session: Session, task: Task, node: NodeState) -> str | None:
         job = task.job
@@ -224,8 +261,9 @@ class Topology(Plugin):
         def domains_at(level: int) -> Sequence[Domain]:
             domains = self._domains(session, resolved, level)
             if within is not None:
-                domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within) for d in domains
-                                if d.nodes & within)
+                domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,
+                                       order=tuple(n for n in d.order if n in within))
+                                for d in domains if d.nodes & within)
             return with_free(domains, free)
         return plan_domains(resolved, domains_at, request, placed)
 
@@ -315,15 +353,13 @@ def _explain(session: Session, job: Job, reason: str, message: str) -> None:
         errors.append(error)
 
 
-def _free(session: Session) -> dict[str, Resources]:
-    """Idle plus releasing resources of each schedulable node (shared GPUs count by their free portions)."""
-    out = {}
-    for n in session.nodes:
-        if not n.ok:
-            continue
-        shared = sum((g.free for g in n.groups.values() if not g.fully_releasing), 0.0) if n.groups else 0.0
-        out[n.name] = Resources(n.idle_gpu + n.rel_gpu + shared, n.idle_cpu + n.rel_cpu, n.idle_mem + n.rel_mem)
-    return out
+def _free(nodes: Iterable[NodeState]) -> dict[str, Resources]:
+    """Idle plus releasing resources of the schedulable nodes (shared GPUs count by their free portions)."""
+    return {n.rec.name: Resources(n.idle_gpu + n.rel_gpu + (sum((g.free for g in n.groups.values()
+                                                                  if not g.fully_releasing), 0.0)
+                                                             if n.groups else 0.0),
+                                  n.idle_cpu + n.rel_cpu, n.idle_mem + n.rel_mem)
+            for n in nodes if n.ok}
 
 
 def _request(session: Session, tasks: Iterable[Task]) -> Resources:
