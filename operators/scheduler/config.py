@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from operators.core import keys
-from operators.scheduler.framework import PluginSetting, merge_settings, parse_plugin_settings
+from operators.scheduler.framework import Framework, PluginSetting, merge_settings, parse_plugin_settings
 
 BINPACK = "binpack"
 SPREAD = "spread"
@@ -218,6 +218,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     # Plugin arguments replace what the dedicated fields set (KAI renders those fields as plugin arguments).
     if isinstance(spec.get("plugins"), Mapping):
         changes["plugins"] = merge_settings(cfg.plugins, parse_plugin_settings(spec["plugins"], cfg.plugins))
+        Framework.check(changes["plugins"])
         changes.update(plugin_settings(spec["plugins"]))
     for attr in ("schedule_period", "stale_grace_period"):
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"

@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from operators.scheduler.actions import get_action
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.decisions import Decisions
+from operators.scheduler.framework import builtin_plugins
 from operators.scheduler.session import Session
 from operators.scheduler.snapshot import Snapshot
+
+builtin_plugins()  # the built-in plugin modules are found and imported once, here, not in the first cycle
 
 
 def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,

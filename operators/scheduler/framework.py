@@ -385,6 +385,15 @@ class Framework:
     def build(cls, settings: Sequence[PluginSetting]) -> Framework:
         return cls(enabled_plugins(settings))
 
+    @classmethod
+    def check(cls, settings: Sequence[PluginSetting]) -> None:
+        """Build once, so a plugin that cannot start (its constructor fails, a non-numeric score `weight`) is a
+        configuration error with the reason, not a failing scheduling cycle."""
+        try:
+            cls.build(settings)
+        except Exception as exc:  # any plugin's failure, reported as the configuration's
+            raise ValueError(f"plugins cannot start: {exc}") from None
+
 
 def _no_elastic(job: Job) -> int:
     return 1

@@ -55,9 +55,11 @@ class Placer:
         self.node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]] = ()
         self.scorers: Sequence[tuple[Callable[[Any, Task], bool], Callable[[Any, Task, NodeState], float],
                                      float]] = ()
-        # A job's node subset (plugin `node_subsets`): the nodes outside it are refused while it is set.
+        # A job's node subset (plugin `node_subsets`): the nodes outside it are refused while it is set. Each
+        # distinct subset gets one id, so the masks combined with it are computed once per session.
         self.subset: bytearray | None = None
         self._subset_id = 0
+        self._subset_ids: dict[bytes, tuple[int, bytearray]] = {}
 
     def extend(self, session: Any, prefilters: Sequence[Callable[[Any, Task], str | None]],
                node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]],
@@ -75,8 +77,11 @@ class Placer:
         subset = bytearray(len(self.nodes))
         for i in nodes:
             subset[i] = 1
-        self.subset = subset
-        self._subset_id += 1
+        key = bytes(subset)
+        known = self._subset_ids.get(key)
+        if known is None:
+            known = self._subset_ids[key] = (len(self._subset_ids), subset)
+        self._subset_id, self.subset = known
 
     def mask(self, task: Task) -> bytearray:
         c = task.rec.constraints

@@ -1,4 +1,4 @@
-"""State derivation at session open (contracts of task status, node usage, jobs and queue accounting)."""
+"""State derivation at session open: task statuses, node usage, jobs, podsets, queue accounting, fair shares."""
 
 from __future__ import annotations
 
@@ -80,7 +80,9 @@ class Opening(Accounting):
 
     def _task_status(self, pod: PodRecord, binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]]
                      ) -> tuple[str, str, tuple[str, ...]]:
-        """(status, node, gpu groups) per contracts 8.2."""
+        """(status, node, gpu groups): Succeeded/Failed keep their phase; Running is Releasing when deleting;
+        Pending is Releasing when deleting, Bound with a node, Binding with a live BindRequest, else Gated or
+        Pending; any other phase is Unknown."""
         phase = pod.phase
         if phase in (SUCCEEDED, FAILED):
             return phase, pod.node_name, pod.gpu_groups

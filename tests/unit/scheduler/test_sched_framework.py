@@ -91,6 +91,7 @@ def test_plugin_order_comes_from_priorities() -> None:
     ({"x": {"class": "sched_extra_plugins"}}, "'package.module:Class'"),
     ({"x": {"class": "sched_builders:node"}}, "is not a subclass"),
     ({"proportion": {"arguments": {"kValue": "lots"}}}, "kValue must be a number"),
+    ({"x": {"class": "sched_extra_plugins:PreferLabel", "arguments": {"weight": "heavy"}}}, "plugins cannot start"),
 ])
 def test_unusable_plugin_settings_are_refused_with_what_to_change(entries: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -172,3 +173,22 @@ def test_scenario_validators_refuse_scenarios() -> None:
     two = config_from_mapping({"plugins": {"cap": {"class": "sched_extra_plugins:AtMostVictims",
                                                    "arguments": {"max": 2}}}}, preempt)
     assert evicted(objs, two) == ["v1", "v2"]
+
+
+def test_a_node_subset_given_again_reuses_its_masks() -> None:
+    from operators.scheduler.session import Session
+    from operators.scheduler.snapshot import snapshot_from_objects
+
+    objs = [node("a"), node("b"), node("c"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
+    session = Session(snapshot_from_objects(objs), SchedulerConfig(), 1e9)
+    task = session.jobs[0].tasks[0]
+    placer = session.placer
+    placer.restrict([0, 2])
+    first = placer.mask(task)
+    assert list(first) == [1, 0, 1]
+    placer.restrict([1])
+    assert list(placer.mask(task)) == [0, 1, 0]
+    placer.restrict(iter([2, 0]))  # the same subset as the first, in another order
+    assert placer.mask(task) is first
+    placer.restrict(None)
+    assert list(placer.mask(task)) == [1, 1, 1]
