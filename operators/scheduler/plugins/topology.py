@@ -13,6 +13,9 @@ preempt and consolidation, so a preemptor's victims free one domain) is tried in
 - sub-group constraints: each constrained sub-group's pods go to one domain of its own level (inside the job's
   domain and its parent sub-group's), the combinations of the best few domains per sub-group tried in order.
 A Topology or level that does not exist leaves the job pending with `PodSchedulingErrors: Requested topology ...`.
+A job whose required-level domains all had the resources in total but could not hold its pods on their nodes is
+told which domains were tried (at session close). A pod placed on its own (a victim moved by consolidation or by
+reclaim/preempt) stays in the domain of its job's placed pods at the required level (`filter_node`).
 """
 
 from __future__ import annotations
