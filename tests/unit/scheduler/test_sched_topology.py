@@ -3,12 +3,17 @@ disruptive actions (reclaim, preempt, consolidation) choosing victims inside one
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
 from operators.scheduler.config import SchedulerConfig, config_from_mapping
-from operators.scheduler.simulate import run_simulation
+from operators.scheduler.simulate import main, run_simulation
+from tests.support import EXAMPLES
 
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
 TOPOLOGY = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "dc"},
@@ -276,3 +281,22 @@ def test_nested_subgroup_constraints_stay_inside_their_parents_domain() -> None:
     b = {rack_of(placed[f"g-b{i}"]) for i in range(2)}
     assert len(a) == 1 and len(b) == 1 and a != b, (a, b)
     assert {r[:2] for r in a | b} == {"z1"}
+
+
+def test_kai_simulate_reads_the_example_topology_from_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI path: the example Topology file and a rack-bound gang, as YAML streams."""
+    example = EXAMPLES / "topology" / "cluster-topology.yaml"
+    nodes = [node(f"n{i}", gpus=4, labels={ZONE: "z0", RACK: f"r{i // 2}"}) for i in range(4)]
+    bound = gang("g", 2, 3, required="rack", topology="cluster-topology")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all([*nodes, queue("q"), *running("x", "n0", 2), *bound]))
+    assert main(["-f", str(example), "-f", str(cluster), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # Rack r0 (the fullest that covers 6 GPUs) has no two 3-GPU holes, so the next rack, r1, is tried.
+    assert {b["pod"]: b["node"] for b in out["binds"]} == {"g-0": "n2", "g-1": "n3"}
+    too_big = tmp_path / "big.yaml"
+    too_big.write_text(yaml.safe_dump_all([*nodes, queue("q"), *gang("g", 3, 3, required="rack",
+                                                                     topology="cluster-topology")]))
+    assert main(["-f", str(example), "-f", str(too_big), "-o", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "pending     ns/g: Not enough resources for the workload: no domain of level rack can hold the job" in text
