@@ -300,3 +300,16 @@ def test_kai_simulate_reads_the_example_topology_from_yaml(tmp_path: Path, capsy
     assert main(["-f", str(example), "-f", str(too_big), "-o", "text"]) == 0
     text = capsys.readouterr().out
     assert "pending     ns/g: Not enough resources for the workload: no domain of level rack can hold the job" in text
+
+
+def test_elastic_growth_stays_in_the_rack_of_the_running_pods() -> None:
+    """Two pods of a rack-bound job run in z1/r1; a third (above minMember) joins them, not the fuller z0/r0."""
+    group = podgroup("g", "q", 2)
+    group["spec"]["topologyConstraint"] = {"topology": "dc", "requiredTopologyLevel": "rack"}
+    objs = [*racks(), queue("q"), *running("busy", "z0-r0-0", 3, priority_class="build"), group,
+            pod("g-0", "g", gpus=1, node_name="z1-r1-0", phase="Running"),
+            pod("g-1", "g", gpus=1, node_name="z1-r1-1", phase="Running"), pod("g-2", "g", gpus=1)]
+    placed = binds(simulate(objs, actions=["allocate"]))
+    assert rack_of(placed["g-2"]) == "z1-r1", placed
+    off = config_from_mapping({"plugins": {"topology": {"enabled": False}}})
+    assert binds(simulate(objs, off, actions=["allocate"]))["g-2"] == "z0-r0-0"  # bin-packing alone: the fuller
