@@ -46,13 +46,10 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         self._pending_jobs: list[Job] | None = None  # schedulable_jobs(): jobs with pending pods at its last call
         self._victims: list[Job] = []  # victim_candidates(), as of its last call (or session open)
         self._touched: set[Job] = set()  # jobs whose tasks changed status or node since then
-        # The enabled plugins' hooks, resolved once into plain callables and lists.
+        # The enabled plugins' hooks, resolved once into plain callables and lists. Keep the session's instance
+        # attributes at 30 or fewer: beyond, CPython stops sharing the instance dict's keys and every attribute
+        # access of the hot loops gets slower (hooks live on `framework`, not as attributes here).
         fw = self.framework = Framework.build(config.plugins)
-        self.task_order_key = fw.task_order_key
-        self.tasks_to_allocate = fw.gang.tasks_to_allocate
-        self._on_allocate = fw.on_allocate
-        self._on_deallocate = fw.on_deallocate
-        self.min_runtime_enabled = "minruntime" in fw.names
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()

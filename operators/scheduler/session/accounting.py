@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -65,9 +65,6 @@ class Accounting:
     outcomes: dict[str, JobOutcome]
     last_start: dict[str, str]
     framework: Framework
-    task_order_key: Callable[[Task], tuple[object, ...]]
-    tasks_to_allocate: Callable[[Job], list[Task]]
-    min_runtime_enabled: bool
     nodes: list[NodeState]
     node_by_name: dict[str, NodeState]
     min_gpu_memory: int
@@ -84,6 +81,14 @@ class Accounting:
     _pending_jobs: list[Job] | None
     _victims: list[Job]
     _touched: set[Job]
+
+    def tasks_to_allocate(self, job: Job) -> list[Task]:
+        """The pods of the job's next attempt (the gang plugin's rule)."""
+        return self.framework.gang.tasks_to_allocate(job)
+
+    @property
+    def min_runtime_enabled(self) -> bool:
+        return "minruntime" in self.framework.names
 
     def task_vector(self, task: Task) -> tuple[float, float, float]:
         """(gpu, cpu millicores, memory bytes) a task counts for its queue."""

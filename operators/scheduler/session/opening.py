@@ -166,6 +166,7 @@ class Opening(Accounting):
         explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
         threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
         no_members: list[Task] = []
+        task_order_key = self.framework.task_order_key
         queue_parents = {q.name: q.parent for q in self.snapshot.queues}
         for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
             if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
@@ -187,7 +188,7 @@ class Opening(Accounting):
             jobs_append(job)
             members = by_group.get((pg.namespace, pg.name), no_members)
             if len(members) > 1:
-                members.sort(key=self.task_order_key)
+                members.sort(key=task_order_key)
             a0 = a1 = a2 = r0 = r1 = r2 = 0.0
             job_tasks = job.tasks
             victim = False  # some task Running/Bound/Binding on a node (victim_candidates())

@@ -120,7 +120,7 @@ class Operations(Accounting):
                 ps.pending.remove(task)
             if status == PENDING:
                 ps.pending.append(task)
-                ps.pending.sort(key=self.task_order_key)
+                ps.pending.sort(key=self.framework.task_order_key)
         if job is not None and job.queue is not None:
             # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
             was = old in QUEUE_ALLOCATED or old == PIPELINED
@@ -236,7 +236,7 @@ class Statement:
         session = self.session
         taken = session._place(task, placement, ALLOCATED)
         self.ops.append(Op("allocate", task, prev, placement, taken))
-        for handler in session._on_allocate:
+        for handler in session.framework.on_allocate:
             handler(session, task, "allocate")
 
     def pipeline(self, task: Task, placement: Placement) -> None:
@@ -245,7 +245,7 @@ class Statement:
         session = self.session
         taken = session._place(task, placement, PIPELINED)
         self.ops.append(Op("pipeline", task, prev, placement, taken, moved_from=moved_from))
-        for handler in session._on_allocate:
+        for handler in session.framework.on_allocate:
             handler(session, task, "pipeline")
 
     def evict(self, task: Task, action: str, for_job: str, message: str) -> None:
@@ -253,7 +253,7 @@ class Statement:
         session = self.session
         session._evict(task)
         self.ops.append(Op("evict", task, prev, action=action, for_job=for_job, message=message))
-        for handler in session._on_deallocate:
+        for handler in session.framework.on_deallocate:
             handler(session, task, "evict")
 
     def checkpoint(self) -> int:
@@ -265,14 +265,14 @@ class Statement:
             op = self.ops.pop()
             if op.kind == "evict":
                 session._unevict(op.task, op.prev_status)
-                for handler in session._on_allocate:
+                for handler in session.framework.on_allocate:
                     handler(session, op.task, "rollback")
             else:
                 assert op.placement is not None
                 session._unplace(op.task, op.placement, op.taken, op.prev_status)
                 if op.moved_from is not None:
                     session._restore_origin(op.task, op.moved_from)
-                for handler in session._on_deallocate:
+                for handler in session.framework.on_deallocate:
                     handler(session, op.task, "rollback")
 
     def discard(self) -> None:
