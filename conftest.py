@@ -43,7 +43,7 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     # Wait for the namespace to go: its pods (and their GPU shares) must not leak into the next test.
     cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=120s", check=False)
     # Cluster-scoped objects a test created carry the test label.
-    for kind in ("queues.scheduling.run.ai", "priorityclasses", "nodes"):
+    for kind in ("queues.scheduling.run.ai", "priorityclasses", "nodes", "topologies.kai.scheduler"):
         cluster.kubectl("delete", kind, "-l", f"{TEST_LABEL}=true", "--wait=false", check=False)
 
 

@@ -20,7 +20,7 @@ def _dev_up(args: argparse.Namespace) -> int:
                            gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
                            port_base=args.port_base, components=not args.no_components,
                            kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout,
-                           shards=args.shards, shard_nodes=args.shard_nodes)
+                           shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology)
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -52,6 +52,15 @@ def _shard_names(value: str) -> list[str]:
 
     try:
         return parse_shards(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _topology(value: str) -> tuple[int, int]:
+    from operators.devcluster.nodes import parse_topology
+
+    try:
+        return parse_topology(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -194,6 +203,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--shards", type=_shard_names, default=[], metavar="A,B",
                     help="node-pool shards: a SchedulingShard, nodes and a scheduler process per name")
     up.add_argument("--shard-nodes", type=int, default=2, help="nodes per shard (labelled kai.scheduler/node-pool)")
+    up.add_argument("--topology", type=_topology, default=None, metavar="ZxR",
+                    help="label the nodes into Z zones of R racks (topology.kubernetes.io/zone, "
+                         "cloud.provider.com/topology-rack), for topology-aware scheduling")
     up.set_defaults(func=_dev_up)
     down = dev.add_parser("down", help="stop everything `up` started and remove its state")
     down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))

@@ -53,7 +53,7 @@ def labelled(docs: list[dict[str, Any]]) -> str:
     """The documents as YAML, cluster-scoped ones labelled so that the namespace fixture cleans them up."""
     out = []
     for doc in docs:
-        if doc.get("kind") in ("Queue", "PriorityClass", "Node"):
+        if doc.get("kind") in ("Queue", "PriorityClass", "Node", "Topology"):
             doc.setdefault("metadata", {}).setdefault("labels", {})[TEST_LABEL] = "true"
         out.append(doc)
     return yaml.safe_dump_all(out)

@@ -1,4 +1,4 @@
-"""The admission component: HTTPS endpoints mutating and validating kai-scheduler pods.
+"""The admission component: HTTPS endpoints mutating and validating kai-scheduler pods, validating Topologies.
 
 Stateless and active-active (no leader election). Webhook configurations are static (the chart, or `kai dev up`)
 so they can carry the `schedulerName` matchCondition, namespace exclusions and a short timeout.
@@ -11,13 +11,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from operators.admission.review import mutate_review, validate_review
+from operators.admission.review import mutate_review, validate_review, validate_topology_review
 from operators.core import component
 from operators.core.metrics import Counter
 from operators.core.webhook import WebhookServer, cert_paths
 
 MUTATE_PATH = "/mutate--v1-pod"
 VALIDATE_PATH = "/validate--v1-pod"
+TOPOLOGY_PATH = "/validate-kai-scheduler-v1alpha1-topology"
 Review = Callable[[dict[str, Any]], dict[str, Any]]
 REQUESTS = Counter("kai_admission_requests_total", "AdmissionReviews answered", ["webhook", "allowed"])
 
@@ -55,6 +56,7 @@ def routes(args: argparse.Namespace) -> dict[str, Review]:
             fraction_runtime_class_name=fraction_runtime_class)),
         VALIDATE_PATH: _counted("validate", lambda review: validate_review(
             review, gpu_sharing_enabled=sharing, scheduler_name=args.scheduler_name)),
+        TOPOLOGY_PATH: _counted("topology", validate_topology_review),
     }
 
 

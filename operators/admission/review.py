@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from operators.admission.mutate import AdmissionDenied, JsonPatch, make_random_suffix, mutate_pod
+from operators.admission.topology import validate_topology
 from operators.admission.validate import validate_pod
 from operators.core import keys
 from operators.core.badreview import BadReview
@@ -176,3 +177,25 @@ def validate_review(
     message = validate_pod(pod, gpu_sharing_enabled=gpu_sharing_enabled, scheduler_name=scheduler_name,
                            old=old if isinstance(old, Mapping) else None)
     return allowed(uid) if message is None else denied(uid, message)
+
+
+def validate_topology_review(review: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer a validating AdmissionReview for a Topology (CREATE and UPDATE; UPDATE also sees the old object)."""
+    request = review_request(review)
+    uid = str(request["uid"])
+    if request.get("operation") not in ("CREATE", "UPDATE"):
+        return allowed(uid)
+    kind = request.get("kind")
+    kind_name = kind.get("kind") if isinstance(kind, Mapping) else kind
+    obj, old = request.get("object"), request.get("oldObject")
+    if kind_name not in (None, "Topology") or not isinstance(obj, Mapping) \
+            or obj.get("kind") not in (None, "Topology"):
+        return errored(uid, "bad object type: expected a kai.scheduler/v1alpha1 Topology")
+    previous = old if request.get("operation") == "UPDATE" and isinstance(old, Mapping) else None
+    errors = validate_topology(obj, previous)
+    if not errors:
+        return allowed(uid)
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    prefix = f"Topology {name}: " if isinstance(name, str) and name else ""
+    return denied(uid, prefix + "; ".join(errors))

@@ -44,6 +44,7 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses")
 QUEUES = Resource("scheduling.run.ai", "v2", "queues")
 PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups")
 BINDREQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests")
+TOPOLOGIES = Resource("kai.scheduler", "v1alpha1", "topologies")
 
 
 def object_key(obj: dict[str, Any]) -> str:

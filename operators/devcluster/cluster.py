@@ -52,6 +52,7 @@ class Options:
     shard_nodes: int = 2  # fake nodes per shard, labelled with its node pool
     # An audit policy (YAML text) for the API server; its log goes to `<state>/logs/audit.log` (off when empty).
     audit_policy: str = ""
+    topology: tuple[int, int] | None = None  # (zones, racks per zone): zone and rack labels on the nodes
 
 
 @dataclass
@@ -303,7 +304,8 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     shape = nodes.NodeShape(gpus=opts.gpus, gpu_memory_mib=opts.gpu_memory_mib, gpu_product=opts.gpu_product,
                             cpu=opts.cpu, memory=opts.memory)
     names = [f"kwok-node-{i}" for i in range(opts.nodes)]
-    missing = asyncio.run(_create_nodes(state, names, shape, timeout))
+    per_node = nodes.spread_over_topology(names, *opts.topology) if opts.topology else None
+    missing = asyncio.run(_create_nodes(state, names, shape, timeout, per_node))
     if missing:
         launcher.check_alive("kwok")
         raise StartError(f"{len(missing)} node(s) did not become Ready (e.g. {missing[0]}); "
@@ -331,12 +333,13 @@ def _insecure() -> ssl.SSLContext:
     return ctx
 
 
-async def _create_nodes(state: State, names: list[str], shape: nodes.NodeShape, timeout: float) -> list[str]:
+async def _create_nodes(state: State, names: list[str], shape: nodes.NodeShape, timeout: float,
+                        per_node: dict[str, dict[str, str]] | None = None) -> list[str]:
     from operators.core.kube import api_client
 
     api = await api_client(state.kubeconfig)
     async with api:
-        await nodes.create_nodes(api, names, shape)
+        await nodes.create_nodes(api, names, shape, per_node=per_node)
         return await nodes.wait_nodes_ready(api, names, timeout)
 
 

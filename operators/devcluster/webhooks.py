@@ -10,6 +10,12 @@ import base64
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.topology import GROUP as TOPOLOGY_GROUP
+from operators.core.api.topology import PLURAL as TOPOLOGY_PLURAL
+from operators.core.api.topology import VERSION as TOPOLOGY_VERSION
+
+TOPOLOGY_CONFIG = "kai-topology-validation-v1alpha1"
+TOPOLOGY_PATH = "/validate-kai-scheduler-v1alpha1-topology"  # served by the admission component
 
 
 def _client(port: int, path: str, ca_pem: bytes) -> dict[str, Any]:
@@ -47,6 +53,19 @@ def configurations(*, ca_pem: bytes, admission_port: int | None, queue_port: int
                     "metadata": {"name": "validating-kai-admission", "labels": {"app": "admission"}},
                     "webhooks": [_pod_webhook("admission.kai-scheduler.svc", admission_port, "/validate--v1-pod",
                                               ca_pem, ["CREATE", "UPDATE"])]})
+        out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": TOPOLOGY_CONFIG, "labels": {"app": "admission"}},
+                    "webhooks": [{
+                        "name": "topology-validation.kai.scheduler",
+                        "clientConfig": _client(admission_port, TOPOLOGY_PATH, ca_pem),
+                        "rules": [{"apiGroups": [TOPOLOGY_GROUP], "apiVersions": [TOPOLOGY_VERSION],
+                                   "operations": ["CREATE", "UPDATE"], "resources": [TOPOLOGY_PLURAL],
+                                   "scope": "Cluster"}],
+                        "failurePolicy": "Fail",
+                        "sideEffects": "None",
+                        "admissionReviewVersions": ["v1"],
+                        "timeoutSeconds": 5,
+                    }]})
     for port, name, webhook, path, plural, version in (
         (queue_port, "kai-queue-validation-v2", "queue-validation.kai.scheduler",
          "/validate-scheduling-run-ai-v2-queue", "queues", "v2"),

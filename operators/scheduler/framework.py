@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # (their function is part of a built-in plugin, or not implemented): listed as not honoured, never an error.
 KAI_PLUGIN_NAMES = frozenset({
     "nodeavailability", "resourcetype", "gpusharingorder", "nominatednode", "gpupack", "gpuspread",
-    "topology", "kubeflow", "ray", "subgrouporder", "dynamicresources", "snapshot",
+    "kubeflow", "ray", "subgrouporder", "dynamicresources", "snapshot",
 })
 _PACKAGE = "operators.scheduler.plugins"
 

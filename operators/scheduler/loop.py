@@ -23,7 +23,17 @@ from typing import Any
 from prometheus_client import Gauge, Histogram
 
 from operators.core import keys
-from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, Informer
+from operators.core.cache import (
+    BINDREQUESTS,
+    CONFIGMAPS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    Informer,
+)
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
 from operators.core.metrics import Counter
@@ -41,6 +51,7 @@ from operators.scheduler.snapshot import (
     podgroup_record,
     priorityclass_record,
     queue_record,
+    topology_record,
 )
 
 log = logging.getLogger("scheduler")
@@ -158,6 +169,10 @@ class SchedulerLoop:
                                                self.bindrequests, self.priority_classes, self.configmaps]
         for informer in self.informers:
             informer.add_listener(self._on_change)
+        # Topologies are optional: a cluster without their CRD schedules as if none existed (see _run_topologies).
+        self.topologies = Informer(api, TOPOLOGIES, topology_record)
+        self.topologies.add_listener(self._on_change)
+        self._topologies_known = asyncio.Event()
         self.events = EventRecorder(api, name, min_interval=30)
         # Separate budgets, so that a burst of BindRequest creates never waits behind explanations and events, and
         # the next cycle's awaited writes (evictions) never wait behind the previous cycle's binds.
@@ -201,11 +216,36 @@ class SchedulerLoop:
 
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
-        await asyncio.gather(*(i.run() for i in self.informers), self.provisioning.run(),
+        await asyncio.gather(*(i.run() for i in self.informers), self.provisioning.run(), self._run_topologies(),
                              *([self.shard.run()] if self.shard else []))
 
+    async def _run_topologies(self, recheck: float = 60.0, list_timeout: float = 30.0) -> None:
+        """Watch Topologies once the API server serves them; until then there are none (rechecked every minute)."""
+        while True:
+            try:
+                doc = await raw(self.api, "GET", f"/apis/{TOPOLOGIES.group}/{TOPOLOGIES.version}")
+                if any(r.get("name") == TOPOLOGIES.plural for r in doc.get("resources") or []):
+                    break
+            except Exception as exc:
+                if status_of(exc) != 404:
+                    log.warning("discovery of %s failed: %s", TOPOLOGIES.group, exc)
+            if not self._topologies_known.is_set():
+                log.warning("the API server does not serve %s/%s topologies: topology constraints name unknown "
+                            "topologies until the CRD is installed", TOPOLOGIES.group, TOPOLOGIES.version)
+            self._topologies_known.set()
+            await asyncio.sleep(recheck)
+        runner = asyncio.create_task(self.topologies.run())
+        try:  # a scheduler without the right to list them (custom RBAC) must not wait for them forever
+            await asyncio.wait_for(asyncio.shield(self.topologies.synced.wait()), timeout=list_timeout)
+        except TimeoutError:
+            log.warning("topologies not listed within %.0f s (does the scheduler's role allow list/watch of "
+                        "%s topologies?): scheduling goes on without them until they are", list_timeout,
+                        TOPOLOGIES.group)
+        self._topologies_known.set()
+        await runner
+
     async def wait_synced(self) -> None:
-        await asyncio.gather(*(i.synced.wait() for i in self.informers),
+        await asyncio.gather(*(i.synced.wait() for i in self.informers), self._topologies_known.wait(),
                              *([self.shard.wait_synced()] if self.shard else []))
         self.synced = True
         gc.freeze()  # the records heap is long-lived; keep it out of every collection
@@ -244,7 +284,7 @@ class SchedulerLoop:
             podgroups=list(self.podgroups.store.values()), queues=list(self.queues.store.values()),
             bindrequests=list(self.bindrequests.store.values()),
             priority_classes=list(self.priority_classes.store.values()),
-            configmaps=list(self.configmaps.store.values()),
+            configmaps=list(self.configmaps.store.values()), topologies=list(self.topologies.store.values()),
             node_pool_label=self.config.node_pool_label, partition=self.config.partition)
 
     async def cycle(self) -> Decisions:

@@ -286,12 +286,30 @@ class PodRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TopologyConstraintSpec:
+    """Where a gang (or one subgroup) must or should land: a Topology's name and levels named by label or alias.
+
+    Empty strings mean unset. `required`: every pod in one domain of that level, or none placed; `preferred`:
+    the smallest domain of that level that fits, else a coarser one.
+    """
+
+    topology: str
+    required: str = ""
+    preferred: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.topology and (self.required or self.preferred))
+
+
+@dataclass(frozen=True, slots=True)
 class SubGroupSpec:
     name: str
     min_member: int  # a leaf's minimum of pods
     parent: str
     # A parent's minimum of direct children that meet their own minimum; None: all of them.
     min_sub_group: int | None = None
+    topology: TopologyConstraintSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +338,7 @@ class PodGroupRecord:
     preemption_delay: float | None = None
     # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
     last_eviction: float = 0.0
+    topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
 
     @property
     def key(self) -> str:
@@ -374,6 +393,14 @@ class PriorityClassRecord:
 class ConfigMapRecord:
     namespace: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRecord:
+    """A Topology: its levels from the coarsest to the finest, each (node label, alias or "")."""
+
+    name: str
+    levels: tuple[tuple[str, str], ...]
 
 
 # --- parsers -------------------------------------------------------------------------------------
@@ -498,11 +525,22 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
                                  else annotations.get(keys.PREEMPTION_DELAY)))
 
 
+def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
+    """`topologyConstraint` {topology, requiredTopologyLevel, preferredTopologyLevel}; None when it sets nothing."""
+    if not isinstance(raw, Mapping):
+        return None
+    spec = TopologyConstraintSpec(str(raw.get("topology") or "").strip(),
+                                  str(raw.get("requiredTopologyLevel") or "").strip(),
+                                  str(raw.get("preferredTopologyLevel") or "").strip())
+    return spec if spec.topology or spec.required or spec.preferred else None
+
+
 def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     annotations = meta.get("annotations") or {}
     subgroups = tuple(SubGroupSpec(str(s.get("name", "")), max(int(s.get("minMember") or 1), 1),
-                                   str(s.get("parent") or ""), _count(s.get("minSubGroup")))
+                                   str(s.get("parent") or ""), _count(s.get("minSubGroup")),
+                                   topology_constraint(s.get("topologyConstraint")))
                       for s in spec.get("subGroups") or ())
     pools = tuple(str(c.get("nodePool", "")) for c in status.get("schedulingConditions") or ()
                   if c.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL)
@@ -519,7 +557,8 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
         provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
         preemption_delay=_delay(spec.get("preemptionDelay")),
-        last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)))
+        last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
+        topology=topology_constraint(spec.get("topologyConstraint")))
 
 
 def _count(value: Any) -> int | None:
@@ -601,3 +640,10 @@ def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:
 def configmap_record(obj: Mapping[str, Any]) -> ConfigMapRecord:
     meta = _meta(obj)
     return ConfigMapRecord(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+
+
+def topology_record(obj: Mapping[str, Any]) -> TopologyRecord:
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    levels = tuple((str(level.get("nodeLabel") or ""), str(level.get("alias") or ""))
+                   for level in spec.get("levels") or () if isinstance(level, Mapping))
+    return TopologyRecord(str(meta.get("name", "")), levels)

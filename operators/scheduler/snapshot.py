@@ -19,6 +19,7 @@ from operators.scheduler.records import (
     PodRecord,
     PriorityClassRecord,
     QueueRecord,
+    TopologyRecord,
     bindrequest_record,
     configmap_record,
     node_record,
@@ -26,6 +27,7 @@ from operators.scheduler.records import (
     podgroup_record,
     priorityclass_record,
     queue_record,
+    topology_record,
 )
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "queue_record",
     "record_for",
     "snapshot_from_objects",
+    "topology_record",
 ]
 
 
@@ -53,6 +56,7 @@ class Snapshot:
     priority_classes: tuple[PriorityClassRecord, ...] = ()
     configmaps: frozenset[str] = frozenset()  # "namespace/name"
     node_pool: str = ""
+    topologies: tuple[TopologyRecord, ...] = ()
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:
@@ -69,6 +73,7 @@ def build_snapshot(
     bindrequests: Iterable[BindRequestRecord] = (),
     priority_classes: Iterable[PriorityClassRecord] = (),
     configmaps: Iterable[ConfigMapRecord] = (),
+    topologies: Iterable[TopologyRecord] = (),
     node_pool_label: str = keys.NODE_POOL_LABEL,
     partition: str = "",
 ) -> Snapshot:
@@ -82,12 +87,14 @@ def build_snapshot(
         priority_classes=tuple(priority_classes),
         configmaps=frozenset(f"{c.namespace}/{c.name}" for c in configmaps),
         node_pool=partition,
+        topologies=tuple(sorted(topologies, key=lambda t: t.name)),
     )
 
 
 _PARSERS: dict[str, Any] = {
     "Node": node_record, "Pod": pod_record, "PodGroup": podgroup_record, "Queue": queue_record,
     "BindRequest": bindrequest_record, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
+    "Topology": topology_record,
 }
 
 
@@ -122,4 +129,5 @@ def snapshot_from_objects(
         nodes=buckets.get(NodeRecord, []), pods=buckets.get(PodRecord, []),
         podgroups=buckets.get(PodGroupRecord, []), queues=buckets.get(QueueRecord, []),
         bindrequests=buckets.get(BindRequestRecord, []), priority_classes=buckets.get(PriorityClassRecord, []),
-        configmaps=buckets.get(ConfigMapRecord, []), node_pool_label=node_pool_label, partition=partition)
+        configmaps=buckets.get(ConfigMapRecord, []), topologies=buckets.get(TopologyRecord, []),
+        node_pool_label=node_pool_label, partition=partition)

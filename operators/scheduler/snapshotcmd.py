@@ -21,6 +21,7 @@ from operators.core.cache import (
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    TOPOLOGIES,
     Resource,
 )
 from operators.core.kube import api_client, raw
@@ -33,6 +34,7 @@ KINDS: list[tuple[Resource, str, str]] = [
     (BINDREQUESTS, "scheduling.run.ai/v1alpha2", "BindRequest"),
     (PODS, "v1", "Pod"),
     (CONFIGMAPS, "v1", "ConfigMap"),
+    (TOPOLOGIES, "kai.scheduler/v1alpha1", "Topology"),
 ]
 
 

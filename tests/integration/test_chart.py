@@ -367,7 +367,7 @@ FORBIDDEN = [
 ]
 ALLOWED = {
     "scheduler": [("create", "bindrequests.scheduling.run.ai", "-n", "default"), ("delete", "pods", "-A"),
-                  ("watch", "configmaps", "-A")],
+                  ("watch", "configmaps", "-A"), ("watch", "topologies.kai.scheduler")],
     "binder": [("create", "pods", "--subresource=binding", "-n", "default"),
                ("create", "pods", "-n", "kai-resource-reservation"),
                ("patch", "bindrequests.scheduling.run.ai", "--subresource=status", "-A")],
@@ -378,7 +378,8 @@ ALLOWED = {
 }
 NOT_THEIRS = {
     "scheduler": [("create", "pods", "--subresource=binding", "-n", "default"),
-                  ("patch", "queues.scheduling.run.ai", "--subresource=status")],
+                  ("patch", "queues.scheduling.run.ai", "--subresource=status"),
+                  ("update", "topologies.kai.scheduler")],
     "binder": [("create", "bindrequests.scheduling.run.ai", "-n", "default"), ("list", "configmaps", "-A")],
     "pod-grouper": [("delete", "pods", "-A"), ("delete", "podgroups.scheduling.run.ai", "-A")],
     "podgroup-controller": [("patch", "pods", "-A"), ("update", "podgroups.scheduling.run.ai", "-A")],
@@ -523,7 +524,7 @@ def test_uninstall_removes_the_suite_and_keeps_queues(chart_cluster: Cluster, he
     for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         names = {c["metadata"]["name"] for c in chart_cluster.get_json(kind)["items"]}
         assert not names & {"mutating-kai-admission", "validating-kai-admission", "kai-queue-validation-v2",
-                            "kai-podgroup-validation-v2alpha2"}
+                            "kai-podgroup-validation-v2alpha2", "kai-topology-validation-v1alpha1"}
     roles = {r["metadata"]["name"] for r in chart_cluster.get_json("clusterroles")["items"]}
     assert not roles & {"kai-scheduler", "kai-binder", "kai-podgrouper", "kai-podgroup-controller",
                         "kai-queuecontroller", "kai-resource-reservation"}

@@ -139,12 +139,12 @@ def test_unhonoured_fields_and_unusable_specs_are_reported_on_the_shard(cluster:
         return cond if current and cond["status"] == status else None
 
     try:
-        patch({"usageDBConfig": {"clientType": "prometheus"}, "plugins": {"topology": {"enabled": False}}})
+        patch({"usageDBConfig": {"clientType": "prometheus"}, "plugins": {"snapshot": {"enabled": False}}})
         stored = cluster.get_json("schedulingshard", "default")
         assert stored["spec"]["usageDBConfig"] == {"clientType": "prometheus"}, "unknown KAI fields are kept"
         named = wait_for("FieldsNotHonoured names the fields", lambda: condition("FieldsNotHonoured", "True"))
         assert named["message"] == ("Accepted but not honoured by this scheduler: spec.usageDBConfig, "
-                                    "spec.plugins.topology.enabled"), named
+                                    "spec.plugins.snapshot.enabled"), named
         assert condition("Available", "True")
 
         patch({"queueDepthPerAction": {"backfill": 2}})

@@ -219,6 +219,7 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
     # What each component does, in one line each (the integration test proves it is enough).
     expect = {
         "scheduler": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "delete"),
+                      ("kai.scheduler", "topologies", "watch"),
                       ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch"),
                       ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete")],
         "binder": [("", "pods/binding", "create"), ("scheduling.run.ai", "bindrequests/status", "patch"),
@@ -275,7 +276,7 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
     validating = by_kind(default_docs, "ValidatingWebhookConfiguration")
     assert set(mutating) == {"mutating-kai-admission"}
     assert set(validating) == {"validating-kai-admission", "kai-queue-validation-v2",
-                               "kai-podgroup-validation-v2alpha2"}
+                               "kai-podgroup-validation-v2alpha2", "kai-topology-validation-v1alpha1"}
     for config, secret, svc, path in (
         (mutating["mutating-kai-admission"], "kai-admission-webhook-tls-secret", "admission", "/mutate--v1-pod"),
         (validating["validating-kai-admission"], "kai-admission-webhook-tls-secret", "admission",
@@ -284,6 +285,8 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
          "/validate-scheduling-run-ai-v2-queue"),
         (validating["kai-podgroup-validation-v2alpha2"], "podgroup-webhook-tls-secret", "podgroup-controller",
          "/validate-scheduling-run-ai-v2alpha2-podgroup"),
+        (validating["kai-topology-validation-v1alpha1"], "kai-admission-webhook-tls-secret", "admission",
+         "/validate-kai-scheduler-v1alpha1-topology"),
     ):
         (webhook,) = config["webhooks"]
         client = webhook["clientConfig"]
@@ -294,12 +297,17 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
         assert webhook["failurePolicy"] == "Fail" and webhook["sideEffects"] == "None"
         service = by_kind(default_docs, "Service")[svc]
         assert {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"} in service["spec"]["ports"]
-        if svc == "admission":
+        if svc == "admission" and path.endswith("-pod"):
             assert webhook["namespaceSelector"]["matchExpressions"] == [
                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}]
             assert webhook["matchConditions"] == [{"name": "scheduler-name-match",
                                                    "expression": "object.spec.schedulerName == 'kai-scheduler'"}]
     assert mutating["mutating-kai-admission"]["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
+    (topology,) = validating["kai-topology-validation-v1alpha1"]["webhooks"]
+    assert topology["rules"] == [{"apiGroups": ["kai.scheduler"], "apiVersions": ["v1alpha1"],
+                                  "operations": ["CREATE", "UPDATE"], "resources": ["topologies"],
+                                  "scope": "Cluster"}]
+    assert "namespaceSelector" not in topology and "matchConditions" not in topology
     assert mutating["mutating-kai-admission"]["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
 
 

@@ -19,6 +19,7 @@ from operators.core.api.bindrequest import BindRequest
 from operators.core.api.podgroup import PodGroup
 from operators.core.api.queue import Queue
 from operators.core.api.schedulingshard import Config, SchedulingShard
+from operators.core.api.topology import Topology
 
 _DROP = {"title", "default", "discriminator"}
 
@@ -81,7 +82,7 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
 
 def _crd(model: type[BaseModel], *, plural: str, singular: str, scope: str, version: str,
          short_names: list[str] | None = None, columns: list[dict[str, Any]] | None = None,
-         required_spec: bool = False, group: str = "scheduling.run.ai") -> dict[str, Any]:
+         required_spec: bool = False, group: str = "scheduling.run.ai", status: bool = True) -> dict[str, Any]:
     kind = model.model_fields["kind"].default
     schema = schema_of(model)
     if required_spec:
@@ -94,8 +95,9 @@ def _crd(model: type[BaseModel], *, plural: str, singular: str, scope: str, vers
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": schema},
-        "subresources": {"status": {}},
     }
+    if status:
+        version_entry["subresources"] = {"status": {}}
     if columns:
         version_entry["additionalPrinterColumns"] = columns
     return {
@@ -148,6 +150,9 @@ def all_crds() -> dict[str, dict[str, Any]]:
             group="kai.scheduler"),
         "kai.scheduler_configs.yaml": _crd(
             Config, plural="configs", singular="config", scope="Cluster", version="v1", group="kai.scheduler"),
+        "kai.scheduler_topologies.yaml": _crd(
+            Topology, plural="topologies", singular="topology", scope="Cluster", version="v1alpha1",
+            group="kai.scheduler", required_spec=True, status=False),
     }
 
 

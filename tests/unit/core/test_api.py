@@ -45,6 +45,30 @@ def test_podgroup_crd_short_name_and_subgroup_constraints() -> None:
     assert spec["preemptibility"]["enum"] == ["preemptible", "non-preemptible"]
 
 
+def test_topology_crd_matches_kai_and_adds_an_optional_alias() -> None:
+    crd = crdgen.all_crds()["kai.scheduler_topologies.yaml"]
+    assert crd["metadata"]["name"] == "topologies.kai.scheduler"
+    assert crd["spec"]["scope"] == "Cluster"
+    assert crd["spec"]["names"] == {"kind": "Topology", "listKind": "TopologyList", "plural": "topologies",
+                                    "singular": "topology"}
+    (version,) = crd["spec"]["versions"]
+    assert version["name"] == "v1alpha1" and "subresources" not in version  # KAI's Topology has no status
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["required"] == ["spec"]
+    levels = schema["properties"]["spec"]["properties"]["levels"]
+    assert (levels["minItems"], levels["maxItems"], levels["x-kubernetes-list-type"]) == (1, 16, "atomic")
+    level = levels["items"]
+    assert level["required"] == ["nodeLabel"]
+    assert level["properties"]["nodeLabel"]["minLength"] == 1
+    assert level["properties"]["alias"]["type"] == "string"
+    from operators.core.api import Topology
+
+    parsed = Topology.from_wire({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+                                 "metadata": {"name": "dc"},
+                                 "spec": {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack", "alias": "r"}]}})
+    assert parsed.to_wire()["spec"] == {"levels": [{"nodeLabel": "zone"}, {"nodeLabel": "rack", "alias": "r"}]}
+
+
 def test_schema_is_structural() -> None:
     """Every node has a type (or is int-or-string / preserve-unknown), as the API server requires."""
 

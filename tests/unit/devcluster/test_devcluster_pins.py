@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from operators.devcluster import build, nodes, versions
 
 
@@ -41,3 +43,28 @@ def test_fake_gpu_node_shape() -> None:
     cpu_only = nodes.node_manifest("n2", nodes.NodeShape(gpus=0))
     assert "nvidia.com/gpu" not in cpu_only["status"]["allocatable"]
     assert "nvidia.com/gpu.count" not in cpu_only["metadata"]["labels"]
+
+
+def test_topology_nodes_form_zones_of_racks_of_nodes() -> None:
+    docs = nodes.topology_node_manifests("t1", nodes.NodeShape(gpus=4), zones=2, racks=2, nodes_per_rack=2,
+                                         labels={"kai.test/pool": "t1"})
+    assert len(docs) == 8
+    by_name = {d["metadata"]["name"]: d["metadata"]["labels"] for d in docs}
+    first = by_name["t1-z0-r1-0"]
+    assert first[nodes.ZONE_LABEL] == "t1-z0" and first[nodes.RACK_LABEL] == "r1"
+    assert first[nodes.HOSTNAME_LABEL] == "t1-z0-r1-0" and first["kai.test/pool"] == "t1"
+    racks = {(labels[nodes.ZONE_LABEL], labels[nodes.RACK_LABEL]) for labels in by_name.values()}
+    assert racks == {("t1-z0", "r0"), ("t1-z0", "r1"), ("t1-z1", "r0"), ("t1-z1", "r1")}
+    assert all(d["status"]["allocatable"]["nvidia.com/gpu"] == "4" for d in docs)
+
+
+def test_dev_up_topology_cuts_the_nodes_into_zones_of_racks() -> None:
+    names = [f"kwok-node-{i}" for i in range(8)]
+    labels = nodes.spread_over_topology(names, *nodes.parse_topology("2x2"))
+    racks = [(labels[n][nodes.ZONE_LABEL], labels[n][nodes.RACK_LABEL]) for n in names]
+    assert racks == [("zone-0", "r0")] * 2 + [("zone-0", "r1")] * 2 + [("zone-1", "r0")] * 2 + [("zone-1", "r1")] * 2
+    four = nodes.spread_over_topology(names[:4], 2, 2)
+    assert len({(v[nodes.ZONE_LABEL], v[nodes.RACK_LABEL]) for v in four.values()}) == 4
+    for bad in ("2", "0x2", "ax2", "2x2x2"):
+        with pytest.raises(ValueError, match="--topology"):
+            nodes.parse_topology(bad)

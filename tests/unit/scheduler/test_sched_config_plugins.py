@@ -17,7 +17,7 @@ def test_plugin_arguments_set_the_fields_they_name() -> None:
                                                           "reclaimResolveMethod": "queue"}},
             "nodeplacement": {"arguments": {"gpu": "spread"}},
             "elastic": {"enabled": False},
-            "topology": {"priority": 1050, "arguments": {"key": "value"}},  # a KAI name without a plugin here
+            "snapshot": {"priority": 1050, "arguments": {"key": "value"}},  # a KAI name without a plugin here
         }})
     assert cfg.k_value == 2.5 and cfg.reclaimer_saturation_multiplier == 1.5
     assert (cfg.default_preempt_min_runtime, cfg.default_reclaim_min_runtime) == (90, 120)

@@ -78,11 +78,11 @@ def test_unhonoured_fields_are_named() -> None:
     spec = {"placementStrategy": {"gpu": "spread"}, "usageDBConfig": {"clientType": "prometheus"},
             "goMemLimitRatio": 0.8, "args": {"schedule-period": "2s", "leader-elect": "true"},
             "plugins": {"minruntime": {"arguments": {"defaultReclaimMinRuntime": "1m"}},
-                        "topology": {"enabled": False}, "predicates": {"enabled": True},
+                        "snapshot": {"enabled": False}, "predicates": {"enabled": True},
                         "gpupack": {"priority": 900, "arguments": {"x": "y"}}}}
     assert unhonoured_fields(spec) == [
         "spec.goMemLimitRatio", "spec.usageDBConfig", "spec.args.leader-elect",
-        "spec.plugins.gpupack.priority", "spec.plugins.gpupack.arguments.x", "spec.plugins.topology.enabled"]
+        "spec.plugins.gpupack.priority", "spec.plugins.gpupack.arguments.x", "spec.plugins.snapshot.enabled"]
     assert unhonoured_fields({"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}) == []
     assert unhonoured_config_fields({"namespace": "kai-scheduler", "global": {
         "nodePoolLabelKey": "k", "schedulerName": "x"}, "binder": {"replicas": 2}}) == [

@@ -1,0 +1,74 @@
+"""The live loop's Topology watch: optional CRD (the scheduler never waits for a kind the API server lacks)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from operators.core.kube import RawError
+from operators.scheduler import loop as loop_module
+from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.records import TopologyRecord
+
+
+@pytest.mark.asyncio
+async def test_without_the_crd_topologies_count_as_known_and_empty(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    rechecked = asyncio.Event()
+
+    async def absent(api: Any, method: str, path: str, **_: Any) -> Any:
+        calls.append(path)
+        if len(calls) > 1:
+            rechecked.set()  # discovery is repeated, so a CRD installed later is picked up
+        raise RawError(404, "Not Found", "")
+
+    monkeypatch.setattr(loop_module, "raw", absent)
+    loop = loop_module.SchedulerLoop(object(), SchedulerConfig())
+    task = asyncio.create_task(loop._run_topologies(recheck=0.01))
+    await asyncio.wait_for(loop._topologies_known.wait(), 5)
+    await asyncio.wait_for(rechecked.wait(), 5)
+    task.cancel()
+    assert all(p == "/apis/kai.scheduler/v1alpha1" for p in calls)
+    assert loop.snapshot().topologies == ()
+
+
+@pytest.mark.asyncio
+async def test_with_the_crd_the_informer_feeds_the_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def served(api: Any, method: str, path: str, **_: Any) -> Any:
+        return {"resources": [{"name": "topologies"}]}
+
+    monkeypatch.setattr(loop_module, "raw", served)
+    loop = loop_module.SchedulerLoop(object(), SchedulerConfig())
+    ran = asyncio.Event()
+
+    async def fake_run() -> None:
+        loop.topologies.store["dc"] = TopologyRecord("dc", (("zone", ""),))
+        loop.topologies.synced.set()
+        ran.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(loop.topologies, "run", fake_run)
+    task = asyncio.create_task(loop._run_topologies())
+    await asyncio.wait_for(loop._topologies_known.wait(), 5)
+    task.cancel()
+    assert ran.is_set()
+    assert loop.snapshot().topologies == (TopologyRecord("dc", (("zone", ""),)),)
+
+
+async def test_a_list_that_never_succeeds_does_not_hold_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def served(api: Any, method: str, path: str, **_: Any) -> Any:
+        return {"resources": [{"name": "topologies"}]}
+
+    monkeypatch.setattr(loop_module, "raw", served)
+    loop = loop_module.SchedulerLoop(object(), SchedulerConfig())
+
+    async def forbidden() -> None:  # the informer keeps retrying a 403 and never syncs
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(loop.topologies, "run", forbidden)
+    task = asyncio.create_task(loop._run_topologies(list_timeout=0.01))
+    await asyncio.wait_for(loop._topologies_known.wait(), 5)
+    task.cancel()
+    assert not loop.topologies.synced.is_set() and loop.snapshot().topologies == ()
