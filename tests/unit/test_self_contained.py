@@ -1,7 +1,7 @@
-"""The repository stands alone: a reader who cloned only it can follow every comment and path in it.
+"""The repository stands alone: a reader who cloned only it can follow every comment in it.
 
-Development notes that are not part of the repository must not be cited (a reader cannot follow "see contracts
-9.1"), and no absolute path of a developer's machine may appear.
+Development notes that are not part of the repository must not be cited: a reader cannot follow "see contracts
+9.1". (Machine paths are checked by test_examples.)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 _CITATION = re.compile(
     r"spec/(contracts|algorithms|kopf-python)|contracts\.md|algorithms\.md|kopf-python\.md|DESIGN\.md|\.\./shared"
-    r"|\bcontracts? \d+(\.\d+)?\b|/work/(main|shared|wt)\b|/root/|/home/\w+/", re.IGNORECASE)
+    r"|\bcontracts? \d+(\.\d+)?\b", re.IGNORECASE)
 _TEXT = {".py", ".md", ".yaml", ".yml", ".json", ".toml", ".cfg", ".txt", ".tpl", ".sh", ""}
 
 
@@ -22,7 +22,7 @@ def _tracked() -> list[Path]:
     return [REPO / line for line in out.splitlines() if Path(line).suffix in _TEXT]
 
 
-def test_no_file_cites_development_notes_or_machine_paths() -> None:
+def test_no_file_cites_development_notes() -> None:
     this = Path(__file__).resolve()
     hits = []
     for path in _tracked():
