@@ -174,7 +174,7 @@ def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
     """
     registry = kopf.OperatorRegistry()
 
-    @kopf.on.login(registry=registry)
+    @kopf.on.login(registry=registry, id="kubeconfig")
     async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
         from operators.core.kube import api_client
 
