@@ -171,15 +171,18 @@ def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
     """A registry whose login uses the same kubeconfig (or in-cluster config) as the component's own clients.
 
     Not `kopf.login_via_async_client`: it reads the kubeconfig named by $KUBECONFIG and ignores --kubeconfig.
+    The credentials are checked with one request of that client before Kopf gets them: refused (401), they end
+    the process with `kube.UNAUTHORIZED_EXIT`, also when Kopf logs in again after a 401 of its own.
     """
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry, id="kubeconfig")
     async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
-        from operators.core.kube import api_client
+        from operators.core.kube import api_client, raw
 
         api = await api_client(kubeconfig)
         try:
+            await raw(api, "GET", "/api")
             cfg = api.configuration
             header: Any = cfg.get_api_key_with_prefix("BearerToken")
             if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
