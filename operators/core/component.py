@@ -182,7 +182,10 @@ def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
 
         api = await api_client(kubeconfig)
         try:
-            await raw(api, "GET", "/api")
+            try:
+                await raw(api, "GET", "/api")  # a 401 ends the process here; nothing else is this check's business
+            except Exception as exc:
+                log.debug("login check: %s", exc)
             cfg = api.configuration
             header: Any = cfg.get_api_key_with_prefix("BearerToken")
             if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
@@ -207,6 +210,10 @@ async def run_operator(component: str, args: argparse.Namespace, runtime: Callab
     saying why (a 401 from the API server has already ended the process with its own exit code, see
     `kube.exit_on_unauthorized`; Kopf's own login is never retried in its place).
     """
+    from operators.core.kube import api_client
+
+    # Credentials that cannot be loaded end the process here, with one line, not in a retry loop of Kopf's login.
+    await (await api_client(args.kubeconfig)).close()
     registry = kopf_registry(args.kubeconfig)
     stopped = asyncio.Event()
     failures: list[BaseException] = []
