@@ -1,7 +1,8 @@
 """The admission component: HTTPS endpoints mutating and validating kai-scheduler pods, validating Topologies.
 
-Stateless and active-active (no leader election). Webhook configurations are static (the chart, or `kai dev up`)
-so they can carry the `schedulerName` matchCondition, namespace exclusions and a short timeout.
+Stateless and active-active (no leader election); a Kopf operator without resource handlers
+(`component.run_operator`) whose runtime is the webhook server. Webhook configurations are static (the chart, or
+`kai dev up`) so they can carry the `schedulerName` matchCondition, namespace exclusions and a short timeout.
 """
 
 from __future__ import annotations
@@ -75,4 +76,4 @@ async def serve(args: argparse.Namespace) -> None:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "admission", args.log_format)
-    return component.run(lambda: serve(args))
+    return component.run(lambda: component.run_operator("admission", args, lambda: serve(args)))

@@ -1,21 +1,29 @@
 """What every component process shares: flags, logging, the API client, probes/metrics, the controller runtime.
 
-One runtime pattern for every component: each resource a process reads comes from one `core.cache.Informer`
-(list + watch, relist on 410, bookmarks, backoff), the only watch of that resource in the process; listeners turn
-its events into keys of a `core.workqueue.WorkQueue`; the probes are served from process start; the work queues
-(and a controller's webhook) run only while the process holds its Lease. Nothing here is Kopf: with every
-resource watched once by an informer, Kopf would add a second watch per CRD and nothing else.
+Every component process is a Kopf operator (`run_operator`: `kopf.operator(standalone=True, clusterwide=True)`)
+whose registry holds only activity handlers and no resource handler, so Kopf opens no watch: it owns the process
+lifecycle (start-up, clean-up on SIGTERM/SIGINT, the exit once the component's work ends) and the login (the
+credentials of --kubeconfig, or the in-cluster ones). Its start-up handler starts the component's runtime as a
+task; its clean-up handler stops it.
+
+The runtime of every controller (`run_controller`): each resource a process reads comes from one
+`core.cache.Informer` (list + watch, relist on 410, bookmarks, backoff), the only watch of that resource in the
+process; listeners turn its events into keys of a `core.workqueue.WorkQueue`; the probes are served from process
+start; the work queues (and a controller's webhook) run only while the process holds its Lease.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
+
+import kopf
 
 from operators.core import keys, logs, metrics
 from operators.core.webhook import Handler
@@ -26,6 +34,7 @@ T = TypeVar("T")
 
 def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8081) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"kai run {component}")
+    p.set_defaults(component=component)
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     p.add_argument("--scheduler-name", default=keys.SCHEDULER_NAME)
     p.add_argument("--namespace", default=os.environ.get("NAMESPACE", keys.KAI_NAMESPACE),
@@ -103,7 +112,16 @@ async def run_controller(args: argparse.Namespace, *, build: Callable[[Any, Life
     `caches`, the informers, each the process's only watch of its resource, so a standby keeps them warm. On
     winning the lease (at once without --leader-elect): the webhook, if any, and `work`, the work queues fed by
     those informers. Losing the lease exits the process before any other task runs (`leader.run_as_leader`).
+    All of it is the runtime of the process's Kopf operator (`run_operator`).
     """
+    await run_operator(args.component, args, lambda: _controller_runtime(
+        args, build=build, caches=caches, work=work, ready=ready, webhook=webhook))
+
+
+async def _controller_runtime(args: argparse.Namespace, *, build: Callable[[Any, Lifecycle], Awaitable[T]],
+                              caches: Callable[[T], Iterable[Awaitable[Any]]],
+                              work: Callable[[T], Iterable[Awaitable[Any]]], ready: Callable[[T], bool],
+                              webhook: Callable[[T], Mapping[str, Handler]] | None) -> None:
     from operators.core.kube import api_client
     from operators.core.leader import run_as_leader
 
@@ -137,6 +155,94 @@ async def run_controller(args: argparse.Namespace, *, build: Callable[[Any, Life
             await lead()
     finally:
         await life.close()
+
+
+def kopf_settings(component: str) -> kopf.OperatorSettings:
+    """Settings under which Kopf opens no watch: no CRD or namespace scanning, no peering, no event posting."""
+    settings = kopf.OperatorSettings()
+    settings.scanning.disabled = True
+    settings.peering.standalone = True
+    settings.posting.enabled = False
+    settings.networking.request_timeout = 60
+    return settings
+
+
+def kopf_registry(kubeconfig: str | None = None) -> kopf.OperatorRegistry:
+    """A registry whose login uses the same kubeconfig (or in-cluster config) as the component's own clients.
+
+    Not `kopf.login_via_async_client`: it reads the kubeconfig named by $KUBECONFIG and ignores --kubeconfig.
+    The credentials are checked with one request of that client before Kopf gets them: refused (401), they end
+    the process with `kube.UNAUTHORIZED_EXIT`, also when Kopf logs in again after a 401 of its own.
+    """
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry, id="kubeconfig")
+    async def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
+        from operators.core.kube import api_client, raw
+
+        api = await api_client(kubeconfig)
+        try:
+            try:
+                await raw(api, "GET", "/api")  # a 401 ends the process here; nothing else is this check's business
+            except Exception as exc:
+                log.debug("login check: %s", exc)
+            cfg = api.configuration
+            header: Any = cfg.get_api_key_with_prefix("BearerToken")
+            if inspect.isawaitable(header):  # a coroutine in newer kubernetes_asyncio releases
+                header = await header
+            scheme, _sep, token = str(header or "").rpartition(" ")
+            return kopf.ConnectionInfo(
+                server=str(cfg.host), ca_path=cfg.ssl_ca_cert, insecure=not cfg.verify_ssl,
+                username=cfg.username or None, password=cfg.password or None, scheme=scheme or None,
+                token=token or None, certificate_path=cfg.cert_file, private_key_path=cfg.key_file,
+                trust_env=settings.networking.trust_env)
+        finally:
+            await api.close()
+
+    return registry
+
+
+async def run_operator(component: str, args: argparse.Namespace, runtime: Callable[[], Awaitable[None]]) -> None:
+    """Run the component as a Kopf operator without a watch: the start-up handler runs `runtime` as a task, the
+    clean-up handler (on SIGTERM/SIGINT) cancels it and waits for its own clean-up.
+
+    The runtime ending ends the operator; its error is raised here, so the process exits non-zero with one line
+    saying why (a 401 from the API server has already ended the process with its own exit code, see
+    `kube.exit_on_unauthorized`; Kopf's own login is never retried in its place).
+    """
+    from operators.core.kube import api_client
+
+    # Credentials that cannot be loaded end the process here, with one line, not in a retry loop of Kopf's login.
+    await (await api_client(args.kubeconfig)).close()
+    registry = kopf_registry(args.kubeconfig)
+    stopped = asyncio.Event()
+    failures: list[BaseException] = []
+
+    async def guarded() -> None:
+        try:
+            await runtime()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            stopped.set()
+
+    @kopf.on.startup(registry=registry, id=f"{component}-runtime")
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        memo.runtime = asyncio.create_task(guarded(), name=f"{component} runtime")
+
+    @kopf.on.cleanup(registry=registry, id=f"{component}-runtime")
+    async def stop(memo: kopf.Memo, **_: Any) -> None:
+        task: asyncio.Task[None] | None = memo.get("runtime")
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    await kopf.operator(registry=registry, settings=kopf_settings(component), standalone=True, clusterwide=True,
+                        stop_flag=stopped, memo=kopf.Memo())
+    if failures:
+        raise failures[0]
 
 
 def setup_logging(level: str, component: str, fmt: str = "text") -> None:

@@ -1,7 +1,8 @@
 """The scheduler component: `kai run scheduler`.
 
-No Kopf handlers: a plain asyncio app of list+watch informers, an optional Lease and the cycle loop. A standby
-keeps its informers warm, so a failover starts scheduling within one lease period.
+A Kopf operator without resource handlers (`component.run_operator`: login, start-up, clean-up) whose runtime is
+the informers, an optional Lease and the cycle loop. A standby keeps its informers warm, so a failover starts
+scheduling within one lease period.
 """
 
 from __future__ import annotations
@@ -56,4 +57,4 @@ async def serve(args: argparse.Namespace) -> None:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "scheduler", args.log_format)
-    return component.run(lambda: serve(args))
+    return component.run(lambda: component.run_operator("scheduler", args, lambda: serve(args)))
