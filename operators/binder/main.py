@@ -1,4 +1,4 @@
-"""The binder component: `kai run binder`. Turns BindRequests into bound pods (contract 9).
+"""The binder component: `kai run binder`. Turns BindRequests into bound pods.
 
 BindRequests come from an informer whose events only enqueue keys into a bounded work queue; the reconcile binds
 from the latest watched copy, so a burst of events costs one bind and a plain bind reads nothing. Pods come from

@@ -155,7 +155,7 @@ class PodGrouper:
         return [{**o, "apiVersion": ref.api_version, "kind": ref.kind} for o in page.get("items") or []]
 
     async def owner_chain(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
-        """Direct owner first, top owner last; stops at an owner RBAC forbids reading (contract 4.2 step 3)."""
+        """Direct owner first, top owner last; stops at an owner RBAC forbids reading."""
         chain: list[dict[str, Any]] = []
         namespace = pod["metadata"]["namespace"]
         refs = pod["metadata"].get("ownerReferences") or []
