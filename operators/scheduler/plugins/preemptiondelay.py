@@ -41,6 +41,9 @@ class PreemptionDelay(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         for job in session.jobs:
+            # Most jobs have no delay anywhere: skip them without a call (this loop runs over every PodGroup).
+            if job.rec.preemption_delay is None and (not job.tasks or job.tasks[0].rec.preemption_delay is None):
+                continue
             delay = job_delay(job)
             if delay <= 0:
                 continue

@@ -34,8 +34,13 @@ class PluginCalls(Accounting):
 
     def gate_jobs(self, jobs: list[Job], action: str) -> list[Job]:
         """`jobs` that `action` may try (the list itself when no plugin gates jobs)."""
-        if not self.framework.job_gates:
+        gates = self.framework.job_gates
+        if not gates:
             return jobs
+        session = cast("Session", self)
+        if len(gates) == 1:  # the common case (preemptiondelay): one call per job, no generator
+            gate = gates[0]
+            return [j for j in jobs if gate(session, j, action)]
         return [j for j in jobs if self.may_try(j, action)]
 
     def node_subsets(self, job: Job) -> list[Iterable[int]] | None:
