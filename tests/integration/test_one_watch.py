@@ -74,6 +74,8 @@ def expected(cluster: Cluster, component: str) -> Counter[Key]:
         keys |= {("ray.io", "rayjobs", "cluster"), ("scheduling.run.ai", "queues", "cluster")}
     if component == "scheduler" and served(cluster, "autoscaling.x-k8s.io/v1", "provisioningrequests"):
         keys.add(("autoscaling.x-k8s.io", "provisioningrequests", "cluster"))
+    if component == "scheduler" and served(cluster, "kai.scheduler/v1alpha1", "topologies"):
+        keys.add(("kai.scheduler", "topologies", "cluster"))  # watched once the Topology CRD is served
     return Counter(dict.fromkeys(keys, 1))
 
 
