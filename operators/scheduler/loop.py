@@ -421,7 +421,9 @@ class SchedulerLoop:
     def _request_body(self, b: Bind, uid: str) -> dict[str, Any]:
         return {
             "apiVersion": f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "kind": "BindRequest",
-            "metadata": {"name": b.pod, "namespace": b.namespace, "labels": {keys.SELECTED_NODE_LABEL: b.node},
+            "metadata": {"name": b.pod, "namespace": b.namespace, "labels": {
+                keys.SELECTED_NODE_LABEL: b.node,
+                **({self.config.node_pool_label: self.config.partition} if self.config.partition else {})},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": b.pod, "uid": uid}]},
             "spec": {"podName": b.pod, "selectedNode": b.node, "receivedResourceType": b.resource_type,
                      "receivedGPU": {"count": b.gpu_count, "portion": b.gpu_portion},
@@ -460,10 +462,17 @@ class SchedulerLoop:
         TASK_LATENCY.observe(max(time.time() - pod.created, 0) * 1000)
         pool = self.config.node_pool_name
         # The event has its own budget: the bind slot is free for the next BindRequest at once.
-        self._background(self._bounded([partial(
+        writes: list[Callable[[], Awaitable[None]]] = [partial(
             self.events.emit, self._pod_ref(b.namespace, b.pod), "Normal", keys.EVENT_SCHEDULED,
-            f"Successfully assigned pod {b.namespace}/{b.pod} to node {b.node} at node-pool {pool}")],
-            self.event_gate))
+            f"Successfully assigned pod {b.namespace}/{b.pod} to node {b.node} at node-pool {pool}")]
+        label, partition = self.config.node_pool_label, self.config.partition
+        if partition and pod.labels.get(label) != partition:
+            # A shard with a partition value stamps its node pool on the pods it binds (one merge-patch).
+            async def stamp() -> None:
+                await raw(self.api, "PATCH", f"{PODS.path(b.namespace)}/{b.pod}",
+                          body={"metadata": {"labels": {label: partition}}}, content_type=MERGE_PATCH)
+            writes.append(stamp)
+        self._background(self._bounded(writes, self.event_gate))
 
     async def _reread_bindrequest(self, namespace: str, name: str) -> None:
         try:

@@ -5,6 +5,8 @@
 - Two node-pool shards (2 nodes each, their own scheduler processes, as `kai dev up --shards` starts them): pods
   of pool A land only on A's nodes, pool B's only on B's; a pod of a pool no shard serves stays pending with the
   reason on the pod and its PodGroup. Each shard scheduler holds its own Lease and exposes its shard label.
+- A partitioned shard stamps its node-pool label on a pod it binds that lacks it (a Job labelled with the pool,
+  its pod template not), and its BindRequest carries the label; the default shard's pods get none.
 
 The shards use pool names derived from the test namespace, so the test also runs on a cluster started with
 `--shards`; its SchedulingShards are deleted and its nodes carry the test label (removed by the fixture).
@@ -233,3 +235,51 @@ def test_two_node_pool_shards_schedule_only_their_pools(cluster: Cluster, namesp
         assert f'kai_scheduler_shard_info{{node_pool="{pool}",shard="{pool}"}} 1.0' in text
         _, available = shard_condition(cluster, pool, "Available")
         assert available["status"] == "True"
+
+
+@pytest.fixture
+def one_shard(cluster: Cluster, namespace: str) -> Iterator[str]:
+    """Shard `<ns>-p` with 1 node and its own scheduler process."""
+    state = dev.load_state(cluster.name)
+    assert state is not None
+    name = f"{namespace}-p"
+    try:
+        shards.start_shards(state, [name], nodes_per_shard=1, shape=nodes.NodeShape(), timeout=120,
+                            node_labels={TEST_LABEL: "true"})
+        yield name
+    finally:
+        shards.stop_shards(state, [name])
+        cluster.kubectl("delete", "schedulingshard", name, "--ignore-not-found")
+        cluster.kubectl("delete", "lease", f"kai-scheduler-{name}", "-n", "kai-scheduler", "--ignore-not-found")
+
+
+def test_a_partitioned_shard_stamps_its_node_pool_on_the_pods_it_binds(cluster: Cluster, namespace: str,
+                                                                       one_shard: str) -> None:
+    pool = one_shard
+    # The Job carries the node-pool label (so does its PodGroup); its pod template does not.
+    template = gpu_pod("unused", 1)
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "pooled", "labels": {POOL: pool, "kai.scheduler/queue": "default-queue"}},
+           "spec": {"backoffLimit": 0, "template": {
+               "metadata": {"labels": {"kai.scheduler/queue": "default-queue"}},
+               "spec": {**template["spec"], "restartPolicy": "Never"}}}}
+    apply(cluster, namespace, [job])
+
+    def bound_pod() -> dict[str, Any] | None:
+        items = cluster.get_json("pods", "-l", "job-name=pooled", namespace=namespace)["items"]
+        return items[0] if len(items) == 1 and items[0]["spec"].get("nodeName") else None
+
+    pod = wait_for("the Job's pod bound", bound_pod, 120)
+    assert pod["spec"]["nodeName"] in set(shards.node_names(pool, 1)), pod["spec"]["nodeName"]
+    name = pod["metadata"]["name"]
+    labelled = wait_for("the pod labelled with its node pool", lambda: (cluster.get_json(
+        "pod", name, namespace=namespace)["metadata"].get("labels") or {}).get(POOL), 60)
+    assert labelled == pool
+    request = cluster.get_json("bindrequest", name, namespace=namespace)  # kept until the pod goes
+    assert request["metadata"]["labels"] == {"selected-node": pod["spec"]["nodeName"], POOL: pool}
+
+    # A pod of the default shard (no partition value) gets no node-pool label.
+    apply(cluster, namespace, [gpu_pod("unpooled", 1)])
+    wait_for("the default shard's pod bound", lambda: placement(cluster, namespace, ["unpooled"]), 120)
+    unpooled = cluster.get_json("pod", "unpooled", namespace=namespace)
+    assert POOL not in (unpooled["metadata"].get("labels") or {})
