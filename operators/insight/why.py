@@ -30,9 +30,17 @@ from operators.insight.core import (
 )
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.model import Job, NodeState
-from operators.scheduler.records import NodeRecord, PodRecord, QueueRecord, Requirement, parse_time
+from operators.scheduler.records import (
+    NodeRecord,
+    PodGroupRecord,
+    PodRecord,
+    QueueRecord,
+    Requirement,
+    parse_time,
+)
 from operators.scheduler.session import Session, rfc3339
 from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.subgroup_tree import DEFAULT_LEAF, SubGroupTree, build_tree
 
 # Bounds on the extra cycles one `kai why` may run (each is a full scheduling cycle on the snapshot).
 MAX_FREE_TRIES = 48
@@ -100,13 +108,16 @@ def explain(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: 
     job = next((j for j in session.jobs if j.key == pg.key), None)
     base = outcome(snapshot, config, now, namespace, pod_group, cycles=1)
     d = base.decisions
-    report.queues = _queue_lines(session, pg.queue, pending, snapshot)
+    need = gang_need(pg, pods, job)
+    # What the workload asks to start: the pods its gang rule needs, or every pending pod once it runs.
+    asked = list(need.pods) or pending
+    report.queues = _queue_lines(session, pg.queue, asked, snapshot)
     if not pending:
         report.state, report.runs_now = "running", True
         placed = [p for p in pods if is_placed(p)]
         report.lines.append(f"{len(placed)} pod(s) placed, none pending." if pods else "It has no pods.")
         return report
-    short = _gang_shortfall(job)
+    short = need.shortfall if need.tree_rule else _gang_shortfall(job)
     if short:
         report.state = "waiting-for-gang"
         report.lines += short
@@ -128,17 +139,95 @@ def explain(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: 
     if unsched is not None:
         report.reasons = [r.to_dict() for r in unsched.reasons]
         report.lines.append(one_line(unsched.message))
+    if need.text:
+        report.lines.append(need.text)
     report.lines += [_queue_sentence(q) for q in report.queues]
-    best = _best_node(session, pending)
+    best = _best_node(session, asked)
     if best is not None:
         report.best_node = best
         report.lines.append(best["text"])
-    report.suggestions += _raise_limits(snapshot, config, now, pg.queue, session, pending, namespace, pod_group)
+    report.suggestions += _raise_limits(snapshot, config, now, pg.queue, session, asked, namespace, pod_group)
     report.suggestions += _lower_requests(snapshot, config, now, session, pending, namespace, pod_group)
     report.suggestions += _label_nodes(snapshot, config, now, session, pending, namespace, pod_group)
     report.suggestions += _free_pods(snapshot, config, now, session, pods, namespace, pod_group)
     report.estimate = _estimate(snapshot, config, now, namespace, pod_group, deadlines or {})
     return report
+
+
+@dataclass(frozen=True, slots=True)
+class GangNeed:
+    """What a PodGroup's gang rule asks before it can start, from the pods placed now.
+
+    At each level of its SubGroup tree `minSubGroup` of the direct children must meet their own minimum (all of
+    them without it), a leaf `minMember` pods; the cheapest choice is taken at every level (the leaves already
+    satisfied, then those closest to their minimum, ties in spec order), as the scheduler does.
+    """
+
+    met: bool  # the minimum holds with the pods placed: the pending ones are growth beyond it
+    missing: Mapping[str, int]  # leaf -> pods it still needs to start, tree order (only leaves that lack some)
+    pods: tuple[PodRecord, ...]  # the pending pods that fill `missing` (each leaf's first ones, by name)
+    tree_rule: bool  # the PodGroup sets minSubGroup somewhere: readiness follows the tree, not every leaf
+    text: str  # the sentence for the report ('' when it says nothing the pending count does not)
+    shortfall: list[str]  # not enough pods exist to ever meet the rule (waiting for its controller)
+
+
+def _leaf_of(tree: SubGroupTree, pod: PodRecord) -> str:
+    return (pod.subgroup or DEFAULT_LEAF) if tree.has_subgroups else DEFAULT_LEAF
+
+
+def _pods_phrase(missing: Mapping[str, int], tree: SubGroupTree) -> str:
+    def count(n: int) -> str:
+        return f"{n} more pod" + ("" if n == 1 else "s")
+
+    if not tree.has_subgroups:
+        return count(sum(missing.values()))
+    parts = [f"{count(n)} in sub-group {leaf}" for leaf, n in missing.items() if n]
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else count(0)
+
+
+def gang_need(pg: PodGroupRecord, pods: Sequence[PodRecord], job: Job | None = None) -> GangNeed:
+    """The gang rule of `pg` applied to its pods: what it needs to start (`job`, when given, orders each leaf's
+    pending pods as the scheduler would take them)."""
+    tree = build_tree(pg.subgroups, pg.min_member, pg.min_sub_group)
+    tree_rule = pg.min_sub_group is not None or any(s.min_sub_group is not None for s in pg.subgroups)
+    leaves = set(tree.leaves)
+    placed: dict[str, int] = {}
+    waiting: dict[str, list[PodRecord]] = {}
+    alive: dict[str, int] = {}
+    for p in pods:
+        leaf = _leaf_of(tree, p)
+        if leaf not in leaves:
+            continue
+        if is_placed(p):
+            placed[leaf] = placed.get(leaf, 0) + 1
+        elif is_pending(p) and not p.gated:
+            waiting.setdefault(leaf, []).append(p)
+        if (is_placed(p) or is_pending(p)) and not p.gated:
+            alive[leaf] = alive.get(leaf, 0) + 1
+    if job is not None:  # the scheduler's order within each leaf
+        order = {t.rec.key: i for ps in job.podsets for i, t in enumerate(ps.pending)}
+        for group in waiting.values():
+            group.sort(key=lambda p: (order.get(p.key, len(order)), p.name))
+    else:
+        for group in waiting.values():
+            group.sort(key=lambda p: p.name)
+    shortfall: list[str] = []
+    if tree_rule and not tree.satisfied(alive):
+        need = tree.plan(alive).missing
+        shortfall.append(f"Waiting for its gang: {tree.explain(alive, what='exist')}: it needs "
+                         f"{_pods_phrase({k: v for k, v in need.items() if v}, tree)} to exist.")
+    if tree.satisfied(placed):
+        return GangNeed(True, {}, (), tree_rule, "", shortfall)
+    plan = tree.plan(placed, {leaf: len(q) for leaf, q in waiting.items()})
+    missing = {leaf: n for leaf, n in plan.missing.items() if n}
+    chosen = tuple(p for leaf, n in missing.items() for p in waiting.get(leaf, [])[:n])
+    pending_count = sum(len(q) for q in waiting.values())
+    text = ""
+    if plan.feasible and (tree.has_subgroups or len(chosen) < pending_count):
+        text = (f"To start, its gang rule needs {_pods_phrase(missing, tree)} placed"
+                + (f" ({len(chosen)} of its {pending_count} pending)" if len(chosen) < pending_count else "")
+                + f": {tree.explain(placed, what='placed')}.")
+    return GangNeed(False, missing, chosen if plan.feasible else (), tree_rule, text, shortfall)
 
 
 def _gang_shortfall(job: Job | None) -> list[str]:

@@ -113,3 +113,74 @@ def test_pipelined_names_the_pods_evicted_for_it() -> None:
     report = why(objs, "urgent")
     assert report.state == "pipelined" and not report.runs_now
     assert any("ns/low-0 (preempt)" in line for line in report.lines), report.lines
+
+
+def tree_group(name: str, subgroups: list[dict[str, Any]], min_sub_group: int | None = None) -> dict[str, Any]:
+    pg = podgroup(name, "q", subgroups=subgroups)
+    del pg["spec"]["minMember"]
+    if min_sub_group is not None:
+        pg["spec"]["minSubGroup"] = min_sub_group
+    return pg
+
+
+def workers(leaf: str, n: int, gpus: int, node_name: str = "") -> list[dict[str, Any]]:
+    return [pod(f"{leaf}-{i}", "job", gpus=gpus, subgroup=leaf, node_name=node_name,
+                phase="Running" if node_name else "Pending") for i in range(n)]
+
+
+THREE_LEAVES = [{"name": "worker-a", "minMember": 2}, {"name": "worker-b", "minMember": 2},
+                {"name": "worker-c", "minMember": 2}]
+
+
+def test_a_sub_group_tree_asks_only_for_the_pods_its_gang_rule_needs() -> None:
+    # minSubGroup 2 of 3: worker-a runs, so one more leaf (worker-b, first in spec order) is all it needs to start:
+    # 2 pods, 8 GPUs, not the 4 pending pods and their 16 GPUs.
+    objs = [node("n1"), node("n2"), queue("q", gpu=(4, 6, 1)), tree_group("job", THREE_LEAVES, 2),
+            *workers("worker-a", 2, 2, node_name="n1"), *workers("worker-b", 2, 4), *workers("worker-c", 2, 4)]
+    report = why(objs, "job")
+    assert report.state == "pending"
+    line = next(line for line in report.lines if line.startswith("To start"))
+    assert "needs 2 more pods in sub-group worker-b placed (2 of its 4 pending)" in line, line
+    assert "worker-c" not in line.split(":")[0]
+    assert "the PodGroup needs 2 of its 3 child SubGroups to meet their minimum, 1 do (worker-a)" in line
+    [q] = report.queues
+    assert q["resources"]["gpu"]["workloadRequest"] == 8
+    assert report.best_node is not None and "(2 pending pod(s))" in report.best_node["text"]
+    # 4 allocated + 8 for worker-b: a limit of 12 lets it start (every pending pod would have asked for 20).
+    limit = kinds(report)["raise-limit"]
+    assert (limit.details["from"], limit.details["to"]) == (6, 12)
+
+
+def test_a_nested_tree_names_each_leaf_it_needs() -> None:
+    subgroups = [{"name": "prefill", "minMember": 1}, {"name": "decode", "minSubGroup": 1},
+                 {"name": "d0", "parent": "decode", "minMember": 2}, {"name": "d1", "parent": "decode", "minMember": 2}]
+    objs = [node("n1", gpus=4), queue("q"), tree_group("job", subgroups),
+            *workers("prefill", 1, 2), *workers("d0", 2, 2), *workers("d1", 2, 2)]
+    report = why(objs, "job")
+    assert report.state == "pending"
+    line = next(line for line in report.lines if line.startswith("To start"))
+    assert "needs 1 more pod in sub-group prefill and 2 more pods in sub-group d0 placed (3 of its 5 pending)" \
+        in line, line
+    assert "SubGroup decode needs 1 of its 2 child SubGroups to meet their minimum, 0 do" in line
+    assert report.queues[0]["resources"]["gpu"]["workloadRequest"] == 6
+
+
+def test_a_tree_short_of_pods_waits_for_the_leaf_its_rule_needs() -> None:
+    # 2 of 3 leaves: worker-a has its 2 pods, worker-b 1 of 2, worker-c none: one more worker-b pod is enough.
+    objs = [node("n1"), queue("q"), tree_group("job", THREE_LEAVES, 2),
+            *workers("worker-a", 2, 1), *workers("worker-b", 1, 1)]
+    report = why(objs, "job")
+    assert report.state == "waiting-for-gang"
+    [line] = report.lines
+    assert line.endswith("it needs 1 more pod in sub-group worker-b to exist."), line
+    assert "1 do (worker-a)" in line and "SubGroup worker-c" not in line
+
+
+def test_an_elastic_gang_asks_for_its_minimum_not_every_pending_pod() -> None:
+    objs = [node("n1", gpus=2), queue("q"), podgroup("el", "q", 2),
+            *[pod(f"el-{i}", "el", gpus=2) for i in range(4)]]
+    report = why(objs, "el")
+    assert report.state == "pending"
+    assert any("needs 2 more pods placed (2 of its 4 pending): the PodGroup needs 2 pods, 0 placed" in line
+               for line in report.lines), report.lines
+    assert report.queues[0]["resources"]["gpu"]["workloadRequest"] == 4
