@@ -250,7 +250,30 @@ class SchedulerLoop:
         self.synced = True
         gc.freeze()  # the records heap is long-lived; keep it out of every collection
 
+    STOP_GRACE = 3.0  # seconds the writes in flight get to finish when the loop is stopped
+
     async def run(self) -> None:
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            await self._stop_writing()
+            raise
+
+    async def _stop_writing(self) -> None:
+        """Stopped (a clean stop before the lease is released): the writes still going out finish within
+        STOP_GRACE, the rest are cancelled, so nothing of this process is written once `run` has ended."""
+        deadline = time.monotonic() + self.STOP_GRACE
+        while self._writing:  # a write may start another (a bind's event)
+            pending = set(self._writing)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+            await asyncio.wait(pending, timeout=left)
+
+    async def _run(self) -> None:
         await self.wait_synced()
         log.info("informers synced: %d nodes, %d pods, %d podgroups, %d queues", len(self.nodes.store),
                  len(self.pods.store), len(self.podgroups.store), len(self.queues.store))
