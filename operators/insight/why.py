@@ -167,7 +167,7 @@ class GangNeed:
     missing: Mapping[str, int]  # leaf -> pods it still needs to start, tree order (only leaves that lack some)
     pods: tuple[PodRecord, ...]  # the pending pods that fill `missing` (each leaf's first ones, by name)
     tree_rule: bool  # the PodGroup sets minSubGroup somewhere: readiness follows the tree, not every leaf
-    text: str  # the sentence for the report ('' when it says nothing the pending count does not)
+    text: str  # the sentence for the report ('' when the rule needs every pending pod and has no minSubGroup)
     shortfall: list[str]  # not enough pods exist to ever meet the rule (waiting for its controller)
 
 
@@ -223,7 +223,7 @@ def gang_need(pg: PodGroupRecord, pods: Sequence[PodRecord], job: Job | None = N
     chosen = tuple(p for leaf, n in missing.items() for p in waiting.get(leaf, [])[:n])
     pending_count = sum(len(q) for q in waiting.values())
     text = ""
-    if plan.feasible and (tree.has_subgroups or len(chosen) < pending_count):
+    if plan.feasible and (tree_rule or len(chosen) < pending_count):  # else: every pending pod, as counted
         text = (f"To start, its gang rule needs {_pods_phrase(missing, tree)} placed"
                 + (f" ({len(chosen)} of its {pending_count} pending)" if len(chosen) < pending_count else "")
                 + f": {tree.explain(placed, what='placed')}.")
