@@ -25,7 +25,7 @@ def to_queue_units(value: float, resource: int) -> float:
     """A core queue amount (micro-GPUs, millicores, bytes) in Queue units (GPUs, millicores, MB)."""
     if value == -1:
         return value
-    return value / GPU if resource == 0 else value * (1.0 if resource == 1 else 1e-6)
+    return value / _QUEUE_SCALE[resource]  # correctly rounded: an exact amount prints as written
 
 
 def from_queue_units(value: float, resource: int) -> int:

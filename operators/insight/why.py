@@ -6,7 +6,6 @@ a change the core does not confirm is never printed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,7 +17,6 @@ from operators.insight.core import (
     edit_pods,
     fmt_amount,
     fmt_queue_value,
-    from_queue_units,
     is_pending,
     is_placed,
     one_line,
@@ -34,7 +32,7 @@ from operators.scheduler.model import Job, NodeState
 from operators.scheduler.records import NodeRecord, PodRecord, QueueRecord, Requirement, parse_time
 from operators.scheduler.session import Session, rfc3339
 from operators.scheduler.snapshot import Snapshot
-from operators.scheduler.units import GPU, gpu_fraction, gpu_memory_share
+from operators.scheduler.units import GPU, MB, gpu_fraction, gpu_memory_share
 
 # Bounds on the extra cycles one `kai why` may run (each is a full scheduling cycle on the snapshot).
 MAX_FREE_TRIES = 48
@@ -236,10 +234,10 @@ def _raise_limits(snapshot: Snapshot, config: SchedulerConfig, now: float, queue
             limit = q.rec.limit[i]
             if limit == -1 or q.allocated[i] + request[i] <= limit:
                 continue
-            needed = to_queue_units(q.allocated[i] + request[i], i)
-            # Whole units in the Queue's own terms (GPUs to 3 decimals as KAI prints them).
-            value = math.ceil(needed * 1000 - 1e-6) / 1000 if i == 0 else float(math.ceil(needed - 1e-9))
-            new_limit = from_queue_units(value, i)
+            # Whole units in the Queue's own terms (GPUs to 3 decimals as KAI prints them), rounded up, on integers.
+            step = (GPU // 1000, 1, MB)[i]
+            new_limit = -(-(q.allocated[i] + request[i]) // step) * step
+            value = to_queue_units(new_limit, i)
 
             def raised(rec: QueueRecord, i: int = i, new_limit: int = new_limit) -> QueueRecord:
                 vec = list(rec.limit)

@@ -6,8 +6,8 @@ one byte: `WHOLE`), leftovers one unit at a time, so every share is an exact int
 
 The one genuinely fractional quantity is a queue's weighted part of a round (`remaining * weight / total
 weight`, with the time-based usage term): it is a float in whole units, and it is compared with whole units
-under ONE tolerance, `_EPS` (a part within 1e-9 of a whole number counts as that number: the weights' float
-rounding must not lose a whole GPU). Everything added and subtracted stays an integer.
+under the core's one tolerance, `units.RATIO_EPS` (a part within it of a whole number counts as that number:
+the weights' float rounding must not lose a whole GPU). Everything added and subtracted stays an integer.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from operators.scheduler.units import GPU
+from operators.scheduler.units import GPU, RATIO_EPS
 
 UNLIMITED = -1
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
 Vector = tuple[int, int, int]
 WHOLE: Vector = (GPU, 1, 1)  # one whole unit of each resource, in core units
-_EPS = 1e-9
+_EPS = RATIO_EPS
 
 
 @dataclass(frozen=True, slots=True)

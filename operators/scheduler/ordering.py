@@ -14,11 +14,11 @@ from operator import itemgetter
 
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, PodSet, QueueState, Task
-from operators.scheduler.units import GPU
+from operators.scheduler.units import GPU, RATIO_EPS
 
-# The one tolerance of the queue order: DRF shares are ratios (floats); two that differ by less are equal.
-# Everything else the comparator looks at is an exact integer comparison.
-_EPS = 1e-9
+# DRF shares are ratios (floats): two that differ by less than the core's one tolerance are equal. Everything
+# else the comparator looks at is an exact integer comparison.
+_EPS = RATIO_EPS
 
 
 def task_order_key(task: Task) -> tuple[object, ...]:

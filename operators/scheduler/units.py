@@ -29,7 +29,10 @@ from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, InvalidOperation
 GPU = 1_000_000  # micro-GPUs per device
 MILLI = 1000  # millicores per core
 MB = 1_000_000  # bytes per megabyte (queue memory is in MB)
-_GPU_DEC = Decimal(GPU)
+# The one tolerance of the core, for the quantities that are genuinely fractional: a queue's weighted part of a
+# fair-share round (in whole units) and the DRF / reclaim-saturation ratios (allocated / share). Two such floats
+# closer than this are equal (their float rounding must not decide). No resource amount is ever compared with it.
+RATIO_EPS = 1e-9
 
 
 def ceil_scaled(value: Decimal, scale: int) -> int:

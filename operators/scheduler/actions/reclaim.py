@@ -29,13 +29,14 @@ from operators.scheduler.actions.victims import (
 )
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, QueueState, Task
+from operators.scheduler.units import RATIO_EPS
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
 
-# The one tolerance of reclaim: the saturation rule compares ratios (allocated / fair share, times the
-# configured multiplier), which are floats. Every amount is an exact integer (micro-GPUs, millicores, bytes).
-_RATIO_EPS = 1e-6
+# The saturation rule compares ratios (allocated / fair share, times the configured multiplier), floats, under
+# the core's one tolerance. Every amount is an exact integer (micro-GPUs, millicores, bytes).
+_RATIO_EPS = RATIO_EPS
 
 
 def can_reclaim(queue: QueueState, request: Sequence[int]) -> bool:
