@@ -90,7 +90,7 @@ def _over_quota(remaining: int, bucket: Sequence[ShareInput], fair: dict[str, in
         norm = sum(weights.values())
         if norm <= 0:
             break
-        round_amount = remaining / unit  # in whole units (exact for every amount below 2**53 units)
+        round_amount = remaining / unit  # in whole units (correctly rounded: exact amounts stay exact)
         capped = False
         for q in unsatisfied:
             if q.weight <= 0:

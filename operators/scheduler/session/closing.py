@@ -120,10 +120,11 @@ class Closing(Accounting):
 
     def _queue_share(self, q: QueueState) -> QueueShare:
         def vec(v: tuple[int, ...] | list[int]) -> dict[str, float]:
-            # Core units (micro-GPUs, millicores, bytes) -> Queue units (GPUs, millicores, MB).
-            def conv(x: float) -> float:
-                return -1.0 if x == UNLIMITED else round(x, 3)
-            return {"gpu": conv(v[0] / GPU) if v[0] != UNLIMITED else -1.0, "cpu": conv(v[1] * 1.0),
-                    "memory": conv(v[2] * 1e-6) if v[2] != UNLIMITED else -1.0}
+            # Core units (micro-GPUs, millicores, bytes) -> Queue units (GPUs, millicores, MB), 3 decimals.
+            def conv(x: int, r: int) -> float:
+                if x == UNLIMITED:
+                    return -1.0
+                return round(x / GPU if r == 0 else x * (1.0 if r == 1 else 1e-6), 3)
+            return {"gpu": conv(v[0], 0), "cpu": conv(v[1], 1), "memory": conv(v[2], 2)}
         return QueueShare(q.name, vec(q.fair_share), vec(q.allocated), vec(q.request), vec(q.rec.quota),
                           vec(q.rec.limit))
