@@ -420,7 +420,7 @@ def _moves(session: Session, pods: Sequence[PodRecord]) -> list[tuple[PodRecord,
             return None
         ask = pod_vector(p)
         for name in sorted(room, key=lambda n: (room[n][0], n)):  # fill the fullest node first
-            fits = all(room[name][i] + 1e-9 >= ask[i] for i in range(3))
+            fits = all(room[name][i] >= ask[i] for i in range(3))  # whole GPUs, millicores, bytes: exact
             if fits and _missing_labels(records[name], p) == {}:
                 room[name] = [room[name][i] - ask[i] for i in range(3)]
                 out.append((p, name))
