@@ -12,23 +12,29 @@ from operators.scheduler.explain import humanize
 from operators.scheduler.records import PodRecord
 from operators.scheduler.simulate import apply_decisions
 from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.units import GPU, MB, queue_amount
 
-# Queue units of the three queue resources: GPUs, millicores, megabytes; the core works in devices/millicores/bytes.
+# Queue units of the three queue resources: GPUs, millicores, megabytes; the core's queue vectors are in
+# micro-GPUs, millicores and bytes (`operators.scheduler.units`).
 RESOURCES = ("gpu", "cpu", "memory")
-_TO_QUEUE_UNITS = (1.0, 1.0, 1e-6)
+_QUEUE_SCALE = (GPU, 1, MB)  # core units per queue unit
 FINISHED = ("Succeeded", "Failed")
 
 
 def to_queue_units(value: float, resource: int) -> float:
-    return value if value == -1 else value * _TO_QUEUE_UNITS[resource]
+    """A core queue amount (micro-GPUs, millicores, bytes) in Queue units (GPUs, millicores, MB)."""
+    if value == -1:
+        return value
+    return value / _QUEUE_SCALE[resource]  # correctly rounded: an exact amount prints as written
 
 
-def from_queue_units(value: float, resource: int) -> float:
-    return value if value == -1 else value / _TO_QUEUE_UNITS[resource]
+def from_queue_units(value: float, resource: int) -> int:
+    """A Queue-unit amount in core units (the nearest integer); -1 stays -1 (unlimited)."""
+    return -1 if value == -1 else queue_amount(value, _QUEUE_SCALE[resource])
 
 
 def fmt_amount(value: float, resource: int) -> str:
-    """A core-unit amount for people: GPUs, cores, GB."""
+    """An amount for people: GPU devices, millicores -> cores, bytes -> GB."""
     if value == -1:
         return "unlimited"
     if resource == 0:
@@ -39,7 +45,7 @@ def fmt_amount(value: float, resource: int) -> str:
 
 
 def fmt_queue_value(value: float, resource: int) -> str:
-    """A value as written in a Queue spec (GPUs, millicores, MB)."""
+    """A core queue amount as written in a Queue spec (GPUs, millicores, MB)."""
     return "-1" if value == -1 else humanize(to_queue_units(value, resource))
 
 

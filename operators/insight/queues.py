@@ -29,10 +29,11 @@ def queue_tree(snapshot: Snapshot, config: SchedulerConfig, now: float) -> list[
         q = session.queues[name]
         res: dict[str, dict[str, float]] = {}
         for i, r in enumerate(RESOURCES):
-            def u(v: float, i: int = i) -> float:  # (weights are scaled like their resource on parse)
+            def u(v: float, i: int = i) -> float:
                 return round(to_queue_units(v, i), 3) if v != -1 else -1.0
+            weight = q.rec.weight[i]  # a plain number, not an amount
             res[r] = {"quota": u(q.rec.quota[i]), "limit": u(q.rec.limit[i]),
-                      "overQuotaWeight": u(q.rec.weight[i]), "fairShare": u(q.fair_share[i]),
+                      "overQuotaWeight": round(weight, 3) if weight != -1 else -1.0, "fairShare": u(q.fair_share[i]),
                       "allocated": u(q.allocated[i]), "requested": u(q.request[i])}
         out.append({"name": name, "parent": q.rec.parent, "depth": depth, "priority": q.rec.priority,
                     "displayName": q.rec.display_name, "resources": res,

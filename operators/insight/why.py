@@ -6,7 +6,6 @@ a change the core does not confirm is never printed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,7 +17,6 @@ from operators.insight.core import (
     edit_pods,
     fmt_amount,
     fmt_queue_value,
-    from_queue_units,
     is_pending,
     is_placed,
     one_line,
@@ -29,6 +27,7 @@ from operators.insight.core import (
     without_pods,
 )
 from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.explain import humanize
 from operators.scheduler.model import Job, NodeState
 from operators.scheduler.records import (
     NodeRecord,
@@ -41,6 +40,7 @@ from operators.scheduler.records import (
 from operators.scheduler.session import Session, rfc3339
 from operators.scheduler.snapshot import Snapshot
 from operators.scheduler.subgroup_tree import DEFAULT_LEAF, SubGroupTree, build_tree
+from operators.scheduler.units import GPU, MB, gpu_fraction, gpu_memory_share
 
 # Bounds on the extra cycles one `kai why` may run (each is a full scheduling cycle on the snapshot).
 MAX_FREE_TRIES = 48
@@ -264,20 +264,27 @@ def _queue_lines(session: Session, queue: str, pending: Sequence[PodRecord],
 
 def _queue_sentence(q: Mapping[str, Any]) -> str:
     gpu = q["resources"]["gpu"]
-    limit = "no limit" if gpu["limit"] == -1 else f"limit {fmt_queue_value(gpu['limit'], 0)}"
-    quota = "unlimited quota" if gpu["quota"] == -1 else f"quota {fmt_queue_value(gpu['quota'], 0)}"
-    return (f"Queue {q['name']}: GPUs {quota}, {limit}, fair share {fmt_queue_value(gpu['fairShare'], 0)}, "
-            f"allocated {fmt_queue_value(gpu['allocated'], 0)}; this workload asks "
-            f"{fmt_queue_value(gpu['workloadRequest'], 0)} more.")
+    # The values are in Queue units already (GPUs).
+    limit = "no limit" if gpu["limit"] == -1 else f"limit {humanize(gpu['limit'])}"
+    quota = "unlimited quota" if gpu["quota"] == -1 else f"quota {humanize(gpu['quota'])}"
+    return (f"Queue {q['name']}: GPUs {quota}, {limit}, fair share {humanize(gpu['fairShare'])}, "
+            f"allocated {humanize(gpu['allocated'])}; this workload asks {humanize(gpu['workloadRequest'])} more.")
 
 
-def _request(pods: Sequence[PodRecord], snapshot: Snapshot) -> list[float]:
+def _request(pods: Sequence[PodRecord], snapshot: Snapshot) -> list[int]:
+    """What the pods ask of their queue in the core's queue units (micro-GPUs, millicores, bytes)."""
     memories = [n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib]
     node_memory = min(memories) if memories else None
-    total = [0.0, 0.0, 0.0]
+    total = [0, 0, 0]
     for p in pods:
-        for i, v in enumerate(pod_vector(p, node_memory)):
-            total[i] += v
+        g = p.gpu
+        total[0] += g.whole * GPU
+        if g.portion is not None:
+            total[0] += gpu_fraction(g.portion) * g.num_devices
+        elif g.memory_mib is not None and node_memory:
+            total[0] += gpu_memory_share(g.num_devices * g.memory_mib, node_memory)
+        total[1] += p.cpu
+        total[2] += p.memory
     return total
 
 
@@ -314,14 +321,14 @@ def _raise_limits(snapshot: Snapshot, config: SchedulerConfig, now: float, queue
     for q in state.lineage():
         for i in range(3):
             limit = q.rec.limit[i]
-            if limit == -1 or q.allocated[i] + request[i] <= limit + 1e-9:
+            if limit == -1 or q.allocated[i] + request[i] <= limit:
                 continue
-            needed = to_queue_units(q.allocated[i] + request[i], i)
-            # Whole units in the Queue's own terms (GPUs to 3 decimals as KAI prints them).
-            value = math.ceil(needed * 1000 - 1e-6) / 1000 if i == 0 else float(math.ceil(needed - 1e-9))
-            new_limit = from_queue_units(value, i)
+            # Whole units in the Queue's own terms (GPUs to 3 decimals as KAI prints them), rounded up, on integers.
+            step = (GPU // 1000, 1, MB)[i]
+            new_limit = -(-(q.allocated[i] + request[i]) // step) * step
+            value = to_queue_units(new_limit, i)
 
-            def raised(rec: QueueRecord, i: int = i, new_limit: float = new_limit) -> QueueRecord:
+            def raised(rec: QueueRecord, i: int = i, new_limit: int = new_limit) -> QueueRecord:
                 vec = list(rec.limit)
                 vec[i] = new_limit
                 return replace(rec, limit=(vec[0], vec[1], vec[2]))
@@ -361,16 +368,16 @@ def _lower_requests(snapshot: Snapshot, config: SchedulerConfig, now: float, ses
                 break
     ok = [n for n in session.nodes if n.ok]
     for i, attr in ((1, "cpu"), (2, "memory")):
-        asked = max((getattr(p, attr) for p in pending), default=0.0)
-        room = max((_free(n)[i] for n in ok), default=0.0)
+        asked = max((getattr(p, attr) for p in pending), default=0)
+        room = max((_free(n)[i] for n in ok), default=0)
         if not ok or asked <= room or room <= 0:
             continue
-        step = 100.0 if i == 1 else 1e6  # 100 millicores / 1 MB
-        cut = float(math.floor(room / step) * step)
+        step = 100 if i == 1 else 1_000_000  # 100 millicores / 1 MB
+        cut = int(room // step * step)
         if cut <= 0:
             continue
 
-        def lowered_res(p: PodRecord, attr: str = attr, z: float = cut) -> PodRecord:
+        def lowered_res(p: PodRecord, attr: str = attr, z: int = cut) -> PodRecord:
             if p.namespace == namespace and p.name in names and getattr(p, attr) > z:
                 return replace(p, cpu=z) if attr == "cpu" else replace(p, memory=z)
             return p
@@ -502,7 +509,7 @@ def _moves(session: Session, pods: Sequence[PodRecord]) -> list[tuple[PodRecord,
             return None
         ask = pod_vector(p)
         for name in sorted(room, key=lambda n: (room[n][0], n)):  # fill the fullest node first
-            fits = all(room[name][i] + 1e-9 >= ask[i] for i in range(3))
+            fits = all(room[name][i] >= ask[i] for i in range(3))  # whole GPUs, millicores, bytes: exact
             if fits and _missing_labels(records[name], p) == {}:
                 room[name] = [room[name][i] - ask[i] for i in range(3)]
                 out.append((p, name))

@@ -9,17 +9,25 @@ from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decisions import Reason
+from operators.scheduler.units import to_gpus
 
 NO_NODES = "no nodes with enough resources were found"
 DEFAULT_POD_ERROR = "Unable to schedule pod"
 DEFAULT_PODGROUP_ERROR = "Unable to schedule podgroup"
 
 _UNITS = {
-    # resource index -> (limit noun, unit noun, NP request noun, scale from core units)
-    0: ("GPUs", "GPUs", "GPUs", 1.0),
-    1: ("CPU cores", "cores", "CPU cores", 1e-3),
-    2: ("memory", "GB", "GB memory", 1e-9),
+    # resource index -> (limit noun, unit noun, NP request noun)
+    0: ("GPUs", "GPUs", "GPUs"),
+    1: ("CPU cores", "cores", "CPU cores"),
+    2: ("memory", "GB", "GB memory"),
 }
+
+
+def _shown(resource: int, value: int) -> float:
+    """A core amount (micro-GPUs, millicores, bytes) in the unit KAI prints (GPUs, cores, GB)."""
+    if resource == 0:
+        return to_gpus(value)
+    return value * (1e-3 if resource == 1 else 1e-9)
 
 
 def humanize(value: float) -> str:
@@ -83,28 +91,29 @@ def unusable_queue(queue: str, parents: Mapping[str, str]) -> JobError:
     return JobError(keys.REASON_QUEUE_DOES_NOT_EXIST, (message,))
 
 
-def over_limit(queue_title: str, resource: int, limit: float, allocated: float, requested: float) -> str:
-    noun, unit, _, scale = _UNITS[resource]
-    lim = humanize(limit * scale if limit != -1 else -1)
+def over_limit(queue_title: str, resource: int, limit: int, allocated: int, requested: int) -> str:
+    """Amounts in core units (micro-GPUs, millicores, bytes); -1 limit is unlimited."""
+    noun, unit, _ = _UNITS[resource]
+    lim = humanize(_shown(resource, limit) if limit != -1 else -1)
+    alloc, req = humanize(_shown(resource, allocated)), humanize(_shown(resource, requested))
     if resource == 1:
         return (f"{queue_title} quota has reached the allowable limit of CPU cores. Limit is {lim} cores, "
-                f"currently {humanize(allocated * scale)} cores allocated and workload requested "
-                f"{humanize(requested * scale)} cores")
+                f"currently {alloc} cores allocated and workload requested {req} cores")
     if resource == 2:
         return (f"{queue_title} quota has reached the allowable limit of memory. Limit is {lim} GB, "
-                f"currently {humanize(allocated * scale)} GB allocated and workload requested "
-                f"{humanize(requested * scale)} GB")
+                f"currently {alloc} GB allocated and workload requested {req} GB")
     return (f"{queue_title} quota has reached the allowable limit of {noun}. Limit is {lim} {unit}, "
-            f"currently {humanize(allocated * scale)} {unit} allocated and workload requested "
-            f"{humanize(requested * scale)} {unit}")
+            f"currently {alloc} {unit} allocated and workload requested {req} {unit}")
 
 
-def non_preemptible_over_quota(queue_title: str, resource: int, quota: float, allocated_np: float,
-                               requested: float) -> str:
-    _, unit, noun, scale = _UNITS[resource]
-    return (f"Non-preemptible workload is over quota. Workload requested {humanize(requested * scale)} {noun}, "
-            f"but {queue_title} quota is {humanize(quota * scale)} {unit}, while {humanize(allocated_np * scale)} "
-            f"{unit} are already allocated for non-preemptible pods. Use a preemptible workload to go over quota.")
+def non_preemptible_over_quota(queue_title: str, resource: int, quota: int, allocated_np: int,
+                               requested: int) -> str:
+    """Amounts in core units (micro-GPUs, millicores, bytes)."""
+    _, unit, noun = _UNITS[resource]
+    return (f"Non-preemptible workload is over quota. Workload requested {humanize(_shown(resource, requested))} "
+            f"{noun}, but {queue_title} quota is {humanize(_shown(resource, quota))} {unit}, while "
+            f"{humanize(_shown(resource, allocated_np))} {unit} are already allocated for non-preemptible pods. "
+            f"Use a preemptible workload to go over quota.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,14 +178,15 @@ def stale_message(active: int, min_member: int, subgroups: Sequence[tuple[str, i
     return out
 
 
-def queue_details(name: str, requested: Sequence[float], deserved: Sequence[float], allocated: Sequence[float],
-                  allocated_np: Sequence[float], limits: Sequence[float], job_request: Sequence[float],
-                  job_np_request: Sequence[float]) -> dict[str, Any]:
-    """`details.queueDetails` of OverLimit / NonPreemptibleOverQuota reasons, as Kubernetes resource lists."""
-    def rl(vec: Sequence[float]) -> dict[str, str]:
+def queue_details(name: str, requested: Sequence[int], deserved: Sequence[int], allocated: Sequence[int],
+                  allocated_np: Sequence[int], limits: Sequence[int], job_request: Sequence[int],
+                  job_np_request: Sequence[int]) -> dict[str, Any]:
+    """`details.queueDetails` of OverLimit / NonPreemptibleOverQuota reasons, as Kubernetes resource lists
+    (vectors in core units: micro-GPUs, millicores, bytes)."""
+    def rl(vec: Sequence[int]) -> dict[str, str]:
         return {"cpu": humanize(vec[1] / 1000) if vec[1] != -1 else "-1",
                 "memory": str(int(vec[2])) if vec[2] != -1 else "-1",
-                keys.GPU_RESOURCE: humanize(vec[0]) if vec[0] != -1 else "-1"}
+                keys.GPU_RESOURCE: humanize(to_gpus(vec[0])) if vec[0] != -1 else "-1"}
     return {"queueDetails": {
         "name": name, "queueRequestedResources": rl(requested), "queueDeservedResources": rl(deserved),
         "queueAllocatedResources": rl(allocated), "queueAllocatedNonPreemptibleResources": rl(allocated_np),

@@ -65,7 +65,7 @@ class QueueOrder(Protocol):
     """Queue order of the job tree: `queue_facts` per queue (with the request of its next job), compared by
     `queue_before`. The highest-priority plugin implementing it decides."""
 
-    def queue_facts(self, queue: QueueState, request: Sequence[float]) -> QueueFacts: ...
+    def queue_facts(self, queue: QueueState, request: Sequence[int]) -> QueueFacts: ...
     def queue_before(self, a: QueueFacts, b: QueueFacts) -> bool: ...
 
 
@@ -139,7 +139,7 @@ class Capacity(Protocol):
     against."""
 
     def capacity_error(self, session: Session, job: Job, tasks: Iterable[Task],
-                       freed: dict[QueueState, list[float]] | None) -> JobError | None: ...
+                       freed: dict[QueueState, list[int]] | None) -> JobError | None: ...
 
 
 class Gang(Protocol):
@@ -344,7 +344,7 @@ class Framework:
 
         self.session_open: list[Callable[[Session], None]] = all_of("on_session_open")
         self.session_close: list[Callable[[Session], None]] = all_of("on_session_close")
-        self.queue_facts: Callable[[QueueState, Sequence[float]], QueueFacts] = (
+        self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = (
             first("queue_facts") or ordering.queue_facts)
         self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = first("queue_before") or ordering.queue_before
         job_keys = [p for p in plugins if callable(getattr(p, "job_order_key", None))]
@@ -365,7 +365,7 @@ class Framework:
         self.victim_filters: list[Callable[[Session, Job, Job, str], bool]] = all_of("may_evict")
         self.scenario_validators: list[Callable[[Session, Job, Sequence[Job], str], bool]] = all_of(
             "validate_scenario")
-        self.capacity: list[Callable[[Session, Job, Iterable[Task], dict[QueueState, list[float]] | None],
+        self.capacity: list[Callable[[Session, Job, Iterable[Task], dict[QueueState, list[int]] | None],
                                      JobError | None]] = all_of("capacity_error")
         gangs = [p for p in plugins if callable(getattr(p, "tasks_to_allocate", None))]
         if not gangs:

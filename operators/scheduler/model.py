@@ -1,6 +1,8 @@
 """Mutable per-session state: nodes, GPU groups, tasks, podsets, jobs and queues.
 
 Built fresh from the immutable snapshot at session open; statements mutate it and undo their mutations.
+Amounts are integers in the core units of `units`: millicores, bytes, whole devices on a node, micro-GPUs for
+shared-device portions and for queue and job vectors.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from operators.scheduler.records import NodeRecord, PodGroupRecord, PodRecord, QueueRecord
+from operators.scheduler.units import GPU
 
 # Task statuses (KAI pod_status).
 PENDING = "Pending"
@@ -35,20 +38,20 @@ VICTIM_STATUSES = frozenset({RUNNING, BOUND, BINDING})
 
 @dataclass(slots=True, eq=False)
 class GpuGroup:
-    """One physical GPU shared by fractional pods; portions are fractions of the device's memory."""
+    """One physical GPU shared by fractional pods; portions (micro-GPUs) are fractions of the device's memory."""
 
     id: str
-    used: float = 0.0  # portions of non-releasing pods
-    releasing: float = 0.0
+    used: int = 0  # portions of non-releasing pods
+    releasing: int = 0
     pods: int = 0
 
     @property
-    def free(self) -> float:
-        return 1.0 - self.used - self.releasing
+    def free(self) -> int:
+        return GPU - self.used - self.releasing
 
     @property
     def fully_releasing(self) -> bool:
-        return self.used <= 1e-9 and self.releasing > 0
+        return self.used <= 0 and self.releasing > 0
 
 
 @dataclass(slots=True, eq=False)  # identity semantics: hashable, cheap `in` / `remove`
@@ -56,36 +59,37 @@ class NodeState:
     idx: int
     rec: NodeRecord
     ok: bool  # Ready and schedulable
-    cap_cpu: float
-    cap_mem: float
-    cap_gpu: float
+    cap_cpu: int
+    cap_mem: int
+    cap_gpu: int
     max_pods: int
-    idle_cpu: float
-    idle_mem: float
-    idle_gpu: float  # whole devices not used by anyone (shared devices excluded)
-    rel_cpu: float = 0.0
-    rel_mem: float = 0.0
-    rel_gpu: float = 0.0
+    idle_cpu: int
+    idle_mem: int
+    idle_gpu: int  # whole devices not used by anyone (shared devices excluded)
+    rel_cpu: int = 0
+    rel_mem: int = 0
+    rel_gpu: int = 0  # whole devices
     n_pods: int = 0
-    scalars: dict[str, list[float]] | None = None  # name -> [capacity, idle, releasing]
+    scalars: dict[str, list[int]] | None = None  # name -> [capacity, idle, releasing]
     groups: dict[str, GpuGroup] = field(default_factory=dict)
     ports: dict[tuple[str, int, str], int] | None = None
-    gpu_total: float = 0.0  # for spread: the GPU count label if present
+    gpu_total: int = 0  # for spread: the GPU count label if present
 
     @property
     def name(self) -> str:
         return self.rec.name
 
     @property
-    def free_gpu(self) -> float:
+    def free_gpu(self) -> int:
+        """Whole devices idle or releasing."""
         return self.idle_gpu + self.rel_gpu
 
     @property
-    def free_cpu(self) -> float:
+    def free_cpu(self) -> int:
         return self.idle_cpu + self.rel_cpu
 
-    def best_group_free(self) -> float:
-        return max((g.free for g in self.groups.values() if not g.fully_releasing), default=0.0)
+    def best_group_free(self) -> int:
+        return max((g.free for g in self.groups.values() if not g.fully_releasing), default=0)
 
 
 @dataclass(slots=True, eq=False)  # identity semantics: hashable, cheap `in` / `remove`
@@ -94,7 +98,7 @@ class Task:
     status: str
     node: int = -1
     groups: tuple[str, ...] = ()
-    portion: float = 0.0  # per-device portion on the node, for fractional pods
+    portion: int = 0  # per-device portion on the node (micro-GPUs), for fractional pods
     job: Job | None = None
     podset: PodSet | None = None
     order: tuple[object, ...] = ()
@@ -185,11 +189,12 @@ class QueueState:
     rec: QueueRecord
     parent: QueueState | None = None
     children: list[QueueState] = field(default_factory=list)
-    allocated: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    allocated_np: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    request: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
-    fair_share: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    alloc_share: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    # (micro-GPUs, millicores, bytes)
+    allocated: list[int] = field(default_factory=lambda: [0, 0, 0])
+    allocated_np: list[int] = field(default_factory=lambda: [0, 0, 0])
+    request: list[int] = field(default_factory=lambda: [0, 0, 0])
+    fair_share: tuple[int, int, int] = (0, 0, 0)
+    alloc_share: tuple[int, int, int] = (0, 0, 0)
     depth: int = 0
 
     @property

@@ -14,8 +14,11 @@ from operator import itemgetter
 
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, PodSet, QueueState, Task
+from operators.scheduler.units import GPU, RATIO_EPS
 
-_EPS = 1e-9
+# DRF shares are ratios (floats): two that differ by less than the core's one tolerance are equal. Everything
+# else the comparator looks at is an exact integer comparison.
+_EPS = RATIO_EPS
 
 
 def task_order_key(task: Task) -> tuple[object, ...]:
@@ -68,28 +71,28 @@ def tasks_to_allocate(job: Job) -> list[Task]:
 
 # Comparator facts of one queue, as a plain tuple (built on every pop, so no object overhead):
 # (rules 1-4 as one lexicographic key, drf with the job, drf without it, allocatable share, created, uid).
-QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[float, float, float], float, str]
+QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[int, int, int], float, str]
 
 
-def _drf(x0: float, x1: float, x2: float, s0: float, s1: float, s2: float) -> float:
+def _drf(x0: int, x1: int, x2: int, s0: int, s1: int, s2: int) -> float:
     # dominant_share() unrolled for the hot path.
-    v0 = x0 / s0 if s0 > 0 else x0 * 1000.0
+    v0 = x0 / s0 if s0 > 0 else x0 / GPU * 1000.0
     v1 = x1 / s1 if s1 > 0 else x1 * 1000.0
     v2 = x2 / s2 if s2 > 0 else x2 * 1000.0
     return max(v0, v1, v2, 0.0)
 
 
-def queue_facts(q: QueueState, request: Sequence[float]) -> QueueFacts:
+def queue_facts(q: QueueState, request: Sequence[int]) -> QueueFacts:
     # Unrolled over the three resources (gpu, cpu, memory): this runs on every pop of every action.
     a0, a1, a2 = q.allocated
     f0, f1, f2 = q.fair_share
     s0, s1, s2 = q.alloc_share
     d0, d1, d2 = q.rec.quota
     w0, w1, w2 = a0 + request[0], a1 + request[1], a2 + request[2]
-    over_utilised = f0 < a0 - _EPS and f1 < a1 - _EPS and f2 < a2 - _EPS
-    starved = ((d0 == UNLIMITED or w0 <= d0 + _EPS) and (d1 == UNLIMITED or w1 <= d1 + _EPS)
-               and (d2 == UNLIMITED or w2 <= d2 + _EPS))
-    zero_penalty = (s0 <= 0 and w0 > _EPS) or (s1 <= 0 and w1 > _EPS) or (s2 <= 0 and w2 > _EPS)
+    over_utilised = f0 < a0 and f1 < a1 and f2 < a2
+    starved = ((d0 == UNLIMITED or w0 <= d0) and (d1 == UNLIMITED or w1 <= d1)
+               and (d2 == UNLIMITED or w2 <= d2))
+    zero_penalty = (s0 <= 0 and w0 > 0) or (s1 <= 0 and w1 > 0) or (s2 <= 0 and w2 > 0)
     # Rules 1-4: not over-utilised first, starved first, higher priority first, no zero-share penalty first.
     rank = (over_utilised, not starved, -q.rec.priority, zero_penalty)
     return (rank, _drf(w0, w1, w2, s0, s1, s2), _drf(a0, a1, a2, s0, s1, s2), q.alloc_share, q.rec.created,
@@ -114,7 +117,7 @@ def queue_before(a: QueueFacts, b: QueueFacts) -> bool:
     return (a[4], a[5]) < (b[4], b[5])
 
 
-RequestOf = Callable[[Job], Sequence[float]]
+RequestOf = Callable[[Job], Sequence[int]]
 # Per tree node: (facts, representative job, best child or None for a queue that holds the jobs itself).
 _Eval = tuple[QueueFacts, Job, "QueueState | None"]
 
@@ -128,7 +131,7 @@ class JobTree:
 
     def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None, *,
                  job_key: Callable[[Job], tuple[object, ...]] = job_order_key,
-                 facts: Callable[[QueueState, Sequence[float]], QueueFacts] = queue_facts,
+                 facts: Callable[[QueueState, Sequence[int]], QueueFacts] = queue_facts,
                  before: Callable[[QueueFacts, QueueFacts], bool] = queue_before) -> None:
         self._request_of = request_of
         self._job_key = job_key
@@ -140,7 +143,7 @@ class JobTree:
         self._count: dict[QueueState, int] = {}
         self._children: dict[QueueState, list[QueueState]] = {}
         self._eval: dict[QueueState, _Eval] = {}
-        self._requests: dict[int, Sequence[float]] = {}  # by id(job); a job changes only between pop and push
+        self._requests: dict[int, Sequence[int]] = {}  # by id(job); a job changes only between pop and push
         self._roots: list[QueueState] = []
         by_leaf: dict[str, list[Job]] = {}
         for job in jobs:

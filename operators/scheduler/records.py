@@ -2,7 +2,8 @@
 
 The live loop keeps one record per object and rebuilds the snapshot from them every cycle, so everything that
 is costly (quantity parsing, affinity parsing, the placement signature) is done here, once.
-Units used throughout the scheduler core: cpu in millicores, memory in bytes, gpu in devices.
+Units used throughout the scheduler core are integers (`units`): cpu in millicores, memory in bytes, other
+resources in whole units, a node's GPUs in devices, GPU requests and queue GPU amounts in micro-GPUs.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
@@ -23,12 +25,14 @@ from operators.core.resources import (
     parse_quantity,
     pod_container_requests,
 )
+from operators.scheduler.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
-UNLIMITED = -1.0
+UNLIMITED = -1
 DEFAULT_MAX_PODS = 110
 # Resources with a dedicated field; everything else requested is a "scalar" checked generically.
 _BASE_RESOURCES = frozenset({"cpu", "memory", "pods", keys.GPU_RESOURCE})
 _GPU_GROUP_PREFIX = keys.GPU_GROUP_LABEL + "/"
+_ZERO = Decimal(0)
 
 
 def parse_time(value: Any) -> float:
@@ -41,11 +45,12 @@ def parse_time(value: Any) -> float:
         return 0.0
 
 
-def _q(value: Any) -> float:
+def _q(value: Any, scale: int = 1) -> int:
+    """A quantity in core units (`scale` per unit), rounded up; 0 when malformed."""
     try:
-        return float(parse_quantity(value))
-    except (QuantityError, TypeError):
-        return 0.0
+        return ceil_scaled(parse_quantity(value), scale)
+    except (QuantityError, TypeError, ArithmeticError):
+        return 0
 
 
 # --- label selectors and node affinity ---------------------------------------------------------
@@ -241,11 +246,11 @@ class NodeRecord:
     taints: tuple[Taint, ...]
     unschedulable: bool
     ready: bool
-    cpu: float
-    memory: float
+    cpu: int  # millicores
+    memory: int  # bytes
     gpus: int
     max_pods: int
-    scalars: tuple[tuple[str, float], ...]
+    scalars: tuple[tuple[str, int], ...]
     gpu_memory_mib: int | None
     gpu_count_label: int | None
     created: float = 0.0  # epoch seconds (autoscaler provisioning prefers nodes newer than a gang's request)
@@ -265,10 +270,10 @@ class PodRecord:
     pod_group: str
     subgroup: str
     labels: Mapping[str, str]
-    cpu: float
-    memory: float
+    cpu: int  # millicores
+    memory: int  # bytes
     gpu: GpuRequest
-    scalars: tuple[tuple[str, float], ...]
+    scalars: tuple[tuple[str, int], ...]
     gpu_groups: tuple[str, ...]
     constraints: Constraints
     task_priority: int | None
@@ -355,8 +360,8 @@ class QueueRecord:
     parent: str
     priority: int
     display_name: str
-    quota: tuple[float, float, float]
-    limit: tuple[float, float, float]
+    quota: tuple[int, int, int]  # micro-GPUs, millicores, bytes
+    limit: tuple[int, int, int]
     weight: tuple[float, float, float]
     labels: Mapping[str, str] = field(default_factory=dict)
     # spec.preemptMinRuntime / spec.reclaimMinRuntime in seconds; None = unset (inherit from the parent).
@@ -424,12 +429,12 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
         gpu_count = int(raw_count) if raw_count is not None else None
     except ValueError:
         gpu_count = None
-    max_pods = int(_q(alloc["pods"])) if "pods" in alloc else DEFAULT_MAX_PODS
+    max_pods = _q(alloc["pods"]) if "pods" in alloc else DEFAULT_MAX_PODS
     return NodeRecord(
         name=str(meta.get("name", "")), labels=labels, taints=taints,
         unschedulable=bool(spec.get("unschedulable")), ready=ready,
-        cpu=_q(alloc.get("cpu", 0)) * 1000, memory=_q(alloc.get("memory", 0)),
-        gpus=int(_q(alloc.get(keys.GPU_RESOURCE, 0))), max_pods=max_pods, scalars=scalars,
+        cpu=_q(alloc.get("cpu", 0), MILLI), memory=_q(alloc.get("memory", 0)),
+        gpus=_whole(alloc.get(keys.GPU_RESOURCE, 0)), max_pods=max_pods, scalars=scalars,
         gpu_memory_mib=node_gpu_memory_mib(labels), gpu_count_label=gpu_count,
         created=parse_time(meta.get("creationTimestamp")))
 
@@ -508,14 +513,16 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         task_priority = None
     is_leader = (labels.get(keys.RAY_NODE_TYPE_LABEL) == "head"
                  or labels.get(keys.KUBEFLOW_JOB_ROLE) in ("master", "launcher"))
-    scalars = tuple(sorted((str(k), float(v)) for k, v in requests.items() if k not in _BASE_RESOURCES and v > 0))
+    scalars = tuple(sorted((str(k), ceil_scaled(v, 1)) for k, v in requests.items()
+                           if k not in _BASE_RESOURCES and v > 0))
     return PodRecord(
         namespace=namespace, name=str(meta.get("name", "")), uid=str(meta.get("uid") or meta.get("name", "")),
         created=parse_time(meta.get("creationTimestamp")), phase=str(status.get("phase") or "Pending"),
         node_name=str(spec.get("nodeName") or ""), deleting=bool(meta.get("deletionTimestamp")),
         gated=bool(spec.get("schedulingGates")), scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         pod_group=annotations.get(keys.POD_GROUP_NAME, ""), subgroup=labels.get(keys.SUBGROUP_LABEL, ""),
-        labels=labels, cpu=float(requests.get("cpu", 0)) * 1000, memory=float(requests.get("memory", 0)),
+        labels=labels, cpu=ceil_scaled(requests.get("cpu", _ZERO), MILLI),
+        memory=ceil_scaled(requests.get("memory", _ZERO), 1),
         gpu=gpu, scalars=scalars, gpu_groups=tuple(dict.fromkeys(groups)),
         constraints=_constraints(spec, namespace, annotations), task_priority=task_priority,
         is_leader=is_leader, nominated_node=str(status.get("nominatedNodeName") or ""),
@@ -561,6 +568,14 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         topology=topology_constraint(spec.get("topologyConstraint")))
 
 
+def _whole(value: Any) -> int:
+    """A count of devices: the quantity's integer part (a node has no partial GPU); 0 when malformed."""
+    try:
+        return int(parse_quantity(value))
+    except (QuantityError, TypeError, ArithmeticError):
+        return 0
+
+
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -582,15 +597,22 @@ def _provisioning_parameters(annotations: Mapping[str, Any]) -> tuple[tuple[str,
                         if str(k).startswith(prefix) and len(str(k)) > len(prefix)))
 
 
-def _queue_vector(resources: Mapping[str, Any], field_name: str, default: float) -> tuple[float, float, float]:
-    def one(name: str, scale: float) -> float:
+def _queue_vector(resources: Mapping[str, Any], field_name: str) -> tuple[int, int, int]:
+    def one(name: str, scale: int) -> int:
         raw = (resources.get(name) or {}).get(field_name)
         if raw is None:
-            return default
+            return 0
         value = float(raw)
-        return value if value == UNLIMITED else value * scale
-    # Queue memory is in megabytes (10^6 bytes); the core works in bytes.
-    return one("gpu", 1.0), one("cpu", 1.0), one("memory", 1e6)
+        return UNLIMITED if value == UNLIMITED else queue_amount(value, scale)
+    # Queue GPUs are devices (the core counts micro-GPUs), cpu millicores, memory megabytes (the core: bytes).
+    return one("gpu", GPU), one("cpu", 1), one("memory", MB)
+
+
+def _weights(resources: Mapping[str, Any]) -> tuple[float, float, float]:
+    def one(name: str) -> float:
+        raw = (resources.get(name) or {}).get("overQuotaWeight")
+        return 0.0 if raw is None else float(raw)
+    return one("gpu"), one("cpu"), one("memory")
 
 
 def _duration(value: Any) -> float | None:
@@ -612,8 +634,8 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         name=str(meta.get("name", "")), uid=str(meta.get("uid") or meta.get("name", "")),
         created=parse_time(meta.get("creationTimestamp")), parent=str(spec.get("parentQueue") or ""),
         priority=int(priority) if priority is not None else 100, display_name=str(spec.get("displayName") or ""),
-        quota=_queue_vector(resources, "quota", 0.0), limit=_queue_vector(resources, "limit", 0.0),
-        weight=_queue_vector(resources, "overQuotaWeight", 0.0), labels=dict(meta.get("labels") or {}),
+        quota=_queue_vector(resources, "quota"), limit=_queue_vector(resources, "limit"),
+        weight=_weights(resources), labels=dict(meta.get("labels") or {}),
         preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
         reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
         provisioning_class=_provisioning_class(meta.get("annotations") or {}),

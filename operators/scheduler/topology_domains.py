@@ -24,38 +24,37 @@ from typing import NamedTuple
 
 from operators.scheduler.explain import humanize
 from operators.scheduler.records import TopologyConstraintSpec, TopologyRecord
-
-_EPS = 1e-9
+from operators.scheduler.units import GPU, to_gpus
 
 
 class Resources(NamedTuple):
-    """GPUs (devices), CPU (millicores) and memory (bytes), the scheduler core's units (a tuple: cheap to make)."""
+    """Micro-GPUs, CPU (millicores) and memory (bytes), the scheduler core's integer units (a tuple: cheap to
+    make)."""
 
-    gpu: float = 0.0
-    cpu: float = 0.0
-    memory: float = 0.0
+    gpu: int = 0
+    cpu: int = 0
+    memory: int = 0
 
     def covers(self, need: Resources) -> bool:
-        return (self.gpu + _EPS >= need.gpu and self.cpu + _EPS >= need.cpu
-                and self.memory + _EPS >= need.memory)
+        return self.gpu >= need.gpu and self.cpu >= need.cpu and self.memory >= need.memory
 
     def lacking(self, need: Resources) -> Resources:
         """What `need` asks beyond these resources (zero where they suffice)."""
-        return Resources(max(need.gpu - self.gpu, 0.0), max(need.cpu - self.cpu, 0.0),
-                         max(need.memory - self.memory, 0.0))
+        return Resources(max(need.gpu - self.gpu, 0), max(need.cpu - self.cpu, 0),
+                         max(need.memory - self.memory, 0))
 
     def describe(self) -> str:
         """`2 GPUs, 0.5 CPU cores, 1.5 GB memory`, naming only what is non-zero ("nothing" when all are)."""
         parts = []
-        if self.gpu > _EPS:
-            parts.append(f"{humanize(self.gpu)} GPU{'' if abs(self.gpu - 1) < _EPS else 's'}")
-        if self.cpu > _EPS:
-            parts.append(f"{humanize(self.cpu / 1000)} CPU core{'' if abs(self.cpu - 1000) < _EPS else 's'}")
-        if self.memory > _EPS:
+        if self.gpu > 0:
+            parts.append(f"{humanize(to_gpus(self.gpu))} GPU{'' if self.gpu == GPU else 's'}")
+        if self.cpu > 0:
+            parts.append(f"{humanize(self.cpu / 1000)} CPU core{'' if self.cpu == 1000 else 's'}")
+        if self.memory > 0:
             parts.append(f"{humanize(self.memory / 1e9)} GB memory")
         return ", ".join(parts) or "nothing"
 
-    def order_key(self) -> tuple[float, float, float]:
+    def order_key(self) -> tuple[int, int, int]:
         return self.gpu, self.cpu, self.memory
 
 
@@ -220,7 +219,7 @@ def with_free(domains: Iterable[Domain], free: Mapping[str, Resources]) -> tuple
     out = []
     get = free.get
     for d in domains:
-        gpu = cpu = memory = 0.0
+        gpu = cpu = memory = 0
         for node in d.order or sorted(d.nodes):
             r = get(node)
             if r is not None:

@@ -28,23 +28,20 @@ from operators.scheduler.model import Job, Task
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
 
-_EPS = 1e-6
-
-
-def fits_free(request: Sequence[float], free: Sequence[float]) -> bool:
+def fits_free(request: Sequence[int], free: Sequence[int]) -> bool:
     """Moving pods never frees capacity: the cluster's idle + releasing total must already cover the job."""
-    return not any(request[r] > free[r] + _EPS for r in range(3))
+    return not any(request[r] > free[r] for r in range(3))
 
 
-def _may_fit(session: Session, job: Job, free: Sequence[float]) -> bool:
+def _may_fit(session: Session, job: Job, free: Sequence[int]) -> bool:
     """fits_free(job_request(tasks_to_allocate(job)), free). With one podset the first pending pod is among
-    the tasks, and a float sum of non-negative vectors is at least each of them, so a first pod that does not
+    the tasks, and a sum of non-negative vectors is at least each of them, so a first pod that does not
     fit settles it without building the request."""
     if len(job.podsets) == 1:
         pending = job.podsets[0].pending
         if pending:
             v = session.task_vector(pending[0])
-            if v[0] > free[0] + _EPS or v[1] > free[1] + _EPS or v[2] > free[2] + _EPS:
+            if v[0] > free[0] or v[1] > free[1] or v[2] > free[2]:
                 return False
     return fits_free(session.job_request(session.tasks_to_allocate(job)), free)
 

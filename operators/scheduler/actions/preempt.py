@@ -60,7 +60,7 @@ class Preempt:
         tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
-        freed: dict[QueueState, list[float]] | None = None
+        freed: dict[QueueState, list[int]] | None = None
         cache: dict[tuple[object, ...], list[Chunk]] = {}  # ordered victims per (queue, priority) until a commit
         while hopeful > 0 and not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None

@@ -29,17 +29,19 @@ from operators.scheduler.actions.victims import (
 )
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import Job, QueueState, Task
+from operators.scheduler.units import RATIO_EPS
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
 
-_EPS = 1e-6
+# The saturation rule compares ratios (allocated / fair share, times the configured multiplier), floats, under
+# the core's one tolerance. Every amount is an exact integer (micro-GPUs, millicores, bytes).
+_RATIO_EPS = RATIO_EPS
 
 
-def can_reclaim(queue: QueueState, request: Sequence[float]) -> bool:
+def can_reclaim(queue: QueueState, request: Sequence[int]) -> bool:
     """The reclaimer's leaf queue stays within its fair share in every requested resource."""
-    return all(request[r] <= _EPS or queue.allocated[r] + request[r] <= queue.fair_share[r] + _EPS
-               for r in range(3))
+    return all(request[r] <= 0 or queue.allocated[r] + request[r] <= queue.fair_share[r] for r in range(3))
 
 
 def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, QueueState]:
@@ -55,13 +57,13 @@ def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, Que
 def _could_take(v_side: QueueState, used: Sequence[int]) -> bool:
     """The validator's per-chunk test on the victim side's allocation before anything is taken from it."""
     alloc, share, quota = v_side.allocated, v_side.alloc_share, v_side.rec.quota
-    return any(alloc[r] > share[r] + _EPS or (quota[r] != UNLIMITED and alloc[r] > quota[r] + _EPS) for r in used)
+    return any(alloc[r] > share[r] or (quota[r] != UNLIMITED and alloc[r] > quota[r]) for r in used)
 
 
 class ReclaimValidator:
     """Fairness rules of one reclaimer against one scenario, on the accounting at the start of its search."""
 
-    def __init__(self, session: Session, job: Job, request: Sequence[float],
+    def __init__(self, session: Session, job: Job, request: Sequence[int],
                  sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None) -> None:
         assert job.queue is not None
         self.session = session
@@ -70,7 +72,7 @@ class ReclaimValidator:
         self.request = request
         self.res = main_resource(request)
         self.multiplier = max(1.0, session.config.reclaimer_saturation_multiplier)
-        self.contested = [r for r in range(3) if request[r] > _EPS]
+        self.contested = [r for r in range(3) if request[r] > 0]
         self._sides = sides if sides is not None else {}
         self._viable: dict[tuple[QueueState, tuple[int, ...]], bool] = {}
 
@@ -80,9 +82,9 @@ class ReclaimValidator:
             pair = self._sides[(self.queue, victim)] = _diverge(self.queue, victim)
         return pair
 
-    def _used(self, vec: Sequence[float]) -> tuple[int, ...]:
+    def _used(self, vec: Sequence[int]) -> tuple[int, ...]:
         contested = self.contested
-        return tuple([r for r in contested if vec[r] > _EPS] or contested)
+        return tuple([r for r in contested if vec[r] > 0] or contested)
 
     def viable(self, chunk: Chunk) -> bool:
         """Necessary for any scenario holding `chunk`: its victim side is above its share or quota *now* in a
@@ -97,9 +99,9 @@ class ReclaimValidator:
         return ok
 
     def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
-        alloc: dict[QueueState, list[float]] = {}
+        alloc: dict[QueueState, list[int]] = {}
 
-        def a(q: QueueState) -> list[float]:
+        def a(q: QueueState) -> list[int]:
             v = alloc.get(q)
             if v is None:
                 v = alloc[q] = list(q.allocated)
@@ -114,7 +116,7 @@ class ReclaimValidator:
             vec = chunk.vector(self.session)
             used = self._used(vec)
             remaining = a(v_side)
-            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r] + _EPS]
+            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]]
             if above_share:
                 r = self.res if self.res in above_share else above_share[0]
                 reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its fair share of "
@@ -122,9 +124,9 @@ class ReclaimValidator:
             else:
                 mine = a(r_side)
                 within_quota = all(r_side.rec.quota[r] == UNLIMITED
-                                   or mine[r] + self.request[r] <= r_side.rec.quota[r] + _EPS for r in contested)
+                                   or mine[r] + self.request[r] <= r_side.rec.quota[r] for r in contested)
                 above_quota = [r for r in used if v_side.rec.quota[r] != UNLIMITED
-                               and remaining[r] > v_side.rec.quota[r] + _EPS]
+                               and remaining[r] > v_side.rec.quota[r]]
                 if not (within_quota and above_quota):
                     return None
                 r = self.res if self.res in above_quota else above_quota[0]
@@ -139,7 +141,7 @@ class ReclaimValidator:
             return None
         return reasons
 
-    def _saturation_ok(self, a: Callable[[QueueState], list[float]], affected: set[QueueState],
+    def _saturation_ok(self, a: Callable[[QueueState], list[int]], affected: set[QueueState],
                        contested: list[int]) -> bool:
         """At every level of the reclaimer's ancestry it must end less saturated than each sibling it takes
         from (allocated / fair share), unless it stays within its own fair share."""
@@ -153,14 +155,14 @@ class ReclaimValidator:
             for r in contested:
                 share = q.fair_share[r]
                 after = mine[r] + self.request[r]
-                ratio = after / share if share > _EPS else float("inf")
-                if ratio <= 1 + _EPS:
-                    continue
+                if after <= share:
+                    continue  # within its own fair share
+                ratio = after / share if share > 0 else float("inf")
                 for s in takes_from:
                     theirs = s.fair_share[r]
-                    if theirs <= _EPS:
+                    if theirs <= 0:
                         continue
-                    if ratio * self.multiplier >= a(s)[r] / theirs - _EPS:
+                    if ratio * self.multiplier >= a(s)[r] / theirs - _RATIO_EPS:
                         return False
         return True
 
@@ -180,7 +182,7 @@ class Reclaim:
         tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
-        freed: dict[QueueState, list[float]] | None = None
+        freed: dict[QueueState, list[int]] | None = None
         # Ordered victims per (reclaimer queue, contested resources); valid until the next commit. Victim-side
         # queues and per-job chunks (with their min-runtime protection) stay valid until their job is evicted.
         cache: dict[tuple[object, ...], MergedVictims] = {}
@@ -212,7 +214,7 @@ class Reclaim:
                 freed = releasable(session, candidates)
             if session.capacity_error(job, tasks, freed) is not None:
                 continue
-            key = (job.queue, tuple(r for r in range(3) if request[r] > _EPS))
+            key = (job.queue, tuple(r for r in range(3) if request[r] > 0))
             chunks = cache.get(key)
             if chunks is None:
                 chunks = cache[key] = self._victims(session, job, request)
@@ -243,7 +245,7 @@ class Reclaim:
                 stmt.discard()
                 failed.add(signature)
 
-    def _victims(self, session: Session, job: Job, request: Sequence[float]) -> MergedVictims:
+    def _victims(self, session: Session, job: Job, request: Sequence[int]) -> MergedVictims:
         """Victims of other queues whose victim side is above its share or quota now, in victim order.
 
         The same as order_chunks() over every candidate's chunks, but cheaper: a queue's chunks, in their
@@ -253,7 +255,7 @@ class Reclaim:
         """
         mine = job.queue
         assert mine is not None
-        contested = [r for r in range(3) if request[r] > _EPS]
+        contested = [r for r in range(3) if request[r] > 0]
         takeable: dict[QueueState, bool] = {}
         per_queue: list[tuple[QueueState, list[Chunk]]] = []
         for victim in self._by_queue:

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 from operators.scheduler.actions.common import allocate_job
 from operators.scheduler.actions.victims import Chunk, moved_note
 from operators.scheduler.model import VICTIM_STATUSES, Job, Task
+from operators.scheduler.units import GPU, queue_amount
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session, Statement
 
-_EPS = 1e-6
 # Scenarios validated or simulated per job and action: a safety valve for huge clusters.
 MAX_SIMULATIONS = 256
 # Work one action may spend per cycle (victim chunks scanned + scenario sizes validated + 50 per simulation).
@@ -46,13 +46,13 @@ Describe = Callable[[Task, Chunk, str], str]
 Viable = Callable[[Chunk], bool]
 
 
-def cluster_free(session: Session) -> list[float]:
-    """Idle plus releasing resources of schedulable nodes: (gpu, cpu, memory)."""
+def cluster_free(session: Session) -> list[int]:
+    """Idle plus releasing resources of schedulable nodes: (micro-GPUs, millicores, bytes)."""
     return session.cluster_free()
 
 
-def _short(request: Sequence[float], available: Sequence[float]) -> bool:
-    return any(request[r] > available[r] + _EPS for r in range(3))
+def _short(request: Sequence[int], available: Sequence[int]) -> bool:
+    return any(request[r] > available[r] for r in range(3))
 
 
 class Solver:
@@ -62,9 +62,11 @@ class Solver:
         cfg = session.config
         self.max_pods = cfg.max_evictions_per_job
         self.max_gpus = cfg.max_evicted_gpus_per_job
+        # The cap in micro-GPUs (the configured decimal, exactly); meaningful when max_gpus >= 0.
+        self.max_gpu_units = queue_amount(self.max_gpus, GPU) if self.max_gpus >= 0 else -1
         self.work = ACTION_WORK_BUDGET
-        self._free: list[float] | None = None
-        self._request: list[float] = [0.0, 0.0, 0.0]  # the request of the job being solved
+        self._free: list[int] | None = None
+        self._request: list[int] = [0, 0, 0]  # the request of the job being solved
         # Per pending job: equivalence keys of victim sets that failed for it since the last commit.
         self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
 
@@ -84,7 +86,7 @@ class Solver:
             return False
         if self.max_gpus >= 0:
             gpus = sum(c.vector(self.session)[0] for c in chunks)
-            if gpus > self.max_gpus + _EPS:
+            if gpus > self.max_gpu_units:
                 return False
         return True
 
@@ -166,13 +168,13 @@ class Solver:
         check_caps = self.max_pods >= 0 or self.max_gpus >= 0
         nodes_of = session.nodes
         prefix: list[Chunk] = []  # the chunks that passed so far, in order (the whole-prefix scenario)
-        f0 = f1 = f2 = 0.0  # their summed vectors (in order, as sum() would add them)
+        f0 = f1 = f2 = 0  # their summed vectors
         prefix_pods = 0
         prefix_jobs: set[int] = set()
         prefix_dead = False  # some chunk of the prefix fails `viable`
         on_node: dict[int, list[Chunk]] = {}
-        freed_on: dict[int, list[float]] = {}  # per node: the victims' pods' vectors on that node
-        sum_on: dict[int, list[float]] = {}  # per node: the full vectors of the chunks touching it
+        freed_on: dict[int, list[int]] = {}  # per node: the victims' pods' vectors on that node
+        sum_on: dict[int, list[int]] = {}  # per node: the full vectors of the chunks touching it
         dead_on: set[int] = set()
         budget = MAX_SIMULATIONS
         for newest in chunks:
@@ -225,18 +227,17 @@ class Solver:
                     if t.node not in seen:
                         seen.add(t.node)
                         on_node.setdefault(t.node, []).append(newest)
-                        acc = sum_on.setdefault(t.node, [0.0, 0.0, 0.0])
+                        acc = sum_on.setdefault(t.node, [0, 0, 0])
                         for r in range(3):
                             acc[r] += v[r]
                         if dead:
                             dead_on.add(t.node)
                     tv = session.task_vector(t)
-                    acc = freed_on.setdefault(t.node, [0.0, 0.0, 0.0])
+                    acc = freed_on.setdefault(t.node, [0, 0, 0])
                     for r in range(3):
                         acc[r] += tv[r]
                 nodes = sorted(seen)
-            if not move_victims and (req0 > free0 + f0 + _EPS or req1 > free1 + f1 + _EPS
-                                     or req2 > free2 + f2 + _EPS):
+            if not move_victims and (req0 > free0 + f0 or req1 > free1 + f1 or req2 > free2 + f2):
                 continue
             # (scenario, known to fail the validator, its node or -1 for the whole prefix)
             scenarios: list[tuple[list[Chunk], bool, int]] = []
@@ -247,11 +248,11 @@ class Solver:
                         continue
                     if not move_victims:
                         fo = freed_on[n]
-                        room0 = node.idle_gpu + node.rel_gpu
+                        room0 = (node.idle_gpu + node.rel_gpu) * GPU
                         if node.groups:
                             room0 += sum(g.free for g in node.groups.values() if not g.fully_releasing)
-                        if (req0 > room0 + fo[0] + _EPS or req1 > node.idle_cpu + node.rel_cpu + fo[1] + _EPS
-                                or req2 > node.idle_mem + node.rel_mem + fo[2] + _EPS):
+                        if (req0 > room0 + fo[0] or req1 > node.idle_cpu + node.rel_cpu + fo[1]
+                                or req2 > node.idle_mem + node.rel_mem + fo[2]):
                             continue
                 scenarios.append((on_node[n], n in dead_on, n))
             if not single:
@@ -266,7 +267,7 @@ class Solver:
                     if max_victim_jobs is not None and len(prefix_jobs) > max_victim_jobs:
                         continue
                     if check_caps and ((self.max_pods >= 0 and prefix_pods > self.max_pods)
-                                       or (self.max_gpus >= 0 and f0 > self.max_gpus + _EPS)):
+                                       or (self.max_gpus >= 0 and f0 > self.max_gpu_units)):
                         continue
                     # The prefix's total was checked above.
                 else:
@@ -276,8 +277,7 @@ class Solver:
                         continue
                     if not move_victims:
                         got = sum_on[n]
-                        if (req0 > free0 + got[0] + _EPS or req1 > free1 + got[1] + _EPS
-                                or req2 > free2 + got[2] + _EPS):
+                        if req0 > free0 + got[0] or req1 > free1 + got[1] or req2 > free2 + got[2]:
                             continue
                 budget -= 1  # validations and simulations both count: keeps a job's search linear
                 if known_dead:
@@ -451,7 +451,7 @@ class Solver:
             saved_used = [g.used for g in blocked]
             released = sum(1 for g in blocked if g.fully_releasing)  # counted as whole releasing GPUs
             for g in blocked:
-                g.used = 2.0  # no room left on the devices it leaves, for this one search
+                g.used = 2 * GPU  # no room left on the devices it leaves, for this one search
             origin.rel_gpu -= released
             try:
                 placement = self.session.placer.find(task)

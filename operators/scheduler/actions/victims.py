@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from operators.scheduler.explain import humanize
-from operators.scheduler.fairshare import UNLIMITED
+from operators.scheduler.fairshare import UNLIMITED, WHOLE
 from operators.scheduler.model import VICTIM_STATUSES, Job, QueueState, Task
 from operators.scheduler.ordering import podset_order_key, task_order_key
 from operators.scheduler.records import parse_time
+from operators.scheduler.units import to_gpus
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
-
-_EPS = 1e-9
 
 
 @dataclass(slots=True, eq=False)
@@ -31,10 +30,10 @@ class Chunk:
     job: Job
     tasks: list[Task]
     core: bool  # the job's remaining pods (False: one elastic pod above minMember)
-    _vector: tuple[float, float, float] | None = None
+    _vector: tuple[int, int, int] | None = None
 
-    def vector(self, session: Session) -> tuple[float, float, float]:
-        """(gpu, cpu, memory) the chunk counts for its queue (fixed while the chunk is a candidate)."""
+    def vector(self, session: Session) -> tuple[int, int, int]:
+        """(micro-GPUs, millicores, bytes) the chunk counts for its queue (fixed while the chunk is a candidate)."""
         if self._vector is None:
             v = session.job_request(self.tasks)
             self._vector = (v[0], v[1], v[2])
@@ -52,13 +51,13 @@ def can_be_victim(job: Job) -> bool:
         t.status in VICTIM_STATUSES and t.node >= 0 for t in job.tasks)
 
 
-def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, list[float]]:
+def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, list[int]]:
     """Per queue, what all candidate victims below it hold: the most any scenario could free under its limit.
 
     Limits are checked on a scenario's state after its victims left, so a job over a limit can still succeed
     when victims in that queue's subtree make room; a job whose request exceeds even this bound cannot.
     """
-    out: dict[QueueState, list[float]] = {}
+    out: dict[QueueState, list[int]] = {}
     for job in candidates:
         if job.queue is None:
             continue
@@ -122,7 +121,7 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
     if len(by_queue) == 1:
         [items] = by_queue.values()
         return [c for _, c in reversed(items)]
-    taken: dict[QueueState, list[float]] = {q: [0.0, 0.0, 0.0] for q in by_queue}
+    taken: dict[QueueState, list[int]] = {q: [0, 0, 0] for q in by_queue}
     heap = [(q.rec.priority, -_over_ratio(q.allocated, q.alloc_share, taken[q]), q.name, q) for q in by_queue]
     heapq.heapify(heap)
     out: list[Chunk] = []
@@ -139,12 +138,12 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
     return out
 
 
-def _over_ratio(allocated: Sequence[float], alloc_share: Sequence[float], taken: Sequence[float]) -> float:
+def _over_ratio(allocated: Sequence[int], alloc_share: Sequence[int], taken: Sequence[int]) -> float:
     best = 0.0
     for r in range(3):
         alloc = allocated[r] - taken[r]
         share = alloc_share[r]
-        best = max(best, alloc / share if share > _EPS else alloc * 1000.0)
+        best = max(best, alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0)
     return best
 
 
@@ -177,7 +176,7 @@ class MergedVictims:
         self._lists = {q: chunks for q, chunks in queues}
         self._pos = dict.fromkeys(self._lists, 0)
         self._alloc = {q: (q.allocated[0], q.allocated[1], q.allocated[2]) for q, _ in queues}
-        self._taken: dict[QueueState, list[float]] = {q: [0.0, 0.0, 0.0] for q, _ in queues}
+        self._taken: dict[QueueState, list[int]] = {q: [0, 0, 0] for q, _ in queues}
         self._heap = [(q.rec.priority, -_over_ratio(self._alloc[q], q.alloc_share, self._taken[q]), q.name, q)
                       for q, _ in queues]
         heapq.heapify(self._heap)
@@ -272,19 +271,20 @@ def protected(session: Session, job: Job, min_runtime: float) -> bool:
 # --- messages ------------------------------------------------------------------------------------
 
 
-def amount(vec: Sequence[float], r: int) -> str:
+def amount(vec: Sequence[int], r: int) -> str:
+    """One resource of a core-unit vector (micro-GPUs, millicores, bytes) as KAI prints it."""
     if r == 0:
-        return f"{humanize(vec[0])} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
+        return f"{humanize(to_gpus(vec[0]))} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
     if r == 1:
         return f"{humanize(vec[1] / 1000)} CPU cores" if vec[1] != UNLIMITED else "unlimited CPU cores"
     return f"{humanize(vec[2] / 1e9)} GB memory" if vec[2] != UNLIMITED else "unlimited memory"
 
 
-def main_resource(request: Sequence[float]) -> int:
+def main_resource(request: Sequence[int]) -> int:
     """The resource a message talks about: GPUs when requested, else CPU, else memory."""
-    if request[0] > _EPS:
+    if request[0] > 0:
         return 0
-    return 1 if request[1] > _EPS else 2
+    return 1 if request[1] > 0 else 2
 
 
 def reclaim_message(task: Task, job: Job, reason: str) -> str:

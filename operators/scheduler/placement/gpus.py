@@ -1,53 +1,55 @@
 """Fractional GPU placement: which shared GPU groups (or new whole GPUs) a gpu-fraction / gpu-memory pod gets.
 
-Portions are fractions of one device. A gpu-memory request is converted per node with the node's
-`nvidia.com/gpu.memory` (ceil to 1/100 of a device); nodes with unknown GPU memory cannot take it.
+Portions are fractions of one device, in micro-GPUs. A gpu-memory request is converted per node with the node's
+`nvidia.com/gpu.memory` (ceil to 1/100 of a device, on integers); nodes with unknown GPU memory cannot take it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from operators.core.resources import GpuRequest
 from operators.scheduler.model import NodeState
+from operators.scheduler.units import GPU, gpu_fraction, gpu_memory_portion, portion_text
 
-_EPS = 1e-9
+# A gpu-fraction's micro-GPUs, parsed once per distinct value.
+fraction_units = lru_cache(maxsize=4096)(gpu_fraction)
 
 
-def portion_on_node(gpu: GpuRequest, node: NodeState) -> float | None:
-    """Per-device portion of a shared request on this node; None if the node cannot express it."""
+def portion_on_node(gpu: GpuRequest, node: NodeState) -> int | None:
+    """Per-device portion (micro-GPUs) of a shared request on this node; None if the node cannot express it."""
     if gpu.portion is not None:
-        return gpu.portion
+        return fraction_units(gpu.portion)
     if gpu.memory_mib is None:
-        return 0.0
+        return 0
     mem = node.rec.gpu_memory_mib
     if not mem:
         return None
-    portion = math.ceil(100 * gpu.memory_mib / mem - _EPS) / 100
-    return portion if portion <= 1.0 + _EPS else None
+    portion = gpu_memory_portion(gpu.memory_mib, mem)
+    return portion if portion <= GPU else None
 
 
-def format_portion(portion: float) -> str:
-    return f"{portion:.2f}"
+def format_portion(portion: int) -> str:
+    return portion_text(portion)
 
 
-def shared_capacity(node: NodeState, portion: float, idle_only: bool) -> int:
+def shared_capacity(node: NodeState, portion: int, idle_only: bool) -> int:
     """How many distinct devices on the node could host `portion` (existing groups + whole free GPUs)."""
-    whole = int(node.idle_gpu + _EPS) if idle_only else int(node.idle_gpu + node.rel_gpu + _EPS)
+    whole = max(node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu, 0)  # over-committed: none
     fitting = 0
     for g in node.groups.values():
         if g.fully_releasing:
             continue
-        free = g.free if idle_only else 1.0 - g.used
-        if free + _EPS >= portion:
+        free = g.free if idle_only else GPU - g.used
+        if free >= portion:
             fitting += 1
     return whole + fitting
 
 
-def has_sharing_fit(node: NodeState, portion: float) -> bool:
-    return any(not g.fully_releasing and g.free + _EPS >= portion for g in node.groups.values())
+def has_sharing_fit(node: NodeState, portion: int) -> bool:
+    return any(not g.fully_releasing and g.free >= portion for g in node.groups.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,24 +60,24 @@ class GpuChoice:
     pipeline: bool
 
 
-def choose_groups(node: NodeState, portion: float, devices: int, spread: bool,
+def choose_groups(node: NodeState, portion: int, devices: int, spread: bool,
                   new_id: Callable[[int], str]) -> GpuChoice | None:
     """Pick `devices` distinct devices: gpupack = fullest shared GPU first, gpuspread = emptiest first.
 
     `new_id(i)` mints the id of a new group for the pod's i-th device. Ties: existing groups by id, then idle whole
     GPUs, then releasing whole GPUs, so the result is deterministic.
     """
-    candidates: list[tuple[float, int, str, bool, bool]] = []
+    candidates: list[tuple[int, int, str, bool, bool]] = []
     for gid in sorted(node.groups):
         g = node.groups[gid]
-        if g.fully_releasing or 1.0 - g.used + _EPS < portion:
+        if g.fully_releasing or GPU - g.used < portion:
             continue
         used = g.used + g.releasing
-        score = 1.0 - used if spread else used
-        candidates.append((-score, 0, gid, False, g.free + _EPS < portion))
-    whole_score = 1.0 if spread else 0.0
-    idle_whole = int(node.idle_gpu + _EPS)
-    rel_whole = int(node.idle_gpu + node.rel_gpu + _EPS) - idle_whole
+        score = GPU - used if spread else used
+        candidates.append((-score, 0, gid, False, g.free < portion))
+    whole_score = GPU if spread else 0
+    idle_whole = max(node.idle_gpu, 0)
+    rel_whole = max(node.idle_gpu + node.rel_gpu, 0) - idle_whole
     for i in range(min(idle_whole, devices)):
         candidates.append((-whole_score, 1, f"~{i:04d}", True, False))
     for i in range(min(rel_whole, devices)):

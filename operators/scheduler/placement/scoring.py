@@ -61,7 +61,7 @@ class NodeIndex:
 
     @staticmethod
     def _shareable(node: NodeState) -> bool:
-        return any(not g.fully_releasing and g.free > 1e-9 for g in node.groups.values())
+        return any(not g.fully_releasing and g.free > 0 for g in node.groups.values())
 
     @staticmethod
     def _is_releasing(node: NodeState) -> bool:
@@ -99,7 +99,7 @@ class NodeIndex:
     def gpu_order(self, min_free: float) -> Iterator[int]:
         """GPU nodes, best first. Binpack starts at the first node with enough free GPUs."""
         lst = self.gpu_list
-        start = 0 if self.gpu_spread else bisect_left(lst, (min_free - 1e-9, -1))
+        start = 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
         for pos in range(start, len(lst)):
             yield lst[pos][1]
 
@@ -109,7 +109,7 @@ class NodeIndex:
 
     def cpu_order(self, min_free: float, cpu_only_nodes: bool) -> Iterator[int]:
         lst = self.cpu_only_list if cpu_only_nodes else self.cpu_gpu_list
-        start = 0 if self.cpu_spread else bisect_left(lst, (min_free - 1e-9, -1))
+        start = 0 if self.cpu_spread else bisect_left(lst, (min_free, -1))
         for pos in range(start, len(lst)):
             yield lst[pos][1]
 

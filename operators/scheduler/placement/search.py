@@ -16,13 +16,13 @@ from operators.scheduler.placement import predicates as pred
 from operators.scheduler.placement.gpus import (
     GpuChoice,
     choose_groups,
+    fraction_units,
     has_sharing_fit,
     portion_on_node,
     shared_capacity,
 )
 from operators.scheduler.placement.scoring import NodeIndex
-
-_EPS = 1e-6
+from operators.scheduler.units import GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Placement:
     node: int
     pipeline: bool
     gpu: GpuChoice | None = None
-    portion: float = 0.0
+    portion: int = 0  # micro-GPUs per device
 
 
 class Placer:
@@ -126,7 +126,7 @@ class Placer:
                 hit = self._scan(task, index.shared_order(), mask, True, sharing=True)
                 if hit or (index.releasing and (hit := self._releasing(task, mask, sharing_only=True))):
                     return hit
-            hit = self._scan(task, index.gpu_order(0.0 if self.gpu_spread else 1.0), mask, True)
+            hit = self._scan(task, index.gpu_order(0 if self.gpu_spread else 1), mask, True)
         elif gpu.whole:
             hit = self._scan(task, index.gpu_order(gpu.whole), mask, True)
         else:
@@ -139,7 +139,8 @@ class Placer:
     def _scan(self, task: Task, order: Iterable[int], mask: bytearray, idle_only: bool,
               sharing: bool = False) -> Placement | None:
         nodes = self.nodes
-        portion = task.rec.gpu.portion
+        fraction = task.rec.gpu.portion
+        portion = fraction_units(fraction) if fraction is not None else None
         for i in order:
             if not mask[i]:
                 continue
@@ -167,14 +168,14 @@ class Placer:
                 continue
             node = nodes[i]
             # try_node(idle_only=False)'s first tests: a node failing them is refused whatever its rank.
-            if (cpu > node.idle_cpu + node.rel_cpu + _EPS or mem > node.idle_mem + node.rel_mem + _EPS
-                    or node.n_pods >= node.max_pods or (whole and whole > node.idle_gpu + node.rel_gpu + _EPS)):
+            if (cpu > node.idle_cpu + node.rel_cpu or mem > node.idle_mem + node.rel_mem
+                    or node.n_pods >= node.max_pods or (whole and whole > node.idle_gpu + node.rel_gpu)):
                 continue
             sharing = 0
             if gpu.is_shared and not self.gpu_spread:
                 p = portion_on_node(gpu, node)
                 sharing = int(p is not None and any(
-                    not g.fully_releasing and 1.0 - g.used + 1e-9 >= p for g in node.groups.values()))
+                    not g.fully_releasing and GPU - g.used >= p for g in node.groups.values()))
                 if sharing_only and not sharing:
                     continue
             restype = int(cpu_task and node.cap_gpu == 0)
@@ -189,23 +190,23 @@ class Placer:
     def try_node(self, task: Task, node: NodeState, idle_only: bool) -> Placement | None:
         rec = task.rec
         if idle_only:
-            if rec.cpu > node.idle_cpu + _EPS or rec.memory > node.idle_mem + _EPS:
+            if rec.cpu > node.idle_cpu or rec.memory > node.idle_mem:
                 return None
-        elif rec.cpu > node.idle_cpu + node.rel_cpu + _EPS or rec.memory > node.idle_mem + node.rel_mem + _EPS:
+        elif rec.cpu > node.idle_cpu + node.rel_cpu or rec.memory > node.idle_mem + node.rel_mem:
             return None
         if node.n_pods >= node.max_pods:
             return None
-        pipeline = not idle_only and (rec.cpu > node.idle_cpu + _EPS or rec.memory > node.idle_mem + _EPS)
+        pipeline = not idle_only and (rec.cpu > node.idle_cpu or rec.memory > node.idle_mem)
         gpu = rec.gpu
         if gpu.whole:
             free = node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu
-            if gpu.whole > free + _EPS:
+            if gpu.whole > free:
                 return None
-            pipeline = pipeline or gpu.whole > node.idle_gpu + _EPS
+            pipeline = pipeline or gpu.whole > node.idle_gpu
         if rec.scalars and not self._scalars_fit(task, node, idle_only):
             return None
         choice: GpuChoice | None = None
-        portion = 0.0
+        portion = 0
         if gpu.is_shared:
             p = portion_on_node(gpu, node)
             if p is None or shared_capacity(node, p, idle_only) < gpu.num_devices:
@@ -280,7 +281,7 @@ class Placer:
             have = node.scalars.get(name) if node.scalars else None
             if have is None:
                 return False
-            if qty > have[1] + (0.0 if idle_only else have[2]) + _EPS:
+            if qty > have[1] + (0 if idle_only else have[2]):
                 return False
         return True
 
@@ -295,7 +296,7 @@ class Placer:
             if reason:
                 return [reason]
         reasons: list[str] = []
-        if gpu.whole and gpu.whole > node.idle_gpu + node.rel_gpu + _EPS:
+        if gpu.whole and gpu.whole > node.idle_gpu + node.rel_gpu:
             reasons.append("node(s) didn't have enough resources: GPUs")
         if gpu.is_shared:
             if gpu.memory_mib is not None and not node.rec.gpu_memory_mib and node.cap_gpu > 0:
@@ -306,13 +307,13 @@ class Placer:
                 reasons.append("node(s) didn't have enough resources: GPU memory")
             elif p is None or shared_capacity(node, p, False) < gpu.num_devices:
                 reasons.append("node(s) didn't have enough resources: GPUs")
-        if rec.cpu > node.idle_cpu + node.rel_cpu + _EPS:
+        if rec.cpu > node.idle_cpu + node.rel_cpu:
             reasons.append("node(s) didn't have enough resources: CPU cores")
-        if rec.memory > node.idle_mem + node.rel_mem + _EPS:
+        if rec.memory > node.idle_mem + node.rel_mem:
             reasons.append("node(s) didn't have enough resources: memory")
         for name, qty in rec.scalars:
             have = node.scalars.get(name) if node.scalars else None
-            if have is None or qty > have[1] + have[2] + _EPS:
+            if have is None or qty > have[1] + have[2]:
                 reasons.append(f"node(s) didn't have enough resources: {name}")
         if reasons:
             return reasons

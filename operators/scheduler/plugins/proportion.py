@@ -16,8 +16,6 @@ from operators.scheduler.model import Job, QueueState, Task
 from operators.scheduler.ordering import queue_before, queue_facts
 from operators.scheduler.session import Session
 
-_EPS = 1e-9
-
 
 class Proportion(Plugin):
     name = "proportion"
@@ -40,7 +38,7 @@ class Proportion(Plugin):
 
     @staticmethod
     def capacity_error(session: Session, job: Job, tasks: Iterable[Task],
-                       freed: dict[QueueState, list[float]] | None) -> explain.JobError | None:
+                       freed: dict[QueueState, list[int]] | None) -> explain.JobError | None:
         """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor, on the current state.
 
         `freed` (per queue: what victims could still release under it) lowers the allocation the limits are
@@ -55,24 +53,24 @@ class Proportion(Plugin):
             minus = freed.get(q) if freed is not None else None
             for r in range(3):
                 limit = q.rec.limit[r]
-                if limit == UNLIMITED or req[r] <= _EPS:
+                if limit == UNLIMITED or req[r] <= 0:
                     continue
-                if q.allocated[r] - (minus[r] if minus is not None else 0.0) + req[r] > limit + _EPS:
+                if q.allocated[r] - (minus[r] if minus is not None else 0) + req[r] > limit:
                     msg = explain.over_limit(q.rec.title, r, limit, q.allocated[r], req[r])
                     return explain.JobError(keys.REASON_OVER_LIMIT, (msg,), _details(q, job, req))
         if not job.preemptible:
             for q in lineage:
                 for r in range(3):
                     quota = q.rec.quota[r]
-                    if quota != UNLIMITED and req[r] > _EPS and q.allocated_np[r] + req[r] > quota + _EPS:
+                    if quota != UNLIMITED and req[r] > 0 and q.allocated_np[r] + req[r] > quota:
                         msg = explain.non_preemptible_over_quota(q.rec.title, r, quota, q.allocated_np[r], req[r])
                         return explain.JobError(keys.REASON_NON_PREEMPTIBLE_OVER_QUOTA, (msg,),
                                                 _details(q, job, req))
         return None
 
 
-def _details(q: QueueState, job: Job, req: list[float]) -> dict[str, object]:
-    np_req = [0.0, 0.0, 0.0] if job.preemptible else req
+def _details(q: QueueState, job: Job, req: list[int]) -> dict[str, object]:
+    np_req = [0, 0, 0] if job.preemptible else req
     return explain.queue_details(q.name, q.request, q.rec.quota, q.allocated, q.allocated_np, q.rec.limit,
                                  req, np_req)
 

@@ -42,6 +42,7 @@ from operators.scheduler.topology_domains import (
     resolve,
     with_free,
 )
+from operators.scheduler.units import GPU
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -358,9 +359,9 @@ def _explain(session: Session, job: Job, reason: str, message: str) -> None:
 
 def _free(nodes: Iterable[NodeState]) -> dict[str, Resources]:
     """Idle plus releasing resources of the schedulable nodes (shared GPUs count by their free portions)."""
-    return {n.rec.name: Resources(n.idle_gpu + n.rel_gpu + (sum((g.free for g in n.groups.values()
-                                                                  if not g.fully_releasing), 0.0)
-                                                             if n.groups else 0.0),
+    return {n.rec.name: Resources((n.idle_gpu + n.rel_gpu) * GPU + (sum(g.free for g in n.groups.values()
+                                                                         if not g.fully_releasing)
+                                                                     if n.groups else 0),
                                   n.idle_cpu + n.rel_cpu, n.idle_mem + n.rel_mem)
             for n in nodes if n.ok}
 

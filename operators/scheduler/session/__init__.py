@@ -5,7 +5,7 @@ Opening the session derives task statuses, node usage, jobs and queue accounting
 accounting updates (node free resources and index, GPU groups, podset counters, queue allocation) and can be
 rolled back in reverse order; `commit()` turns the surviving operations into decisions. The plugins are called
 through `plugincalls`; `closing` explains what stays pending; `candidates` lists the jobs actions try and the
-jobs that may lose pods; `exactsum` keeps the cluster's free resources as exact sums.
+jobs that may lose pods; `exactsum` keeps the cluster's free resources as running integer sums.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from operators.scheduler.placement.search import Placer
 from operators.scheduler.session.accounting import DEFAULT_SUBGROUP, FailedAttempt, JobOutcome, rfc3339
 from operators.scheduler.session.candidates import Candidates
 from operators.scheduler.session.closing import Closing
-from operators.scheduler.session.exactsum import ClusterFree, ExactSum
+from operators.scheduler.session.exactsum import ClusterFree
 from operators.scheduler.session.opening import Opening
 from operators.scheduler.session.operations import Op, Operations, Statement
 from operators.scheduler.session.plugincalls import PluginCalls
 from operators.scheduler.snapshot import Snapshot
 
-__all__ = ["DEFAULT_SUBGROUP", "ExactSum", "FailedAttempt", "JobOutcome", "Op", "Session", "Statement", "rfc3339"]
+__all__ = ["DEFAULT_SUBGROUP", "FailedAttempt", "JobOutcome", "Op", "Session", "Statement", "rfc3339"]
 
 
 class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates):
@@ -40,9 +40,9 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         self._summaries: dict[tuple[object, ...], str] = {}
         self._unlimited_cache: dict[QueueState, bool] = {}
         # cluster_free(): per-node terms, and the nodes changed since they were last read.
-        self._free_terms: tuple[list[float], list[float], list[float]] | None = None
+        self._free_terms: tuple[list[int], list[int], list[int]] | None = None
         self._free_dirty: set[int] = set()
-        self._free_exact = (ExactSum(30), ExactSum(20), ExactSum(0))
+        self._free_totals: list[int] = [0, 0, 0]
         self._pending_jobs: list[Job] | None = None  # schedulable_jobs(): jobs with pending pods at its last call
         self._victims: list[Job] = []  # victim_candidates(), as of its last call (or session open)
         self._touched: set[Job] = set()  # jobs whose tasks changed status or node since then

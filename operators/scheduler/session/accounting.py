@@ -23,10 +23,12 @@ from operators.scheduler.model import (
     QueueState,
     Task,
 )
+from operators.scheduler.placement.gpus import fraction_units
 from operators.scheduler.placement.predicates import PodIndex
 from operators.scheduler.placement.scoring import NodeIndex
 from operators.scheduler.placement.search import Placer
 from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.units import GPU, gpu_memory_share
 
 DEFAULT_SUBGROUP = "default"
 
@@ -69,9 +71,9 @@ class Accounting:
     node_by_name: dict[str, NodeState]
     min_gpu_memory: int
     queues: dict[str, QueueState]
-    other_usage: list[float]
+    other_usage: list[int]
     jobs: list[Job]
-    total: tuple[float, float, float]
+    total: tuple[int, int, int]
     index: NodeIndex
     pod_index: PodIndex | None
     placer: Placer
@@ -90,27 +92,34 @@ class Accounting:
     def min_runtime_enabled(self) -> bool:
         return "minruntime" in self.framework.names
 
-    def task_vector(self, task: Task) -> tuple[float, float, float]:
-        """(gpu, cpu millicores, memory bytes) a task counts for its queue."""
-        rec = task.rec
-        gpu = float(rec.gpu.whole)
-        if rec.gpu.is_shared:
-            if task.node >= 0 and task.portion:
-                gpu += task.portion * rec.gpu.num_devices
-            elif rec.gpu.portion is not None:
-                gpu += rec.gpu.portion * rec.gpu.num_devices
-            elif rec.gpu.memory_mib is not None:
-                gpu += rec.gpu.num_devices * rec.gpu.memory_mib / self.min_gpu_memory
-        return gpu, rec.cpu, rec.memory
+    def task_vector(self, task: Task) -> tuple[int, int, int]:
+        """(micro-GPUs, cpu millicores, memory bytes) a task counts for its queue.
 
-    def job_request(self, tasks: Iterable[Task]) -> list[float]:
-        t0 = t1 = t2 = 0.0
+        A shared pod counts its per-device portion times its devices: the portion it holds on its node once
+        placed, else its gpu-fraction, else (gpu-memory, not placed) its MiB over the smallest device's MiB,
+        rounded up to a micro-GPU. Callers on hot paths inline the whole-GPU / CPU-only case
+        (`rec.gpu.whole * GPU, rec.cpu, rec.memory`) and call this only for shared pods."""
+        rec = task.rec
+        gpu = rec.gpu
+        v0 = gpu.whole * GPU
+        if gpu.is_shared:
+            if task.node >= 0 and task.portion:
+                v0 += task.portion * gpu.num_devices
+            elif gpu.portion is not None:
+                v0 += fraction_units(gpu.portion) * gpu.num_devices
+            elif gpu.memory_mib is not None:
+                v0 += gpu_memory_share(gpu.num_devices * gpu.memory_mib, self.min_gpu_memory)
+        return v0, rec.cpu, rec.memory
+
+    def job_request(self, tasks: Iterable[Task]) -> list[int]:
+        """The summed task_vector() of `tasks`."""
+        t0 = t1 = t2 = 0
         for t in tasks:
             rec = t.rec
             if rec.gpu.is_shared:
                 v0, v1, v2 = self.task_vector(t)
-            else:  # task_vector() of a whole-GPU or CPU-only task
-                v0, v1, v2 = float(rec.gpu.whole), rec.cpu, rec.memory
+            else:  # task_vector() of a whole-GPU or CPU-only task, inlined (hot path)
+                v0, v1, v2 = rec.gpu.whole * GPU, rec.cpu, rec.memory
             t0 += v0
             t1 += v1
             t2 += v2
@@ -130,7 +139,7 @@ class Accounting:
             ps.gated += sign
 
     @staticmethod
-    def _add_queue(queue: QueueState, vec: tuple[float, float, float], preemptible: bool, sign: int) -> None:
+    def _add_queue(queue: QueueState, vec: tuple[int, int, int], preemptible: bool, sign: int) -> None:
         v0, v1, v2 = sign * vec[0], sign * vec[1], sign * vec[2]
         q: QueueState | None = queue
         while q is not None:

@@ -10,6 +10,7 @@ from operators.scheduler.decisions import AnnotationUpdate, Decisions, NotReady,
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import GATED, PENDING, SUCCEEDED, Job, QueueState, Task
 from operators.scheduler.session.accounting import Accounting, JobOutcome
+from operators.scheduler.units import GPU
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -118,9 +119,12 @@ class Closing(Accounting):
                              rec.mark_unschedulable)
 
     def _queue_share(self, q: QueueState) -> QueueShare:
-        def vec(v: tuple[float, ...] | list[float]) -> dict[str, float]:
-            def conv(x: float, scale: float) -> float:
-                return -1.0 if x == UNLIMITED else round(x * scale, 3)
-            return {"gpu": conv(v[0], 1.0), "cpu": conv(v[1], 1.0), "memory": conv(v[2], 1e-6)}
+        def vec(v: tuple[int, ...] | list[int]) -> dict[str, float]:
+            # Core units (micro-GPUs, millicores, bytes) -> Queue units (GPUs, millicores, MB), 3 decimals.
+            def conv(x: int, r: int) -> float:
+                if x == UNLIMITED:
+                    return -1.0
+                return round(x / GPU if r == 0 else x * (1.0 if r == 1 else 1e-6), 3)
+            return {"gpu": conv(v[0], 0), "cpu": conv(v[1], 1), "memory": conv(v[2], 2)}
         return QueueShare(q.name, vec(q.fair_share), vec(q.allocated), vec(q.request), vec(q.rec.quota),
                           vec(q.rec.limit))

@@ -33,6 +33,7 @@ from operators.scheduler.placement.gpus import portion_on_node
 from operators.scheduler.placement.predicates import PodIndex
 from operators.scheduler.records import PodRecord, SubGroupSpec
 from operators.scheduler.session.accounting import DEFAULT_SUBGROUP, Accounting
+from operators.scheduler.units import GPU
 
 
 class Opening(Accounting):
@@ -42,12 +43,11 @@ class Opening(Accounting):
     def _open_nodes(self) -> None:
         self.nodes: list[NodeState] = []
         for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
-            scalars = {name: [q, q, 0.0] for name, q in rec.scalars} if rec.scalars else None
+            scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
             self.nodes.append(NodeState(
                 idx=i, rec=rec, ok=rec.ready and not rec.unschedulable, cap_cpu=rec.cpu, cap_mem=rec.memory,
-                cap_gpu=float(rec.gpus), max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
-                idle_gpu=float(rec.gpus), scalars=scalars,
-                gpu_total=float(rec.gpu_count_label or rec.gpus)))
+                cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
+                idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus))
         self.node_by_name = {n.name: n for n in self.nodes}
         memories = [n.rec.gpu_memory_mib for n in self.nodes if n.rec.gpu_memory_mib]
         self.min_gpu_memory = min(memories) if memories else 100
@@ -101,11 +101,11 @@ class Opening(Accounting):
 
     def _open_pods_and_jobs(self) -> None:
         # The hottest code of session open (one pass over every pod and every PodGroup): common cases are
-        # inlined; the general rules live in _task_status / _occupy / _count / task_vector. Sums are taken in
-        # the same order as the general code so the floating-point results are identical.
+        # inlined; the general rules live in _task_status / _occupy / _count / task_vector (sums are exact
+        # integers, so the order does not matter).
         binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
                  for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
-        other = self.other_usage = [0.0, 0.0, 0.0]
+        other = self.other_usage = [0, 0, 0]
         by_group: dict[tuple[str, str], list[Task]] = {}
         name = self.config.scheduler_name
         node_by_name = self.node_by_name
@@ -138,7 +138,7 @@ class Opening(Accounting):
                     else:
                         occupy(task, node, groups)
                     if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
-                        other[0] += pod.gpu.whole
+                        other[0] += pod.gpu.whole * GPU
                         other[1] += pod.cpu
                         other[2] += pod.memory
             if pod.pod_group:
@@ -189,7 +189,7 @@ class Opening(Accounting):
             members = by_group.get((pg.namespace, pg.name), no_members)
             if len(members) > 1:
                 members.sort(key=task_order_key)
-            a0 = a1 = a2 = r0 = r1 = r2 = 0.0
+            a0 = a1 = a2 = r0 = r1 = r2 = 0
             job_tasks = job.tasks
             victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
             for task in members:
@@ -220,8 +220,8 @@ class Opening(Accounting):
                     gpu = rec.gpu
                     if gpu.is_shared:
                         v0, v1, v2 = task_vector(task)
-                    else:
-                        v0, v1, v2 = float(gpu.whole), rec.cpu, rec.memory
+                    else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
+                        v0, v1, v2 = gpu.whole * GPU, rec.cpu, rec.memory
                     r0 += v0
                     r1 += v1
                     r2 += v2
@@ -295,7 +295,7 @@ class Opening(Accounting):
             if releasing:
                 node.rel_gpu += rec.gpu.whole
         if rec.gpu.is_shared:
-            portion = portion_on_node(rec.gpu, node) or 0.0
+            portion = portion_on_node(rec.gpu, node) or 0
             task.portion = portion
             ids = list(groups[: rec.gpu.num_devices])
             while len(ids) < rec.gpu.num_devices:  # not yet labelled: still holds a device
@@ -318,9 +318,9 @@ class Opening(Accounting):
         started = time.perf_counter()  # the proportion plugin's OnSessionOpen time, for metrics only
         ready = [n for n in self.nodes if n.rec.ready]
         self.total = (
-            max(0.0, sum(n.cap_gpu for n in ready) - self.other_usage[0]),
-            max(0.0, sum(n.cap_cpu for n in ready) - self.other_usage[1]),
-            max(0.0, sum(n.cap_mem for n in ready) - self.other_usage[2]),
+            max(0, sum(n.cap_gpu for n in ready) * GPU - self.other_usage[0]),
+            max(0, sum(n.cap_cpu for n in ready) - self.other_usage[1]),
+            max(0, sum(n.cap_mem for n in ready) - self.other_usage[2]),
         )
         specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
                                    q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,

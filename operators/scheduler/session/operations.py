@@ -12,6 +12,7 @@ from operators.scheduler.model import ALLOCATED, PENDING, PIPELINED, QUEUE_ALLOC
 from operators.scheduler.placement.gpus import format_portion
 from operators.scheduler.placement.search import Placement
 from operators.scheduler.session.accounting import Accounting
+from operators.scheduler.units import GPU
 
 if TYPE_CHECKING:
     from operators.scheduler.session import Session
@@ -22,13 +23,13 @@ class Operations(Accounting):
     groups, ports, pod index, node index), status moves with their podset and queue accounting, evictions, and
     the decisions a commit turns the surviving operations into."""
 
-    def _place(self, task: Task, placement: Placement, status: str) -> tuple[float, ...]:
+    def _place(self, task: Task, placement: Placement, status: str) -> tuple[int, ...]:
         node = self.nodes[placement.node]
         rec = task.rec
-        ic = min(rec.cpu, max(node.idle_cpu, 0.0))
-        im = min(rec.memory, max(node.idle_mem, 0.0))
-        whole = float(rec.gpu.whole)
-        ig = min(whole, max(node.idle_gpu, 0.0))
+        ic = min(rec.cpu, max(node.idle_cpu, 0))
+        im = min(rec.memory, max(node.idle_mem, 0))
+        whole = rec.gpu.whole
+        ig = min(whole, max(node.idle_gpu, 0))
         taken = (ic, rec.cpu - ic, im, rec.memory - im, ig, whole - ig)
         node.idle_cpu -= ic
         node.rel_cpu -= taken[1]
@@ -68,7 +69,7 @@ class Operations(Accounting):
         self.index.update(node)
         return taken
 
-    def _unplace(self, task: Task, placement: Placement, taken: tuple[float, ...], prev: str) -> None:
+    def _unplace(self, task: Task, placement: Placement, taken: tuple[int, ...], prev: str) -> None:
         node = self.nodes[placement.node]
         rec = task.rec
         if self.pod_index is not None:
@@ -97,7 +98,7 @@ class Operations(Accounting):
                     else:
                         node.idle_gpu += 1
             task.groups = ()
-            task.portion = 0.0
+            task.portion = 0
         if rec.constraints.host_ports and node.ports is not None:
             for p in rec.constraints.host_ports:
                 node.ports[p] -= 1
@@ -165,7 +166,7 @@ class Operations(Accounting):
         self._free_dirty.add(node.idx)
         self.index.update(node)
 
-    def _restore_origin(self, task: Task, origin: tuple[int, tuple[str, ...], float]) -> None:
+    def _restore_origin(self, task: Task, origin: tuple[int, tuple[str, ...], int]) -> None:
         """Undo of a move: the task is back (Releasing) on the node it was evicted from."""
         task.node, task.groups, task.portion = origin
         if task.job is not None:
@@ -206,7 +207,7 @@ class Operations(Accounting):
             return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
                         format_portion(task.portion), rec.gpu.num_devices)
         return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
-                    format_portion(1.0 if rec.gpu.whole else 0.0), rec.gpu.whole)
+                    format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole)
 
 
 @dataclass(slots=True)
@@ -215,13 +216,13 @@ class Op:
     task: Task
     prev_status: str
     placement: Placement | None = None
-    taken: tuple[float, ...] = ()  # (idle cpu, rel cpu, idle mem, rel mem, idle gpu, rel gpu)
+    taken: tuple[int, ...] = ()  # (idle cpu, rel cpu, idle mem, rel mem, idle gpu, rel gpu)
     action: str = ""
     for_job: str = ""
     message: str = ""
     # Where an evicted (Releasing) task was before it was pipelined elsewhere (a consolidation move):
     # (node, gpu groups, portion), restored on rollback so the undone eviction finds its node again.
-    moved_from: tuple[int, tuple[str, ...], float] | None = None
+    moved_from: tuple[int, tuple[str, ...], int] | None = None
 
 
 class Statement:

@@ -18,7 +18,7 @@ class PluginCalls(Accounting):
     """Where the session calls the plugins: capacity checks, job gates, node subsets, the job tree's orders."""
 
     def capacity_error(self, job: Job, tasks: Iterable[Task],
-                       freed: dict[QueueState, list[float]] | None = None) -> explain.JobError | None:
+                       freed: dict[QueueState, list[int]] | None = None) -> explain.JobError | None:
         """The first capacity error of the enabled capacity plugins (proportion: OverLimit and
         NonPreemptibleOverQuota), or None. `freed`: per queue, what victims could still release under it."""
         for check in self.framework.capacity:

@@ -21,6 +21,7 @@ from operators.scheduler.actions.victims import (
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.session import Session
 from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.units import GPU
 
 LATER = "2025-01-01T01:00:00Z"
 
@@ -84,11 +85,12 @@ def test_consolidation_runs_when_a_later_job_fits_the_free_total() -> None:
     assert "p3-0" in {p.pod for p in d.pipelined}
 
 
-def test_fits_free_is_per_resource_with_tolerance() -> None:
-    assert fits_free([4.0, 1000.0, 1e9], [4.0, 1000.0, 1e9])
-    assert fits_free([4.0 + 1e-9, 0.0, 0.0], [4.0, 0.0, 0.0])
-    assert not fits_free([5.0, 0.0, 0.0], [4.0, 1e6, 1e12])
-    assert not fits_free([0.0, 2000.0, 0.0], [8.0, 1000.0, 1e12])
+def test_fits_free_is_per_resource_and_exact() -> None:
+    # Integer core units (micro-GPUs, millicores, bytes): no tolerance, one unit over does not fit.
+    assert fits_free([4 * GPU, 1000, 10**9], [4 * GPU, 1000, 10**9])
+    assert not fits_free([4 * GPU + 1, 0, 0], [4 * GPU, 0, 0])
+    assert not fits_free([5 * GPU, 0, 0], [4 * GPU, 10**6, 10**12])
+    assert not fits_free([0, 2000, 0], [8 * GPU, 1000, 10**12])
 
 
 # --- reclaim -----------------------------------------------------------------------------------------
@@ -150,12 +152,12 @@ def test_merged_victims_equal_order_chunks() -> None:
 # --- cluster free ------------------------------------------------------------------------------------
 
 
-def naive_free(s: Session) -> list[float]:
-    g = c = m = 0.0
+def naive_free(s: Session) -> list[int]:
+    g = c = m = 0
     for n in s.nodes:
         if not n.ok:
             continue
-        g += n.idle_gpu + n.rel_gpu
+        g += (n.idle_gpu + n.rel_gpu) * GPU
         if n.groups:
             g += sum(gr.free for gr in n.groups.values() if not gr.fully_releasing)
         c += n.idle_cpu + n.rel_cpu

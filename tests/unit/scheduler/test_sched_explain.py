@@ -6,6 +6,7 @@ import pytest
 
 from operators.scheduler import explain
 from operators.scheduler.explain import JobError
+from operators.scheduler.units import GPU
 
 
 @pytest.mark.parametrize(("value", "text"), [(2, "2"), (1.5, "1.5"), (0.3333333, "0.333"), (0, "0"),
@@ -34,19 +35,20 @@ def test_gang_messages() -> None:
 
 
 def test_capacity_messages() -> None:
-    assert explain.over_limit("q", 0, 4, 3.5, 1) == (
+    # Amounts in core units: micro-GPUs, millicores, bytes.
+    assert explain.over_limit("q", 0, 4 * GPU, 3_500_000, GPU) == (
         "q quota has reached the allowable limit of GPUs. Limit is 4 GPUs, currently 3.5 GPUs allocated and "
         "workload requested 1 GPUs")
     assert explain.over_limit("q", 1, 2500, 2000, 1000) == (
         "q quota has reached the allowable limit of CPU cores. Limit is 2.5 cores, currently 2 cores allocated "
         "and workload requested 1 cores")
-    assert explain.over_limit("q", 2, 4e9, 3e9, 2e9) == (
+    assert explain.over_limit("q", 2, 4 * 10**9, 3 * 10**9, 2 * 10**9) == (
         "q quota has reached the allowable limit of memory. Limit is 4 GB, currently 3 GB allocated and "
         "workload requested 2 GB")
     assert explain.non_preemptible_over_quota("q", 1, 1000, 500, 1000) == (
         "Non-preemptible workload is over quota. Workload requested 1 CPU cores, but q quota is 1 cores, while "
         "0.5 cores are already allocated for non-preemptible pods. Use a preemptible workload to go over quota.")
-    assert explain.non_preemptible_over_quota("q", 2, 1e9, 0, 2e9).startswith(
+    assert explain.non_preemptible_over_quota("q", 2, 10**9, 0, 2 * 10**9).startswith(
         "Non-preemptible workload is over quota. Workload requested 2 GB memory, but q quota is 1 GB, while 0 GB")
 
 

@@ -14,6 +14,7 @@ from operators.scheduler.fairshare import (
     dominant_share,
     fair_shares,
 )
+from operators.scheduler.units import GPU
 
 
 def q(name: str, deserved: float, weight: float, request: float, priority: int = 100, created: float = 0,
@@ -51,27 +52,41 @@ def test_divide_examples(amount: float, queues: list[ShareInput], expected: dict
 
 
 def test_hierarchy_worked_example() -> None:
+    g = GPU  # GPU amounts are in micro-GPUs; over-quota rounds hand out whole GPUs
     specs = {
-        "A": QueueSpec("A", "", (8, 0, 0), (-1, -1, -1), (1, 0, 0), (16, 0, 0), 100, 1),
-        "B": QueueSpec("B", "", (4, 0, 0), (-1, -1, -1), (2, 0, 0), (12, 0, 0), 100, 2),
-        "C": QueueSpec("C", "", (0, 0, 0), (-1, -1, -1), (1, 0, 0), (10, 0, 0), 50, 3),
-        "a1": QueueSpec("a1", "A", (4, 0, 0), (-1, -1, -1), (1, 0, 0), (10, 0, 0), 100, 4),
-        "a2": QueueSpec("a2", "A", (2, 0, 0), (-1, -1, -1), (1, 0, 0), (3, 0, 0), 100, 5),
-        "b1": QueueSpec("b1", "B", (4, 0, 0), (-1, -1, -1), (1, 0, 0), (7, 0, 0), 100, 6),
-        "b2": QueueSpec("b2", "B", (0, 0, 0), (-1, -1, -1), (1, 0, 0), (5, 0, 0), 100, 7),
+        "A": QueueSpec("A", "", (8 * g, 0, 0), (-1, -1, -1), (1, 0, 0), (16 * g, 0, 0), 100, 1),
+        "B": QueueSpec("B", "", (4 * g, 0, 0), (-1, -1, -1), (2, 0, 0), (12 * g, 0, 0), 100, 2),
+        "C": QueueSpec("C", "", (0, 0, 0), (-1, -1, -1), (1, 0, 0), (10 * g, 0, 0), 50, 3),
+        "a1": QueueSpec("a1", "A", (4 * g, 0, 0), (-1, -1, -1), (1, 0, 0), (10 * g, 0, 0), 100, 4),
+        "a2": QueueSpec("a2", "A", (2 * g, 0, 0), (-1, -1, -1), (1, 0, 0), (3 * g, 0, 0), 100, 5),
+        "b1": QueueSpec("b1", "B", (4 * g, 0, 0), (-1, -1, -1), (1, 0, 0), (7 * g, 0, 0), 100, 6),
+        "b2": QueueSpec("b2", "B", (0, 0, 0), (-1, -1, -1), (1, 0, 0), (5 * g, 0, 0), 100, 7),
     }
-    shares = {name: v[0] for name, v in fair_shares(specs, (20, 0, 0)).items()}
-    assert shares == {"A": 10, "B": 9, "C": 1, "a1": 7, "a2": 3, "b1": 7, "b2": 2}
+    shares = {name: v[0] for name, v in fair_shares(specs, (20 * g, 0, 0)).items()}
+    assert shares == {"A": 10 * g, "B": 9 * g, "C": 1 * g, "a1": 7 * g, "a2": 3 * g, "b1": 7 * g, "b2": 2 * g}
 
 
 def test_resources_are_divided_independently() -> None:
     specs = {
-        "x": QueueSpec("x", "", (0, 1000, 0), (-1, -1, -1), (1, 1, 1), (4, 500, 10), 100, 1),
-        "y": QueueSpec("y", "", (0, 0, 0), (-1, -1, -1), (1, 1, 1), (4, 8000, 10), 100, 2),
+        "x": QueueSpec("x", "", (0, 1000, 0), (-1, -1, -1), (1, 1, 1), (4 * GPU, 500, 10), 100, 1),
+        "y": QueueSpec("y", "", (0, 0, 0), (-1, -1, -1), (1, 1, 1), (4 * GPU, 8000, 10), 100, 2),
     }
-    shares = fair_shares(specs, (6, 4000, 20))
-    assert shares["x"] == pytest.approx((3, 500, 10))
-    assert shares["y"] == pytest.approx((3, 3500, 10))
+    shares = fair_shares(specs, (6 * GPU, 4000, 20))
+    assert shares["x"] == (3 * GPU, 500, 10)
+    assert shares["y"] == (3 * GPU, 3500, 10)
+
+
+def test_fractional_gpu_requests_are_shared_exactly() -> None:
+    # Requests of 0.1 + 0.2 GPU and a 0.3 GPU quota: integer micro-GPUs, so the quota covers the requests
+    # exactly (in float GPUs 0.1 + 0.2 > 0.3) and the leftover GPUs go to the other queue to the last micro-GPU.
+    specs = {
+        "x": QueueSpec("x", "", (300_000, 0, 0), (-1, -1, -1), (1, 0, 0), (100_000 + 200_000, 0, 0), 100, 1),
+        "y": QueueSpec("y", "", (0, 0, 0), (-1, -1, -1), (1, 0, 0), (10 * GPU, 0, 0), 100, 2),
+    }
+    shares = fair_shares(specs, (4 * GPU, 0, 0))
+    assert shares["x"][0] == 300_000
+    assert shares["y"][0] == 3_700_000
+    assert shares["x"][0] + shares["y"][0] == 4 * GPU
 
 
 share_inputs = st.lists(st.tuples(
@@ -109,4 +124,6 @@ def test_allocatable_share_and_drf() -> None:
     assert allocatable_share(-1, 6, -1, 100) == 100
     assert allocatable_share(-1, 6, 7, 100) == 7
     assert dominant_share([2, 1000, 0], [4, 4000, 10]) == 0.5
-    assert dominant_share([1, 0, 0], [0, 10, 10]) == 1000.0
+    # A zero allocatable share is penalised by the allocation in whole units (GPUs, millicores, bytes) x 1000.
+    assert dominant_share([GPU, 0, 0], [0, 10, 10]) == 1000.0
+    assert dominant_share([0, 5, 0], [10, 0, 10]) == 5000.0

@@ -9,6 +9,7 @@ from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.records import node_record, pod_record, queue_record
 from operators.scheduler.session import Session
 from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects
+from operators.scheduler.units import GPU
 
 
 def session(objs: list[dict]) -> Session:  # type: ignore[type-arg]
@@ -31,7 +32,9 @@ def test_node_record() -> None:
 
 def test_queue_record_units() -> None:
     rec = queue_record(queue("q", cpu=(2000, -1, 1), memory=(1000, 2000, 0), gpu=(1.5, 4, 2)))
-    assert rec.quota == (1.5, 2000, 1e9) and rec.limit == (4, -1, 2e9) and rec.weight == (2, 1, 0)
+    # Core units: micro-GPUs, millicores, bytes (queue memory is in MB); weights stay plain numbers.
+    assert rec.quota == (1_500_000, 2000, 10**9) and rec.limit == (4_000_000, -1, 2 * 10**9)
+    assert rec.weight == (2, 1, 0)
     empty = queue_record({"kind": "Queue", "metadata": {"name": "e"}, "spec": {}})
     assert empty.limit == (0, 0, 0) and empty.priority == 100
 
@@ -57,7 +60,7 @@ def test_binding_status_from_bindrequest() -> None:
     ssn = session([node("n1"), queue("q"), podgroup("g"), pod("p", "g", fraction="0.5"), br])
     task = ssn.jobs[0].tasks[0]
     assert task.status == "Binding" and ssn.nodes[task.node].name == "n1" and task.groups == ("g1",)
-    assert ssn.nodes[0].groups["g1"].used == 0.5 and ssn.nodes[0].idle_gpu == 7
+    assert ssn.nodes[0].groups["g1"].used == GPU // 2 and ssn.nodes[0].idle_gpu == 7
 
 
 def test_node_usage_includes_every_pod() -> None:
@@ -67,7 +70,7 @@ def test_node_usage_includes_every_pod() -> None:
                    pod("done", None, gpus=4, node_name="n1", phase="Succeeded")])
     n = ssn.nodes[0]
     assert (n.idle_gpu, n.idle_cpu, n.n_pods) == (5, 6000, 2)
-    assert ssn.total[0] == 6  # other schedulers' pods are subtracted from the shared capacity
+    assert ssn.total[0] == 6 * GPU  # other schedulers' pods are subtracted from the shared capacity
 
 
 def test_reservation_pod_holds_group_not_whole_gpu() -> None:
@@ -76,7 +79,7 @@ def test_reservation_pod_holds_group_not_whole_gpu() -> None:
     ssn = session([node("n1", gpus=2), queue("q"), res,
                    podgroup("g"), pod("f", "g", fraction="0.5", node_name="n1", phase="Running", gpu_group="grp")])
     n = ssn.nodes[0]
-    assert n.idle_gpu == 1 and n.groups["grp"].used == 0.5
+    assert n.idle_gpu == 1 and n.groups["grp"].used == GPU // 2
 
 
 def test_priority_and_preemptibility() -> None:
@@ -99,7 +102,7 @@ def test_queue_hierarchy_n_levels_and_accounting() -> None:
     assert set(ssn.queues) == {"top", "mid", "leaf"}
     assert ssn.queues["leaf"].parent is ssn.queues["mid"] and ssn.queues["top"].depth == 0
     for name in ("top", "mid", "leaf"):
-        assert ssn.queues[name].allocated[0] == 2 and ssn.queues[name].request[0] == 3
+        assert ssn.queues[name].allocated[0] == 2 * GPU and ssn.queues[name].request[0] == 3 * GPU
 
 
 def test_shard_selector() -> None:
