@@ -299,7 +299,10 @@ class SchedulerLoop:
         streamed: set[str] = set()
 
         def on_bind(bind: Bind) -> None:  # called in the cycle's thread
-            loop.call_soon_threadsafe(self._stream, bind, streamed)
+            try:
+                loop.call_soon_threadsafe(self._stream, bind, streamed)
+            except RuntimeError:
+                pass  # the event loop is closed (shutting down): nothing is written any more
 
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time(), on_bind=on_bind)
         if self.shard is not None:
