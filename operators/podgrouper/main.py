@@ -1,7 +1,11 @@
 """The pod-grouper: derives a PodGroup for every kai-scheduler pod from its top owner.
 
 Pods come from an informer filtered by the API server (`spec.schedulerName`); the owner chain is read with
-GETs through a short-lived cache; the grouping itself is the pure `grouping` package. Problems become Warning
+GETs through a short-lived cache shared by the pods grouped at the same time (a gang's pods cost one read of
+their owner); PodGroups come from the process's own watch plus its own writes, so they are never read; the grouping
+itself is the pure `grouping` package. Many reconciles run at once, but at most `2 x --max-concurrent-reconciles`
+requests are in flight: a reconcile that waits for a read or PodGroup write another pod of its gang started holds
+no request slot, so a gang's pods are grouped as fast as single pods. Problems become Warning
 events `PodGrouperWarning` on the pod and the pod is retried with exponential backoff (1 s -> 60 s).
 PodGroups come from an informer too (each the process's only watch of its resource), so a deleted PodGroup is
 recreated for its live pods. Where KubeRay is installed, RayJobs are looked at too: a RayJob KubeRay refused
@@ -25,6 +29,7 @@ from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_conflict, is_not_found, raw, status_of
 from operators.core.workqueue import WorkQueue
 from operators.podgrouper.grouping.grouper import (
+    PODGROUP_API_VERSION,
     failed_to_find_message,
     group_pod,
     merge_with_existing,
@@ -50,6 +55,7 @@ RESYNC_SECONDS = 300.0
 RAYJOBS = Resource("ray.io", "v1", "rayjobs")
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters")
 RAYJOB_POLL_SECONDS = 15.0
+WAITING_FACTOR = 4  # reconciles per request slot pair: most of a gang's pods wait for their first pod's reads
 DISCOVERY_RETRY_SECONDS = 60.0
 
 
@@ -82,12 +88,17 @@ class PodGrouper:
         self.priority_classes: Informer[str] = Informer(api, PRIORITY_CLASSES, lambda o: o["metadata"]["name"])
         self.discovery = Discovery(api)
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
-        self.work = WorkQueue(self.reconcile, workers=args.max_concurrent_reconciles, name="pod-grouper", kind="Pod")
+        # The API budget: a reconcile sends at most two requests at once (the PodGroup write and the pod's patch),
+        # so `--max-concurrent-reconciles` reconciles that all write fill it. Reconciles waiting for what another
+        # one is reading or writing hold no slot, so more of them run than the budget has slots.
+        slots = max(1, args.max_concurrent_reconciles)
+        self._api_gate = asyncio.Semaphore(2 * slots)
+        self.work = WorkQueue(self.reconcile, workers=WAITING_FACTOR * slots, name="pod-grouper", kind="Pod")
         self._owners: dict[tuple[str, str, str, str], tuple[float, dict[str, Any] | None]] = {}
         self._reading: dict[tuple[str, str, str, str], asyncio.Future[dict[str, Any] | None]] = {}
         # PodGroups as their watch shows them, and our own writes until the watch catches up with them, so
-        # grouping a pod whose PodGroup is unchanged costs no request; pods of one PodGroup are grouped one at a
-        # time so that a gang's second pod finds the PodGroup its first pod created.
+        # grouping a pod whose PodGroup is unchanged costs no request and takes no lock; the writes of one
+        # PodGroup are serialised so that a gang's second pod finds the PodGroup its first pod created.
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _strip)
         self._written: dict[str, dict[str, Any]] = {}
         self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -108,6 +119,11 @@ class PodGrouper:
         annotations = meta.get("annotations") or {}
         return (str(meta.get("ownerReferences")), str(meta.get("labels")),
                 annotations.get(keys.POD_GROUP_NAME))
+
+    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One request to the API server, within the pod-grouper's request budget."""
+        async with self._api_gate:
+            return await raw(self.api, method, path, **kwargs)
 
     # --- reading owners ---------------------------------------------------------------------------
     async def _get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -136,7 +152,7 @@ class PodGrouper:
             raise LookupError(f"the API server does not serve {kind} in {api_version}")
         obj: dict[str, Any] | None
         try:
-            obj = await raw(self.api, "GET", resource.path(namespace, name))
+            obj = await self._call("GET", resource.path(namespace, name))
         except Exception as exc:
             if is_not_found(exc):
                 return None
@@ -151,7 +167,7 @@ class PodGrouper:
         if resource is None:
             return []
         selector = ",".join(f"{k}={v}" for k, v in ref.labels) or None
-        page = await raw(self.api, "GET", resource.path(ref.namespace), query={"labelSelector": selector})
+        page = await self._call("GET", resource.path(ref.namespace), query={"labelSelector": selector})
         return [{**o, "apiVersion": ref.api_version, "kind": ref.kind} for o in page.get("items") or []]
 
     async def owner_chain(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -202,9 +218,12 @@ class PodGrouper:
                     answers[ref] = await self._list(ref)
                 else:
                     assert ref.name is not None
-                    known = self.podgroup(f"{ref.namespace}/{ref.name}") if ref.kind == "PodGroup" else None
-                    answers[ref] = known if known is not None else await self._get(
-                        ref.api_version, ref.kind, ref.namespace, ref.name)
+                    if ref.kind == "PodGroup" and ref.api_version == PODGROUP_API_VERSION \
+                            and self.podgroups.synced.is_set():
+                        # Watched, and our own writes on top: absent here means absent (only we create them).
+                        answers[ref] = self.podgroup(f"{ref.namespace}/{ref.name}")
+                        continue
+                    answers[ref] = await self._get(ref.api_version, ref.kind, ref.namespace, ref.name)
             lookups = lookups.with_related(answers)
         else:
             raise GroupingProblem("the grouping rules kept asking for more objects; this is a bug")
@@ -218,6 +237,10 @@ class PodGrouper:
 
     async def _write_podgroup_locked(self, result: Any) -> None:
         key = f"{result.namespace}/{result.name}"
+        if key not in self._group_locks:
+            existing = self.podgroup(key)
+            if existing is not None and not merge_with_existing(result.podgroup, existing, self.config)[1]:
+                return  # already as wanted, and no write of it in flight: nothing to wait for
         lock, users = self._group_locks.get(key) or (asyncio.Lock(), 0)
         self._group_locks[key] = (lock, users + 1)
         try:
@@ -235,8 +258,8 @@ class PodGrouper:
         if patch is not None:
             meta = pod["metadata"]
             try:
-                await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=patch,
-                          content_type=MERGE_PATCH)
+                await self._call("PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=patch,
+                                 content_type=MERGE_PATCH)
             except Exception as exc:
                 if not is_not_found(exc):
                     raise
@@ -275,17 +298,17 @@ class PodGrouper:
                 return
             try:
                 if existing is None:
-                    created = await raw(self.api, "POST", path, body=desired)
+                    created = await self._call("POST", path, body=desired)
                     log.info("created PodGroup %s/%s (%s)", result.namespace, result.name, result.rule)
                 else:
-                    created = await raw(self.api, "PUT", f"{path}/{result.name}", body=desired)
+                    created = await self._call("PUT", f"{path}/{result.name}", body=desired)
                 self._written[key] = _strip(created)
                 return
             except Exception as exc:
                 if is_conflict(exc) and attempt == 0:
                     # Created meanwhile, or our copy is stale: read it once and merge again.
                     try:
-                        existing = await raw(self.api, "GET", f"{path}/{result.name}")
+                        existing = await self._call("GET", f"{path}/{result.name}")
                     except Exception as get_exc:
                         if not is_not_found(get_exc):
                             raise
@@ -378,7 +401,8 @@ def parser() -> argparse.ArgumentParser:
     p = component.base_parser("pod-grouper")
     p.add_argument("--queue-label-key", default=keys.QUEUE_LABEL)
     # KAI's default is 10; each reconcile here is a chain of API round trips, so more run at once (asyncio
-    # tasks are cheap) to keep up with the API server rather than with one another.
+    # tasks are cheap) to keep up with the API server rather than with one another. It sets the request budget
+    # (two requests per reconcile); WAITING_FACTOR times as many reconciles run, most waiting for their gang.
     p.add_argument("--max-concurrent-reconciles", type=int, default=32)
     return p
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from operators.scheduler.actions import get_action
+from operators.scheduler.actions.allocate import Allocate
 from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.decisions import Decisions
+from operators.scheduler.decisions import Bind, Decisions
 from operators.scheduler.framework import builtin_plugins
 from operators.scheduler.session import Session
 from operators.scheduler.snapshot import Snapshot
@@ -17,10 +18,12 @@ builtin_plugins()  # the built-in plugin modules are found and imported once, he
 
 
 def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
-              actions: Sequence[str] | None = None) -> Decisions:
+              actions: Sequence[str] | None = None, *, on_bind: Callable[[Bind], None] | None = None) -> Decisions:
     """Open a session on `snapshot`, run the actions in order, and return what to write.
 
     `now` is epoch seconds (used for timestamps and grace periods); `actions` defaults to the config's.
+    `on_bind`, if given, is called with each of the allocate action's binds as soon as its job's allocation is
+    committed (they are in the returned decisions too); it must not change anything the cycle reads.
     """
     # A cycle creates ~10^5 short-lived objects next to a large, long-lived record heap; generational GC
     # passes over that heap cost more than the cycle itself, so collection is deferred until it ends.
@@ -33,6 +36,8 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
         timings["open-session"] = (time.perf_counter() - started) * 1000
         for name in actions if actions is not None else config.effective_actions:
             action = get_action(name)
+            if on_bind is not None and isinstance(action, Allocate):
+                action.on_bind = on_bind
             if action.enabled:
                 started = time.perf_counter()
                 action.execute(session)

@@ -3,9 +3,10 @@
 Watch-driven: every object is parsed once into a frozen record when its watch event arrives; a cycle runs every
 period and soon after a relevant change (a record that really changed), on a snapshot assembled from the
 records. The decision code runs in a worker thread so the event loop keeps reading watches and renewing the
-lease. Writes are bounded in concurrency and idempotent: BindRequests are named after their pod (a second
-create is AlreadyExists), pod conditions and PodGroup status are written only when they change, and evictions are
-issued once per pod.
+lease; each job the allocate action commits is handed to the event loop at once, so its BindRequests are being
+created while the cycle goes on. Writes are bounded in concurrency and idempotent: BindRequests are named after
+their pod (a second create is AlreadyExists), pod conditions and PodGroup status are written only when they change,
+and evictions are issued once per pod.
 """
 
 from __future__ import annotations
@@ -317,12 +318,21 @@ class SchedulerLoop:
         await self.cleanup_bindrequests()
         snapshot = self.provisioning.prefer(self.snapshot())
         t1 = time.monotonic()
-        decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time())
+        loop = asyncio.get_running_loop()
+        streamed: set[str] = set()
+
+        def on_bind(bind: Bind) -> None:  # called in the cycle's thread
+            try:
+                loop.call_soon_threadsafe(self._stream, bind, streamed)
+            except RuntimeError:
+                pass  # the event loop is closed (shutting down): nothing is written any more
+
+        decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time(), on_bind=on_bind)
         if self.shard is not None:
             decisions.unschedulable += self.shard.unserved(self.podgroups.store.values(), self.pods.store.values())
         decisions = self.provisioning.hold(snapshot, decisions, time.time())
         t2 = time.monotonic()
-        await self.commit(decisions)
+        await self.commit(decisions, streamed)
         await self.provisioning.write()
         t3 = time.monotonic()
         CYCLES.inc()
@@ -357,18 +367,29 @@ class SchedulerLoop:
         await asyncio.gather(*(one(c) for c in calls))
 
     # --- writes ----------------------------------------------------------------------------------
-    async def commit(self, d: Decisions) -> None:
+    def _stream(self, b: Bind, streamed: set[str]) -> None:
+        """A bind the running cycle has committed: assume it and create its BindRequest now, unless the gang may
+        be held for its ProvisioningRequest (decided after the cycle; `commit` writes those)."""
+        if any(r.namespace == b.namespace and r.pod_group == b.pod_group
+               for r in self.provisioning.requests.store.values()):
+            return
+        streamed.add(f"{b.namespace}/{b.pod}")
+        if self._assume(b):
+            self._background(self._bounded([partial(self.bind, b)], self.bind_gate))
+
+    async def commit(self, d: Decisions, streamed: set[str] | frozenset[str] = frozenset()) -> None:
         """Write what changes the cluster now; explanations go to a background writer.
 
         Binds are assumed at once (the BindRequest is in the cache before it is created) and their creates go
-        out in the background, so the next cycle may start while they are still being written and sees those
-        pods as Binding. PodGroup annotations (min-runtime reads last-start) are assumed the same way: the cached
-        PodGroup carries them at once and the patches go out in the background. Evictions are awaited. Events
-        and conditions explaining pending work are written in the background so that thousands of them never
-        delay the next cycle; while a previous batch is still being written, this cycle's is skipped (the next
-        cycle re-derives the same explanations, and unchanged ones cost nothing).
+        out in the background (those in `streamed` went out while the cycle ran), so the next cycle may start
+        while they are still being written and sees those pods as Binding. PodGroup annotations (min-runtime reads
+        last-start) are assumed the same way: the cached PodGroup carries them at once and the patches go out in
+        the background. Evictions are awaited. Events and conditions explaining pending work are written in the
+        background so that thousands of them never delay the next cycle; while a previous batch is still being
+        written, this cycle's is skipped (the next cycle re-derives the same explanations, and unchanged ones cost
+        nothing).
         """
-        binds = [b for b in d.binds if self._assume(b)]
+        binds = [b for b in d.binds if f"{b.namespace}/{b.pod}" not in streamed and self._assume(b)]
         if binds:
             self._background(self._bounded([partial(self.bind, b) for b in binds], self.bind_gate))
         by_pg: dict[tuple[str, str], dict[str, str | None]] = {}

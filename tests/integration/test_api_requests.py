@@ -102,6 +102,52 @@ def test_binding_single_pod_jobs_costs_a_bounded_number_of_requests_per_pod(clus
     assert spent.get("PATCH queues/status", 0) <= count / 2, report
 
 
+def raycluster(name: str, queue_name: str, workers: int) -> dict[str, Any]:
+    """A RayCluster KubeRay leaves alone (`spec.managedBy` names another manager): the test makes its pods."""
+    template = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray",
+                                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name}},
+            "spec": {"managedBy": "kueue.x-k8s.io/multikueue",
+                     "headGroupSpec": {"rayStartParams": {}, "template": template},
+                     "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
+                                           "maxReplicas": workers, "rayStartParams": {}, "template": template}]}}
+
+
+def test_grouping_a_gang_reads_its_owner_once_and_writes_its_podgroup_once(cluster: Cluster,
+                                                                           namespace: str) -> None:
+    size = 10
+    cluster.kubectl("apply", "-f", "-", input=labelled([queue(namespace)]))
+    cluster.kubectl("create", "-f", "-", namespace=namespace, input=labelled([raycluster("gang", namespace,
+                                                                                         size - 1)]))
+    owner = cluster.get_json("rayclusters.ray.io", "gang", namespace=namespace)
+    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "gang", "uid": owner["metadata"]["uid"],
+           "controller": True}
+    members = []
+    for i in range(size):
+        member = pod(f"gang-{i:02d}", namespace)
+        head = i == 0
+        member["metadata"]["labels"].update({"ray.io/cluster": "gang", "ray.io/node-type": "head" if head else
+                                             "worker", "ray.io/group": "headgroup" if head else "workers"})
+        member["metadata"]["ownerReferences"] = [ref]
+        members.append(member)
+    time.sleep(2)  # the scheduler sees the queue before its pods
+    before = requests(cluster)
+    cluster.kubectl("create", "-f", "-", namespace=namespace, input=labelled(members))
+    poll(lambda: sum(p["status"].get("phase") == "Running" for p in pods(cluster, namespace)) == size,
+         f"the gang's {size} pods Running", timeout=120)
+    groups = {(p["metadata"].get("annotations") or {}).get("pod-group-name") for p in pods(cluster, namespace)}
+    assert len(groups) == 1 and None not in groups, groups
+    spent = delta(before, requests(cluster))
+    report = "\n".join(f"  {k:32} {v:5}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1]))
+    # One PodGroup for the gang, created once and never rewritten, never read back (the pod-grouper watches
+    # PodGroups and keeps its own writes); one read of the owner shared by all ten pods; one patch per pod.
+    assert spent.get("POST podgroups", 0) == 1, report
+    assert spent.get("PUT podgroups", 0) == 0 and spent.get("GET podgroups", 0) == 0, report
+    assert spent.get("GET rayclusters", 0) == 1, report
+    assert spent.get("PATCH pods", 0) == size, report
+
+
 def test_a_standing_backlog_costs_no_periodic_writes(cluster: Cluster, namespace: str) -> None:
     count = 30
     cluster.kubectl("apply", "-f", "-", input=labelled([queue(namespace)]))
