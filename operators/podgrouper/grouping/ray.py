@@ -52,7 +52,9 @@ def cluster_gang(cluster: Obj) -> tuple[int, list[SubGroup]]:
     subgroups = [head]
     total = 1
     for index, spec in enumerate(nested(cluster, "spec", "workerGroupSpecs") or []):
-        if not isinstance(spec, dict) or spec.get("suspended") is True:
+        # KubeRay's field is `suspend`; `suspended` is what KAI reads. A suspended group gets no pods, so counting
+        # it would hold the gang forever: either spelling skips it.
+        if not isinstance(spec, dict) or spec.get("suspend") is True or spec.get("suspended") is True:
             continue
         replicas = as_int(spec.get("replicas")) or 0
         min_replicas = as_int(spec.get("minReplicas")) or 0

@@ -204,6 +204,7 @@ def test_ray_gang_arithmetic() -> None:
         {"replicas": 3},
         {"groupName": "off", "replicas": 5, "minReplicas": 5, "suspended": True},
         {"groupName": "zero", "replicas": 0, "minReplicas": 0},
+        {"groupName": "paused", "replicas": 2, "suspend": True},  # KubeRay's own field
     ], labels={keys.RAY_PRIORITY_CLASS_LABEL: "not-checked"})
     result = ok(World().group(pod_of(cluster, labels={keys.RAY_GROUP_LABEL: "worker-group-1"}), [cluster]))
     assert result.spec["minMember"] == 1 + 2 + 3
