@@ -11,12 +11,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 # The repository's own examples (examples/): what the README shows, and what the tests apply.
@@ -43,6 +45,25 @@ class Cluster:
 
     def get_json(self, *args: str, namespace: str | None = None) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json", namespace=namespace).stdout)
+
+
+def apiserver_samples(cluster: Cluster, family: str) -> list[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of one metric family on the API server's own /metrics."""
+    text = cluster.kubectl("get", "--raw", "/metrics").stdout
+    return [(sample.name, sample.labels, sample.value)
+            for found in text_string_to_metric_families(text) if found.name == family
+            for sample in found.samples]
+
+
+def api_requests(cluster: Cluster) -> Counter[str]:
+    """apiserver_request_total by "VERB resource[/subresource]", leases and non-resource paths left out."""
+    out: Counter[str] = Counter()
+    for name, labels, value in apiserver_samples(cluster, "apiserver_request"):
+        if not name.endswith("_total") or not labels.get("resource") or labels["resource"] == "leases":
+            continue
+        resource = labels["resource"] + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        out[f"{labels.get('verb')} {resource}"] += int(value)
+    return out
 
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:

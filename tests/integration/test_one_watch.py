@@ -30,9 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import Cluster
+from tests.support import Cluster, apiserver_samples
 
 pytestmark = pytest.mark.cluster
 
@@ -80,15 +79,10 @@ def expected(cluster: Cluster, component: str) -> Counter[Key]:
 
 
 def open_watches(cluster: Cluster) -> Counter[Key]:
-    text = cluster.kubectl("get", "--raw", "/metrics").stdout
     out: Counter[Key] = Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name != "apiserver_longrunning_requests":
-            continue
-        for sample in family.samples:
-            labels = sample.labels
-            if labels.get("verb") == "WATCH" and not labels.get("subresource"):
-                out[labels.get("group", ""), labels["resource"], labels.get("scope", "")] += int(sample.value)
+    for _, labels, value in apiserver_samples(cluster, "apiserver_longrunning_requests"):
+        if labels.get("verb") == "WATCH" and not labels.get("subresource"):
+            out[labels.get("group", ""), labels["resource"], labels.get("scope", "")] += int(value)
     return out
 
 
