@@ -66,6 +66,30 @@ def api_requests(cluster: Cluster) -> Counter[str]:
     return out
 
 
+def reconciles(metrics_port: int, work_queue: str) -> int:
+    """How many reconciles a component's work queue ran (`kai_controller_reconcile_total`, any result), read from
+    the component's /metrics on 127.0.0.1."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return int(sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                   if sample.name == "kai_controller_reconcile_total" and sample.labels.get("queue") == work_queue))
+
+
+def settled(read: Callable[[], T], what: str, quiet: float = 4, timeout: float = 90) -> T:
+    """The value of `read` once it stayed the same for `quiet` seconds (read every half second): counters of a
+    component that finished reacting to the last change."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not settle in {timeout:.0f}s; last: {value!r}")
+        time.sleep(0.5)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
+
+
 def load_yaml(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
