@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,6 +88,25 @@ def settled(read: Callable[[], T], what: str, quiet: float = 4, timeout: float =
         if now != value:
             value, since = now, time.monotonic()
     return value
+
+
+def own_cluster(name: str, **options: Any) -> Iterator[Cluster]:
+    """A fixture's own local control plane `name` (`options` as for `kai dev up`): started afresh, or with
+    KAI_TEST_REUSE=1 the running one of that name, kept afterwards; else removed when the fixture ends."""
+    from operators.devcluster import cluster as dev
+
+    reuse = os.environ.get("KAI_TEST_REUSE") == "1"
+    state = dev.load_state(name)
+    started = False
+    if not (reuse and state is not None and dev.is_running(state)):
+        if state is not None:
+            dev.down(name, quiet=True)
+        state = dev.up(dev.Options(name=name, **options))
+        started = True
+    assert state is not None
+    yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)
+    if started and not reuse:
+        dev.down(name, quiet=True)
 
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:
