@@ -170,6 +170,17 @@ def queue(name: str, parent: str = "", gpu: tuple[float, float, float] = (-1, -1
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
+def held_gpus(cluster: Cluster) -> int:
+    """Whole GPUs (`nvidia.com/gpu` limits) of the pods that sit on a node and are not finished, cluster-wide."""
+    total = 0
+    for p in items(cluster, "pods", None, "--all-namespaces"):
+        if not p["spec"].get("nodeName") or p["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in p["spec"].get("containers", []):
+            total += int((c.get("resources", {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+    return total
+
+
 def probe_status(port: int, path: str, timeout: float = 2) -> int | None:
     """The HTTP status of a component's probe on 127.0.0.1 (None when nothing answers in time)."""
     try:
