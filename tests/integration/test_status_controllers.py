@@ -420,51 +420,56 @@ def clobber_status(cluster: Cluster, kind: str, name: str, status: dict[str, Any
                     "-p", json.dumps({"status": status}), namespace=namespace)
 
 
+def corrected_once(cluster: Cluster, component: str, writes: str, clobber: Callable[[], None],
+                   corrected: Callable[[], None]) -> None:
+    """After `clobber` (another writer's status) and until `corrected` returns, `component` reconciles once and
+    writes once (`writes`: "VERB resource/status"), and the echo of its write reconciles nothing."""
+    port = restart_component(cluster, component)
+
+    def counts() -> tuple[int, int]:
+        return reconciles(port, component), api_requests(cluster)[writes]
+
+    requests_before = api_requests(cluster)
+    reconciled, written = settled(counts, f"the {component}'s reconciles and {writes}")
+    clobber()
+    corrected()
+    now_reconciled, now_written = settled(counts, f"the {component} after the correction")
+    assert (now_reconciled - reconciled, now_written - written) == (1, 2), (
+        f"{component}: reconciles {now_reconciled - reconciled} (1 expected), {writes} {now_written - written} "
+        f"(the test's and one correction expected); writes meanwhile: {writes_since(cluster, requests_before)}")
+
+
+def one_running_pod(cluster: Cluster, namespace: str, queue: str) -> None:
+    create(cluster, [queue_doc(queue)])
+    create(cluster, [pod_doc("e1", queue, "500m")], namespace)
+    wait_running(cluster, namespace, "e1")
+
+
 def test_queue_controller_corrects_a_foreign_status_once_and_ignores_its_own_echo(cluster: Cluster,
                                                                                   namespace: str) -> None:
     name = f"echo-{namespace}"
-    create(cluster, [queue_doc(name)])
-    create(cluster, [pod_doc("e1", name, "500m")], namespace)
-    wait_running(cluster, namespace, "e1")
-    wait_sums(cluster, {name: (rl(cpu="500m"), rl(cpu="500m"))}, f"{name} allocating the running pod")
-    port = restart_component(cluster, "queue-controller")
+    one_running_pod(cluster, namespace, name)
 
-    def counts() -> tuple[int, int]:
-        return reconciles(port, "queue-controller"), api_requests(cluster)["PATCH queues/status"]
+    def allocating() -> None:
+        wait_sums(cluster, {name: (rl(cpu="500m"), rl(cpu="500m"))}, f"{name} allocating the running pod")
 
-    requests_before = api_requests(cluster)
-    reconciled, patched = settled(counts, "the queue-controller's reconciles and queue status writes")
-    clobber_status(cluster, "queues.scheduling.run.ai", name, {"allocated": {"cpu": "7"}})
-    wait_sums(cluster, {name: (rl(cpu="500m"), rl(cpu="500m"))}, f"{name}'s allocation corrected")
-    now_reconciled, now_patched = settled(counts, "the queue-controller after the correction")
-    # The foreign write is reconciled once and corrected by one write; that write's echo reconciles nothing.
-    assert (now_reconciled - reconciled, now_patched - patched) == (1, 2), (
-        f"reconciles {now_reconciled - reconciled} (1 expected), PATCH queues/status {now_patched - patched} "
-        f"(the test's and one correction expected); writes meanwhile: {writes_since(cluster, requests_before)}")
+    allocating()
+    corrected_once(cluster, "queue-controller", "PATCH queues/status", lambda: clobber_status(
+        cluster, "queues.scheduling.run.ai", name, {"allocated": {"cpu": "7"}}), allocating)
 
 
 def test_podgroup_controller_corrects_a_foreign_status_once_and_ignores_its_own_echo(cluster: Cluster,
                                                                                      namespace: str) -> None:
-    queue = f"pg-echo-{namespace}"
-    create(cluster, [queue_doc(queue)])
-    create(cluster, [pod_doc("e1", queue, "500m")], namespace)
-    wait_running(cluster, namespace, "e1")
-    wait_equal(lambda: quantities((podgroup_status(cluster, namespace, "e1") or {}).get("allocated")),
-               rl(cpu="500m"), "the PodGroup allocating the running pod")
+    one_running_pod(cluster, namespace, f"pg-echo-{namespace}")
+
+    def allocating() -> None:
+        wait_equal(lambda: quantities((podgroup_status(cluster, namespace, "e1") or {}).get("allocated")),
+                   rl(cpu="500m"), "the PodGroup allocating the running pod")
+
+    allocating()
     group = cluster.get_json("pod", "e1", namespace=namespace)["metadata"]["annotations"]["pod-group-name"]
-    port = restart_component(cluster, "podgroup-controller")
-
-    def counts() -> tuple[int, int]:
-        return reconciles(port, "podgroup-controller"), api_requests(cluster)["PATCH podgroups/status"]
-
-    requests_before = api_requests(cluster)
-    reconciled, patched = settled(counts, "the podgroup-controller's reconciles and PodGroup status writes")
-    clobber_status(cluster, "podgroups.scheduling.run.ai", group, {"resourcesStatus": {"allocated": {"cpu": "7"}}},
-                   namespace)
-    wait_equal(lambda: quantities((podgroup_status(cluster, namespace, "e1") or {}).get("allocated")),
-               rl(cpu="500m"), "the PodGroup's allocation corrected")
-    # Read within the controller's settle re-check (it looks again 20 s after a held-back write, writing nothing).
-    now_reconciled, now_patched = settled(counts, "the podgroup-controller after the correction", quiet=4)
-    assert (now_reconciled - reconciled, now_patched - patched) == (1, 2), (
-        f"reconciles {now_reconciled - reconciled} (1 expected), PATCH podgroups/status {now_patched - patched} "
-        f"(the test's and one correction expected); writes meanwhile: {writes_since(cluster, requests_before)}")
+    # Counted within 20 s of the clobber: the controller looks at a PodGroup again 20 s after it first found a
+    # status to write (in case its pods were still undecided; a reconcile that then writes nothing).
+    corrected_once(cluster, "podgroup-controller", "PATCH podgroups/status", lambda: clobber_status(
+        cluster, "podgroups.scheduling.run.ai", group, {"resourcesStatus": {"allocated": {"cpu": "7"}}}, namespace),
+        allocating)
