@@ -11,12 +11,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 # The repository's own examples (examples/): what the README shows, and what the tests apply.
@@ -43,6 +45,68 @@ class Cluster:
 
     def get_json(self, *args: str, namespace: str | None = None) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json", namespace=namespace).stdout)
+
+
+def apiserver_samples(cluster: Cluster, family: str) -> list[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of one metric family on the API server's own /metrics."""
+    text = cluster.kubectl("get", "--raw", "/metrics").stdout
+    return [(sample.name, sample.labels, sample.value)
+            for found in text_string_to_metric_families(text) if found.name == family
+            for sample in found.samples]
+
+
+def api_requests(cluster: Cluster) -> Counter[str]:
+    """apiserver_request_total by "VERB resource[/subresource]", leases and non-resource paths left out."""
+    out: Counter[str] = Counter()
+    for name, labels, value in apiserver_samples(cluster, "apiserver_request"):
+        if not name.endswith("_total") or not labels.get("resource") or labels["resource"] == "leases":
+            continue
+        resource = labels["resource"] + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+        out[f"{labels.get('verb')} {resource}"] += int(value)
+    return out
+
+
+def reconciles(metrics_port: int, work_queue: str) -> int:
+    """How many reconciles a component's work queue ran (`kai_controller_reconcile_total`, any result), read from
+    the component's /metrics on 127.0.0.1."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return int(sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+                   if sample.name == "kai_controller_reconcile_total" and sample.labels.get("queue") == work_queue))
+
+
+def settled(read: Callable[[], T], what: str, quiet: float = 4, timeout: float = 90) -> T:
+    """The value of `read` once it stayed the same for `quiet` seconds (read every half second): counters of a
+    component that finished reacting to the last change."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not settle in {timeout:.0f}s; last: {value!r}")
+        time.sleep(0.5)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+    return value
+
+
+def own_cluster(name: str, **options: Any) -> Iterator[Cluster]:
+    """A fixture's own local control plane `name` (`options` as for `kai dev up`): started afresh, or with
+    KAI_TEST_REUSE=1 the running one of that name, kept afterwards; else removed when the fixture ends."""
+    from operators.devcluster import cluster as dev
+
+    reuse = os.environ.get("KAI_TEST_REUSE") == "1"
+    state = dev.load_state(name)
+    started = False
+    if not (reuse and state is not None and dev.is_running(state)):
+        if state is not None:
+            dev.down(name, quiet=True)
+        state = dev.up(dev.Options(name=name, **options))
+        started = True
+    assert state is not None
+    yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)
+    if started and not reuse:
+        dev.down(name, quiet=True)
 
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:
@@ -104,6 +168,17 @@ def queue(name: str, parent: str = "", gpu: tuple[float, float, float] = (-1, -1
     if parent:
         spec["parentQueue"] = parent
     return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def held_gpus(cluster: Cluster) -> int:
+    """Whole GPUs (`nvidia.com/gpu` limits) of the pods that sit on a node and are not finished, cluster-wide."""
+    total = 0
+    for p in items(cluster, "pods", None, "--all-namespaces"):
+        if not p["spec"].get("nodeName") or p["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in p["spec"].get("containers", []):
+            total += int((c.get("resources", {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+    return total
 
 
 def probe_status(port: int, path: str, timeout: float = 2) -> int | None:

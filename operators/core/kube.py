@@ -28,6 +28,20 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 
+def merge_patched(target: Any, patch: Any) -> Any:
+    """What a JSON merge patch (RFC 7386) makes of `target`: objects merged key by key, a null removes its key,
+    anything else (lists included) replaces. `target` is not changed."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patched(out.get(key), value)
+    return out
+
+
 async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """A client for the cluster: in-cluster config when running in a pod, else the kubeconfig."""
     cfg = client.Configuration()

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from operators.core import component, keys, slim
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
-from operators.core.kube import MERGE_PATCH, is_not_found, raw
+from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
@@ -124,10 +124,15 @@ class PodGroupController:
         self._waiting.pop(key, None)
         # A merge patch of resourcesStatus and the pod counts only (the scheduler's schedulingConditions are
         # untouched). Not server-side apply: it stores an emptied ResourceList as null, which the CRD rejects.
+        # The watch may deliver the write's echo before the PATCH returns: expect it from now on.
+        previous = self._written.get(key)
+        self._written[key] = _slim_podgroup({**podgroup, "status": merge_patched(podgroup["status"],
+                                                                                 patch["status"])})["status"]
         try:
             updated = await raw(self.api, "PATCH", f"{PODGROUPS.path(namespace)}/{name}/status",
                                 query={"fieldManager": FIELD_MANAGER}, body=patch, content_type=MERGE_PATCH)
         except Exception as exc:
+            self._written[key] = previous
             if not is_not_found(exc):
                 raise
             return

@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY
 from operators.core import component
 from operators.core.cache import PODGROUPS, QUEUES, Informer
 from operators.core.events import EventRecorder, ObjectRef
-from operators.core.kube import MERGE_PATCH, is_not_found, raw
+from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
@@ -135,6 +135,9 @@ class QueueController:
         computed["conditions"] = ancestry_conditions(stored_conditions, problem, _now())
         patch = status_patch(queue, computed)
         if patch is not None:
+            # The watch may deliver the write's echo before the PATCH returns: expect it from now on.
+            previous = self._written.get(name)
+            self._written[name] = merge_patched(queue.get("status"), patch["status"])
             # A merge patch, not server-side apply: SSA stores an emptied status as null, which the CRD
             # rejects, so a queue whose last workload ended would keep reporting it.
             try:
@@ -142,6 +145,7 @@ class QueueController:
                                     query={"fieldManager": FIELD_MANAGER}, body=patch,
                                     content_type=MERGE_PATCH)
             except Exception as exc:
+                self._written[name] = previous
                 if is_not_found(exc):
                     return
                 raise

@@ -13,28 +13,18 @@ from typing import Any
 
 import yaml
 
-from operators.core.cache import (
-    BINDREQUESTS,
-    CONFIGMAPS,
-    NODES,
-    PODGROUPS,
-    PODS,
-    PRIORITY_CLASSES,
-    QUEUES,
-    TOPOLOGIES,
-    Resource,
-)
+from operators.core import cache
 from operators.core.kube import api_client, raw
 
-KINDS: list[tuple[Resource, str, str]] = [
-    (NODES, "v1", "Node"),
-    (PRIORITY_CLASSES, "scheduling.k8s.io/v1", "PriorityClass"),
-    (QUEUES, "scheduling.run.ai/v2", "Queue"),
-    (PODGROUPS, "scheduling.run.ai/v2alpha2", "PodGroup"),
-    (BINDREQUESTS, "scheduling.run.ai/v1alpha2", "BindRequest"),
-    (PODS, "v1", "Pod"),
-    (CONFIGMAPS, "v1", "ConfigMap"),
-    (TOPOLOGIES, "kai.scheduler/v1alpha1", "Topology"),
+KINDS: list[tuple[cache.Resource, str, str]] = [
+    (cache.NODES, "v1", "Node"),
+    (cache.PRIORITY_CLASSES, "scheduling.k8s.io/v1", "PriorityClass"),
+    (cache.QUEUES, "scheduling.run.ai/v2", "Queue"),
+    (cache.PODGROUPS, "scheduling.run.ai/v2alpha2", "PodGroup"),
+    (cache.BINDREQUESTS, "scheduling.run.ai/v1alpha2", "BindRequest"),
+    (cache.PODS, "v1", "Pod"),
+    (cache.CONFIGMAPS, "v1", "ConfigMap"),
+    (cache.TOPOLOGIES, "kai.scheduler/v1alpha1", "Topology"),
 ]
 
 

@@ -47,7 +47,7 @@ import pytest
 import yaml
 
 from tests.chaos import chaos_kit as kit
-from tests.support import TEST_LABEL, Cluster, Replicas, labelled, probe_status, queue, wait_for
+from tests.support import TEST_LABEL, Cluster, Replicas, labelled, own_cluster, probe_status, queue, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.chaos]
 
@@ -82,22 +82,8 @@ def proxy_port(component: str) -> int:
 
 @pytest.fixture(scope="module")
 def chaos_cluster() -> Iterator[Cluster]:
-    from operators.devcluster import cluster as dev
-
-    name = os.environ.get("KAI_CHAOS_CLUSTER", "chaos")
-    reuse = os.environ.get("KAI_TEST_REUSE") == "1"
-    state = dev.load_state(name)
-    started = False
-    if not (reuse and state is not None and dev.is_running(state)):
-        if state is not None:
-            dev.down(name, quiet=True)
-        state = dev.up(dev.Options(name=name, port_base=PORT_BASE, nodes=0, components=False, timeout=300,
-                                   audit_policy=kit.AUDIT_POLICY))
-        started = True
-    assert state is not None
-    yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)
-    if started and not reuse:
-        dev.down(name, quiet=True)
+    yield from own_cluster(os.environ.get("KAI_CHAOS_CLUSTER", "chaos"), port_base=PORT_BASE, nodes=0,
+                           components=False, timeout=300, audit_policy=kit.AUDIT_POLICY)
 
 
 def webhook_setup(cluster: Cluster) -> str:

@@ -12,31 +12,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import Cluster, labelled, poll
+from tests.support import Cluster, api_requests, labelled, poll
 
 pytestmark = pytest.mark.cluster
 
 READS = ("LIST", "WATCH")  # the test's own polling; single-object GETs are counted
 # What the suite reads and writes (the controller-manager's own endpoint and lease traffic is not counted).
 SUITE_RESOURCES = ("pods", "podgroups", "bindrequests", "nodes", "events", "queues", "configmaps")
-
-
-def requests(cluster: Cluster) -> Counter[str]:
-    """apiserver_request_total by "VERB resource[/subresource]", leases and non-resource paths left out."""
-    text = cluster.kubectl("get", "--raw", "/metrics").stdout
-    out: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name != "apiserver_request":
-            continue
-        for sample in family.samples:
-            labels = sample.labels
-            if not sample.name.endswith("_total") or not labels.get("resource") or labels["resource"] == "leases":
-                continue
-            resource = labels["resource"] + (f"/{labels['subresource']}" if labels.get("subresource") else "")
-            out[f"{labels.get('verb')} {resource}"] += int(sample.value)
-    return out
 
 
 def delta(before: Counter[str], after: Counter[str]) -> Counter[str]:
@@ -69,13 +52,13 @@ def test_binding_single_pod_jobs_costs_a_bounded_number_of_requests_per_pod(clus
     count = 20
     cluster.kubectl("apply", "-f", "-", input=labelled([queue(namespace)]))
     time.sleep(2)  # the scheduler sees the queue before its pods
-    before = requests(cluster)
+    before = api_requests(cluster)
     cluster.kubectl("create", "-f", "-", namespace=namespace,
                     input=labelled([pod(f"p-{i:02d}", namespace) for i in range(count)]))
     poll(lambda: sum(p["status"].get("phase") == "Running" for p in pods(cluster, namespace)) == count,
          f"{count} pods Running", timeout=120)
     time.sleep(6)  # status writes are coalesced for a few seconds; they belong to these binds
-    spent = delta(before, requests(cluster))
+    spent = delta(before, api_requests(cluster))
     per_pod = {k: v / count for k, v in spent.items()}
     report = "\n".join(f"  {k:32} {v:5.2f}" for k, v in sorted(per_pod.items(), key=lambda kv: -kv[1]))
 
@@ -163,9 +146,9 @@ def test_a_standing_backlog_costs_no_periodic_writes(cluster: Cluster, namespace
     poll(explained, "every pod marked unschedulable", timeout=120)
     time.sleep(10)  # the first explanations (events, PodGroup conditions and statuses) go out
     window = 45.0  # longer than the scheduler's interval for repeating an unchanged event
-    before = requests(cluster)
+    before = api_requests(cluster)
     time.sleep(window)
-    spent = delta(before, requests(cluster))
+    spent = delta(before, api_requests(cluster))
     writes = {k: v for k, v in spent.items()
               if not k.startswith("GET ") and k.split()[1].split("/")[0] in SUITE_RESOURCES}
     # Nothing rewrites a pod's condition, a PodGroup's status or conditions, or a queue's status.

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from tests.conftest import TEST_LABEL, Cluster
+from tests.support import api_requests, reconciles, settled
 
 pytestmark = pytest.mark.cluster
 
@@ -244,6 +245,26 @@ def test_regular_pod_is_bound_with_status_condition_and_event(cluster: Cluster, 
     assert "reason" not in bindrequests(cluster, namespace)["plain"]["status"]
     assert 'kai_binder_binds_total{result="success"}' in binder.metrics()
     assert "kai_binder_bind_latency_milliseconds_bucket" in binder.metrics()
+
+
+def test_a_bindrequest_is_reconciled_once_and_its_own_status_write_does_not_bring_it_back(
+        cluster: Cluster, namespace: str, binder: BinderProcess) -> None:
+    node = fake_nodes(cluster)[0]
+    pod = create_pods(cluster, namespace, [pod_manifest("once")])["once"]
+
+    def counts() -> tuple[int, int, int]:
+        spent = api_requests(cluster)
+        return (reconciles(binder.metrics_port, "bindrequests"), spent["POST pods/binding"],
+                spent["PATCH bindrequests/status"])
+
+    before = settled(counts, "the binder's reconciles, bindings and BindRequest status writes")
+    create(cluster, namespace, [bindrequest(pod, node)])
+    assert _wait(lambda: all_succeeded(cluster, namespace, ["once"])), bindrequests(cluster, namespace)
+    after = settled(counts, "the binder after the bind")
+    # One reconcile, one binding and one status write (Succeeded); that write's echo reconciles nothing.
+    names = ("reconciles", "POST pods/binding", "PATCH bindrequests/status")
+    spent = {name: a - b for name, a, b in zip(names, after, before, strict=True)}
+    assert spent == {"reconciles": 1, "POST pods/binding": 1, "PATCH bindrequests/status": 1}, spent
 
 
 def test_fractional_pair_shares_one_reservation_and_releases_it(cluster: Cluster, namespace: str,

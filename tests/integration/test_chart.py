@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from tests.support import EXAMPLES, TEST_LABEL, Cluster, load_yaml, wait_for
+from tests.support import EXAMPLES, TEST_LABEL, Cluster, load_yaml, own_cluster, wait_for
 from tests.unit.test_chart_render import CHART, DEPLOYMENTS, helm_binary
 
 pytestmark = pytest.mark.cluster
@@ -80,21 +80,8 @@ class Helm:
 
 @pytest.fixture(scope="module")
 def chart_cluster() -> Iterator[Cluster]:
-    from operators.devcluster import cluster as dev
-
-    name = os.environ.get("KAI_CHART_TEST_CLUSTER", "chart-test")
-    reuse = os.environ.get("KAI_TEST_REUSE") == "1"
-    state = dev.load_state(name)
-    started = False
-    if not (reuse and state is not None and dev.is_running(state)):
-        if state is not None:
-            dev.down(name, quiet=True)
-        state = dev.up(dev.Options(name=name, port_base=PORT_BASE, components=False, timeout=300))
-        started = True
-    assert state is not None
-    yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)
-    if started and not reuse:
-        dev.down(name, quiet=True)
+    yield from own_cluster(os.environ.get("KAI_CHART_TEST_CLUSTER", "chart-test"), port_base=PORT_BASE,
+                           components=False, timeout=300)
 
 
 @pytest.fixture(scope="module")

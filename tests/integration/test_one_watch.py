@@ -9,7 +9,8 @@ a second watch of a resource (an informer next to a Kopf handler, a per-object w
 forgotten informer as a missing key. A second replica on the same Lease, a standby, then adds exactly its warm
 informers' watches, one per resource, while not ready.
 
-The dev components keep running meanwhile; their watches are part of the baseline. The scheduler under test
+The dev components keep running meanwhile; their watches are part of the baseline, which is read once all of them
+(KubeRay's operator and the garbage collector's watches of custom resources included) are open. The scheduler under test
 serves another scheduler name, so that it opens the same watches without scheduling the cluster's pods twice.
 """
 
@@ -30,9 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import Cluster
+from tests.support import Cluster, apiserver_samples
 
 pytestmark = pytest.mark.cluster
 
@@ -79,16 +79,55 @@ def expected(cluster: Cluster, component: str) -> Counter[Key]:
     return Counter(dict.fromkeys(keys, 1))
 
 
+# The dev cluster's KubeRay operator (controller-runtime): one watch per kind it reconciles or owns.
+KUBERAY = {("ray.io", "rayclusters", "cluster"), ("ray.io", "rayjobs", "cluster"), ("ray.io", "rayservices", "cluster"),
+           ("", "pods", "cluster"), ("", "services", "cluster"), ("", "secrets", "cluster"),
+           ("batch", "jobs", "cluster")}
+
+
+def dev_watches(cluster: Cluster) -> Counter[Key]:
+    """The watches the dev cluster's own processes hold once all of them run: each KAI component it runs (without
+    leader election, so with its leader-only side loops), KubeRay's operator and the controller-manager's garbage
+    collector."""
+    from operators.devcluster import cluster as dev
+
+    state = dev.load_state(cluster.name)
+    running = set(state.pids) if state is not None else set()
+    want: Counter[Key] = Counter()
+    for component in CORE:
+        if component in running:
+            want += expected(cluster, component)
+    if "ray-operator" in running:
+        want += Counter(dict.fromkeys(KUBERAY, 1))
+    if "kube-controller-manager" in running:
+        # Its garbage collector watches every custom resource, from the next discovery after the CRD is served.
+        for crd in cluster.get_json("customresourcedefinitions")["items"]:
+            want[crd["spec"]["group"], crd["spec"]["names"]["plural"], "cluster"] += 1
+    return want
+
+
+def wait_for_dev_watches(cluster: Cluster, timeout: float = 120) -> None:
+    """Until the dev cluster's components have opened their watches (KubeRay, the side loops and the garbage
+    collector open theirs a while after the cluster reports ready): before that, a late one would count as the
+    tested process's."""
+    want = dev_watches(cluster)
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = open_watches(cluster)
+        missing = {key: f"{seen.get(key, 0)} of {n}" for key, n in want.items() if seen.get(key, 0) < n}
+        if not missing:
+            return
+        assert time.monotonic() < deadline, (
+            f"the dev cluster's components did not open their watches in {timeout:.0f}s; open of expected by "
+            f"(group, resource, scope): {missing}")
+        time.sleep(1)
+
+
 def open_watches(cluster: Cluster) -> Counter[Key]:
-    text = cluster.kubectl("get", "--raw", "/metrics").stdout
     out: Counter[Key] = Counter()
-    for family in text_string_to_metric_families(text):
-        if family.name != "apiserver_longrunning_requests":
-            continue
-        for sample in family.samples:
-            labels = sample.labels
-            if labels.get("verb") == "WATCH" and not labels.get("subresource"):
-                out[labels.get("group", ""), labels["resource"], labels.get("scope", "")] += int(sample.value)
+    for _, labels, value in apiserver_samples(cluster, "apiserver_longrunning_requests"):
+        if labels.get("verb") == "WATCH" and not labels.get("subresource"):
+            out[labels.get("group", ""), labels["resource"], labels.get("scope", "")] += int(value)
     return out
 
 
@@ -207,6 +246,7 @@ def test_a_component_process_opens_one_watch_per_resource(
         cluster: Cluster, component_process: Callable[[str, str], Started], component: str) -> None:
     want = expected(cluster, component)
     lease = f"one-watch-{component}-{uuid.uuid4().hex[:6]}"
+    wait_for_dev_watches(cluster)
     before = steady_watches(cluster)
     proc, probe, log = component_process(component, lease)
     wait_ready(component, proc, probe, log)

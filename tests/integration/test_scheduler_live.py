@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support import EXAMPLES, Cluster, apply, items, load_yaml, queue
+from tests.support import EXAMPLES, Cluster, apply, held_gpus, items, load_yaml, queue
 
 pytestmark = pytest.mark.cluster
 
@@ -59,17 +59,6 @@ def pod(name: str, queue_name: str, gpus: int = 1) -> dict[str, Any]:
             "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name}},
             "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "main", "image": "busybox", "resources": resources}]}}
-
-
-def held_gpus(cluster: Cluster) -> int:
-    """GPUs requested by pods that sit on a node and are not finished, cluster-wide."""
-    total = 0
-    for p in items(cluster, "pods", None, "--all-namespaces"):
-        if not p["spec"].get("nodeName") or p["status"].get("phase") in ("Succeeded", "Failed"):
-            continue
-        for c in p["spec"].get("containers", []):
-            total += int((c.get("resources", {}).get("limits") or {}).get(GPU, 0))
-    return total
 
 
 def wait_cluster_idle(cluster: Cluster) -> None:

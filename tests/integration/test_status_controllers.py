@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from operators.core.resources import parse_quantity
 from tests.conftest import Cluster, labelled
-from tests.support import EXAMPLES, load_yaml, poll
+from tests.support import EXAMPLES, api_requests, load_yaml, poll, reconciles, settled
 
 pytestmark = pytest.mark.cluster
 
@@ -379,3 +380,96 @@ def test_missing_grandparent_is_reported_down_the_subtree_and_clears(cluster: Cl
     create(cluster, [queue_doc(top)])
     for name in (mid, leaf):
         wait_for(lambda name=name: orphan_condition(cluster, name) is None or None, f"{name}'s condition to clear")
+
+
+# --- what makes a controller reconcile ------------------------------------------------------------------------
+# A status write comes back through the controller's own watch. The echo must not reconcile again: the property is
+# counted live, at the API server (`apiserver_request_total`) and by the controller's work queue
+# (`kai_controller_reconcile_total`).
+
+def restart_component(cluster: Cluster, name: str) -> int:
+    """Restart the dev cluster's process of component `name` (same arguments and ports) and return its metrics
+    port once it is ready: its periodic resync (every minute or more) is then not due during the test."""
+    from operators.devcluster import cluster as dev
+
+    state = dev.load_state(cluster.name)
+    assert state is not None and name in state.pids, f"the cluster runs no {name}"
+    ports = dev.component_ports(state.ports["apiserver"] - 443)[name]
+    dev.start_component(state, name, dev.stop_component(state, name))
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ports['probe']}/readyz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    wait_for(ready, f"the restarted {name} to be ready")
+    return ports["metrics"]
+
+
+def writes_since(cluster: Cluster, before: Counter[str]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in api_requests(cluster).items()
+            if v != before.get(k, 0) and k.split()[0] not in ("GET", "LIST", "WATCH")}
+
+
+def clobber_status(cluster: Cluster, kind: str, name: str, status: dict[str, Any],
+                   namespace: str | None = None) -> None:
+    """Another writer's status write (a merge patch of the status subresource)."""
+    cluster.kubectl("patch", kind, name, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": status}), namespace=namespace)
+
+
+def corrected_once(cluster: Cluster, component: str, writes: str, clobber: Callable[[], None],
+                   corrected: Callable[[], None]) -> None:
+    """After `clobber` (another writer's status) and until `corrected` returns, `component` reconciles once and
+    writes once (`writes`: "VERB resource/status"), and the echo of its write reconciles nothing."""
+    port = restart_component(cluster, component)
+
+    def counts() -> tuple[int, int]:
+        return reconciles(port, component), api_requests(cluster)[writes]
+
+    requests_before = api_requests(cluster)
+    reconciled, written = settled(counts, f"the {component}'s reconciles and {writes}")
+    clobber()
+    corrected()
+    now_reconciled, now_written = settled(counts, f"the {component} after the correction")
+    assert (now_reconciled - reconciled, now_written - written) == (1, 2), (
+        f"{component}: reconciles {now_reconciled - reconciled} (1 expected), {writes} {now_written - written} "
+        f"(the test's and one correction expected); writes meanwhile: {writes_since(cluster, requests_before)}")
+
+
+def one_running_pod(cluster: Cluster, namespace: str, queue: str) -> None:
+    create(cluster, [queue_doc(queue)])
+    create(cluster, [pod_doc("e1", queue, "500m")], namespace)
+    wait_running(cluster, namespace, "e1")
+
+
+def test_queue_controller_corrects_a_foreign_status_once_and_ignores_its_own_echo(cluster: Cluster,
+                                                                                  namespace: str) -> None:
+    name = f"echo-{namespace}"
+    one_running_pod(cluster, namespace, name)
+
+    def allocating() -> None:
+        wait_sums(cluster, {name: (rl(cpu="500m"), rl(cpu="500m"))}, f"{name} allocating the running pod")
+
+    allocating()
+    corrected_once(cluster, "queue-controller", "PATCH queues/status", lambda: clobber_status(
+        cluster, "queues.scheduling.run.ai", name, {"allocated": {"cpu": "7"}}), allocating)
+
+
+def test_podgroup_controller_corrects_a_foreign_status_once_and_ignores_its_own_echo(cluster: Cluster,
+                                                                                     namespace: str) -> None:
+    one_running_pod(cluster, namespace, f"pg-echo-{namespace}")
+
+    def allocating() -> None:
+        wait_equal(lambda: quantities((podgroup_status(cluster, namespace, "e1") or {}).get("allocated")),
+                   rl(cpu="500m"), "the PodGroup allocating the running pod")
+
+    allocating()
+    group = cluster.get_json("pod", "e1", namespace=namespace)["metadata"]["annotations"]["pod-group-name"]
+    # Counted within 20 s of the clobber: the controller looks at a PodGroup again 20 s after it first found a
+    # status to write (in case its pods were still undecided; a reconcile that then writes nothing).
+    corrected_once(cluster, "podgroup-controller", "PATCH podgroups/status", lambda: clobber_status(
+        cluster, "podgroups.scheduling.run.ai", group, {"resourcesStatus": {"allocated": {"cpu": "7"}}}, namespace),
+        allocating)

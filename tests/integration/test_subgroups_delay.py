@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import EXAMPLES, Cluster, apply, items, labelled, load_yaml, queue, wait_for
+from tests.support import EXAMPLES, Cluster, apply, held_gpus, items, labelled, load_yaml, queue, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -92,16 +92,6 @@ def test_a_malformed_preemption_delay_on_a_pod_is_refused_with_the_format(cluste
 GPU = "nvidia.com/gpu"
 NODE_GPUS = 8
 CLUSTER_GPUS = 32  # kai dev up default: 4 nodes x 8 GPUs
-
-
-def held_gpus(cluster: Cluster) -> int:
-    total = 0
-    for p in items(cluster, "pods", None, "--all-namespaces"):
-        if not p["spec"].get("nodeName") or p["status"].get("phase") in ("Succeeded", "Failed"):
-            continue
-        for c in p["spec"].get("containers", []):
-            total += int((c.get("resources", {}).get("limits") or {}).get(GPU, 0))
-    return total
 
 
 def gpu_pod(name: str, queue_name: str, gpus: int, *, group: str | None = None, subgroup: str | None = None,

@@ -1,6 +1,6 @@
 """An API server that cannot be reached is a failed lease attempt, not the end of the process: a standby keeps
 trying through the outage and takes the lease once the API server answers again; a leader steps down only after
-its renew deadline. Against the scripted Lease API of test_runtime_leader, closed and reopened on one port."""
+its renew deadline. Against the scripted Lease API of `leaseserver`, closed and reopened on one port."""
 
 from __future__ import annotations
 
@@ -9,36 +9,13 @@ import time
 from typing import Any
 
 import pytest
-from aiohttp import web
-from kubernetes_asyncio import client
 
 from operators.core import leader
-from tests.unit.core.test_runtime_leader import BASE, Exited, LeaseServer
-
-
-async def serve(lease: LeaseServer, port: int = 0) -> tuple[web.AppRunner, int]:
-    app = web.Application()
-    app.router.add_get(f"{BASE}/controller", lease.get)
-    app.router.add_put(f"{BASE}/controller", lease.replace)
-    app.router.add_post(BASE, lease.create)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=True)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-
-def api_for(port: int) -> client.ApiClient:
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    return client.ApiClient(configuration=cfg)
+from tests.unit.core.leaseserver import Exited, LeaseServer, api_for, exit_raises, serve
 
 
 async def test_a_standby_survives_an_unreachable_api_server_and_then_leads(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake_exit(code: int) -> None:
-        raise Exited(code)
-
-    monkeypatch.setattr(leader.os, "_exit", fake_exit)
+    exit_raises(monkeypatch)
     started = asyncio.Event()
 
     async def work() -> None:

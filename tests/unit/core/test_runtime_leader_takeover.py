@@ -1,5 +1,5 @@
 """A leader that finds another holder on its Lease stops at once, not after its renew deadline: for those seconds
-two replicas would both write. Against the scripted Lease API of test_runtime_leader."""
+two replicas would both write. Against the scripted Lease API of `leaseserver`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ import time
 import pytest
 
 from operators.core import leader
-from tests.unit.core.test_runtime_leader import Exited, lease_api
+from tests.unit.core.leaseserver import Exited, exit_raises, leading, lease_api
 
 
 async def test_another_holder_on_the_lease_ends_the_leadership_at_the_next_renewal(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake_exit(code: int) -> None:
-        raise Exited(code)
-
-    monkeypatch.setattr(leader.os, "_exit", fake_exit)
+    exit_raises(monkeypatch)
     cancelled_at: list[float] = []
 
     async def work() -> None:
@@ -29,13 +26,7 @@ async def test_another_holder_on_the_lease_ends_the_leadership_at_the_next_renew
 
     async with lease_api() as (lease, api):
         # A long renew deadline: the library alone would keep leading for 6 s after the takeover.
-        task = asyncio.create_task(leader.run_as_leader(
-            api, name="controller", namespace="kai", work=work, lease_duration=8, renew_deadline=6,
-            retry_period=1))
-        deadline = time.monotonic() + 10
-        while lease.renewals < 2:
-            assert time.monotonic() < deadline and not task.done(), "never renewed the lease"
-            await asyncio.sleep(0.05)
+        task = await leading(lease, api, work, lease_duration=8, renew_deadline=6, retry_period=1)
         assert leader.is_leading()
         stolen_at = time.monotonic()
         lease.steal()
