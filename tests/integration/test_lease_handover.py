@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Cluster, Replicas, wait_for
+from tests.support import Cluster, Replicas, own_cluster, wait_for
 from tests.support import probe_status as status
 
 pytestmark = pytest.mark.cluster
@@ -38,21 +38,8 @@ EXPIRY_FLOOR = 4.0  # kill -9 to the takeover: the 8 s lease must run out, whate
 
 @pytest.fixture(scope="module")
 def handover_cluster() -> Iterator[Cluster]:
-    from operators.devcluster import cluster as dev
-
-    name = os.environ.get("KAI_STANDBY_TEST_CLUSTER", "lease-handover-test")
-    reuse = os.environ.get("KAI_TEST_REUSE") == "1"
-    state = dev.load_state(name)
-    started = False
-    if not (reuse and state is not None and dev.is_running(state)):
-        if state is not None:
-            dev.down(name, quiet=True)
-        state = dev.up(dev.Options(name=name, port_base=PORT_BASE, components=False, timeout=300))
-        started = True
-    assert state is not None
-    yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)
-    if started and not reuse:
-        dev.down(name, quiet=True)
+    yield from own_cluster(os.environ.get("KAI_STANDBY_TEST_CLUSTER", "lease-handover-test"),
+                           port_base=PORT_BASE, components=False, timeout=300)
 
 
 def probe_port(component: str, replica: str) -> int:
