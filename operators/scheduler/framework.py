@@ -61,6 +61,14 @@ class SessionHooks(Protocol):
     def on_session_close(self, session: Session) -> None: ...
 
 
+class SessionScope(Protocol):
+    """Asked once per session, after every plugin's `on_session_open`: False says the plugin has nothing to do in
+    this session (no workload uses its feature), and every hook of the plugin is dropped until the session ends,
+    so the hot paths neither call it nor loop over it. A plugin without `in_use` always takes part."""
+
+    def in_use(self, session: Session) -> bool: ...
+
+
 class QueueOrder(Protocol):
     """Queue order of the job tree: `queue_facts` per queue (with the request of its next job), compared by
     `queue_before`. The highest-priority plugin implementing it decides."""
@@ -330,10 +338,26 @@ class Framework:
     """The enabled plugins of one configuration, with each extension point resolved to plain callables."""
 
     def __init__(self, plugins: Sequence[Plugin]) -> None:
-        from operators.scheduler import ordering
-
         self.plugins = list(plugins)
         self.names = frozenset(p.name for p in plugins)
+        self.builtin_gang = False
+        self._resolve(self.plugins)
+
+    def settle(self, session: Session) -> bool:
+        """Drop the hooks of the plugins that say (`in_use`) they have nothing to do in this session; True when
+        some were dropped. Call once, after the session-open hooks. The gang rules' inlining stays off if a
+        session-open hook turned it off."""
+        active = [p for p in self.plugins
+                  if not callable(getattr(p, "in_use", None)) or p.in_use(session)]  # type: ignore[attr-defined]
+        if len(active) == len(self.plugins):
+            return False
+        inline = self.builtin_gang
+        self._resolve(active)
+        self.builtin_gang = self.builtin_gang and inline
+        return True
+
+    def _resolve(self, plugins: Sequence[Plugin]) -> None:
+        from operators.scheduler import ordering
 
         def all_of(method: str) -> list[Any]:
             return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]

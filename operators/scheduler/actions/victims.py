@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from operators.scheduler.explain import humanize
 from operators.scheduler.fairshare import UNLIMITED
 from operators.scheduler.model import VICTIM_STATUSES, Job, QueueState, Task
-from operators.scheduler.ordering import podset_order_key, task_order_key
+from operators.scheduler.ordering import podset_order_key
 from operators.scheduler.records import parse_time
 
 if TYPE_CHECKING:
@@ -77,6 +77,8 @@ def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, 
 def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]:
     """Pods above minMember one at a time (last podset, reverse task order), then the core as one chunk.
 
+    The task order is the session's (the task-order extension point): a job's tasks are kept in it from session
+    open, so the pods a job loses first are the ones its allocation order places last.
     A min-runtime protected job offers only its pods above minMember; `whole` makes one chunk of everything.
     """
     live = live_tasks(job)
@@ -94,7 +96,7 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
         surplus = ps.active_allocated - ps.min_available
         if surplus <= 0:
             continue
-        mine = sorted((t for t in live if t.podset is ps), key=task_order_key, reverse=True)
+        mine = [t for t in reversed(live) if t.podset is ps]  # reverse task order
         extras.extend(mine[:surplus])
     chunks = [Chunk(job, [t], False) for t in extras]
     rest = [t for t in live if t not in extras]

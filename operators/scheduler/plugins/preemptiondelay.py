@@ -52,6 +52,10 @@ class PreemptionDelay(Plugin):
             if not v.may_disrupt:
                 self.held[job] = v
 
+    def in_use(self, session: Session) -> bool:
+        """Some job has a preemption delay (none: no job is held and no timestamp is stamped)."""
+        return bool(self.delays)
+
     def may_try(self, session: Session, job: Job, action: str) -> bool:
         if action not in DISRUPTIVE or job not in self.held:
             return True

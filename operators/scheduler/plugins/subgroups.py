@@ -54,6 +54,17 @@ class SubGroups(Plugin):
         if self.trees:
             session.framework.builtin_gang = False
 
+    def in_use(self, session: Session) -> bool:
+        """Some PodGroup sets `minSubGroup`; otherwise this plugin's rules are the `gang` plugin's, which then
+        decides in its place (when it is the next plugin with the gang rules)."""
+        if self.trees:
+            return True
+        fw = session.framework
+        if fw.gang is not self:
+            return False
+        following = [p for p in fw.plugins if p is not self and callable(getattr(p, "tasks_to_allocate", None))]
+        return not following or type(following[0]) is not Gang
+
     def _set_minimums(self, session: Session, job: Job, tree: SubGroupTree) -> None:
         podsets = {p.name: p for p in job.podsets}
         counts = {name: p.active_allocated for name, p in podsets.items()}

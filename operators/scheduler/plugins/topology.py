@@ -134,6 +134,16 @@ class Topology(Plugin):
 
     # --- hooks ----------------------------------------------------------------------------------
 
+    def in_use(self, session: Session) -> bool:
+        """Some PodGroup of the session names a topology constraint (its own, or one of its SubGroups')."""
+        for job in session.jobs:
+            rec = job.rec
+            if rec.topology is not None:
+                return True
+            if rec.subgroups and any(s.topology is not None and s.topology.active for s in rec.subgroups):
+                return True
+        return False
+
     def node_subsets(self, session: Session, job: Job) -> Iterable[Iterable[int]] | None:
         self._current = None
         rules = self._rules_of(session, job)

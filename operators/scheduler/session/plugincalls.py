@@ -21,7 +21,10 @@ class PluginCalls(Accounting):
                        freed: dict[QueueState, list[float]] | None = None) -> explain.JobError | None:
         """The first capacity error of the enabled capacity plugins (proportion: OverLimit and
         NonPreemptibleOverQuota), or None. `freed`: per queue, what victims could still release under it."""
-        for check in self.framework.capacity:
+        checks = self.framework.capacity
+        if len(checks) == 1:  # the common case (proportion alone): one direct call
+            return checks[0](cast("Session", self), job, tasks, freed)
+        for check in checks:
             error = check(cast("Session", self), job, tasks, freed)
             if error is not None:
                 return error
