@@ -17,14 +17,15 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
     until one holds it. The caller commits on True and discards on False; on False the reason is recorded on
     the job.
     """
-    tasks = session.tasks_to_allocate(job)
+    fw = session.framework
+    tasks = fw.gang.tasks_to_allocate(job)
     if not tasks:
         return False
     error = session.capacity_error(job, tasks)
     if error is not None:
         session.outcome(job).errors.append(error)
         return False
-    subsets = session.node_subsets(job) if session.framework.node_subsets else None
+    subsets = session.node_subsets(job) if fw.node_subsets else None
     if subsets is None:
         return _attempt(session, stmt, job, tasks, pipeline_only)
     placer = session.placer

@@ -40,8 +40,7 @@ class PreemptionDelay(Plugin):
         self.gated: set[Job] = set()
 
     def on_session_open(self, session: Session) -> None:
-        for job in session.jobs:
-            # Most jobs have no delay anywhere: skip them without a call (this loop runs over every PodGroup).
+        for job in session.feature_jobs:  # the jobs with a delay are among them
             if job.rec.preemption_delay is None and (not job.tasks or job.tasks[0].rec.preemption_delay is None):
                 continue
             delay = job_delay(job)

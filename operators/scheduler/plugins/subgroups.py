@@ -46,7 +46,7 @@ class SubGroups(Plugin):
     # --- session ---------------------------------------------------------------------------------------
 
     def on_session_open(self, session: Session) -> None:
-        for job in session.jobs:
+        for job in session.feature_jobs:
             if job.rec.subgroups and has_min_sub_group(job):
                 tree = build_tree(job.rec.subgroups, job.rec.min_member, job.rec.min_sub_group)
                 self.trees[job] = tree

@@ -136,7 +136,7 @@ class Topology(Plugin):
 
     def in_use(self, session: Session) -> bool:
         """Some PodGroup of the session names a topology constraint (its own, or one of its SubGroups')."""
-        for job in session.jobs:
+        for job in session.feature_jobs:
             rec = job.rec
             if rec.topology is not None:
                 return True
@@ -257,7 +257,7 @@ class Topology(Plugin):
 
     def on_session_close(self, session: Session) -> None:
         """A job that had domains to try at its required level and still failed: say which were tried."""
-        for job in session.jobs:
+        for job in session.feature_jobs:
             tried = self._tried.get(job.key)
             out = session.outcomes.get(job.key)
             if tried is None or out is None or out.failure is None or not any(p.pending for p in job.podsets):

@@ -71,6 +71,7 @@ class Accounting:
     queues: dict[str, QueueState]
     other_usage: list[float]
     jobs: list[Job]
+    feature_jobs: list[Job]
     total: tuple[float, float, float]
     index: NodeIndex
     pod_index: PodIndex | None
