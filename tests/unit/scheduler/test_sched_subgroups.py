@@ -194,3 +194,19 @@ def test_the_example_starts_three_leaves_on_six_gpus() -> None:
         "elastic-train-w0", "elastic-train-w1", "elastic-train-w2"}
     [u] = result["unschedulable"]
     assert sorted(u["podMessages"]) == ["elastic-train-w3-0", "elastic-train-w3-1"]
+
+
+def test_a_leaf_the_tree_does_not_need_loses_all_its_pods_or_none() -> None:
+    # The preemptor needs one GPU. w3 is not needed by the tree (3 of 4 leaves suffice), but a leaf is either at
+    # its minMember or empty: the victim is the whole of w3, never one of its two pods.
+    objs = [node("n1", gpus=8), queue("q"), *PRIORITY_CLASSES, tree_pg("job", leaves(4), 3)]
+    for i in range(4):
+        objs += members("job", f"w{i}", running_on="n1")
+    objs += [podgroup("urgent", priority_class="build"), pod("urgent-0", "urgent", gpus=1)]
+    result = run_simulation(objs, None, ["preempt"])
+    assert sorted(e["pod"] for e in result["evictions"]) == ["w3-0", "w3-1"]
+    # With a third pod, w3 gives up the one above its own minimum and keeps its minimum.
+    objs = [node("n1", gpus=9), *objs[1:]]
+    objs.insert(-2, pod("w3-2", "job", gpus=1, subgroup="w3", node_name="n1", phase="Running"))
+    result = run_simulation(objs, None, ["preempt"])
+    assert sorted(e["pod"] for e in result["evictions"]) == ["w3-2"]
