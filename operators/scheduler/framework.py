@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -171,6 +171,17 @@ class Gang(Protocol):
     def failure_message(self, failure: FailedAttempt) -> str: ...
     def is_stale(self, job: Job) -> bool: ...
     def stale_message(self, job: Job) -> str: ...
+
+
+class GangChoices(Protocol):
+    """Other ways to meet a job's gang rule, tried by allocate when its gang attempt failed (the gang plugin's).
+
+    Each step of the iterator changes the job's choice (e.g. which SubGroups' minimums count) and the attempt is
+    tried again with the new `tasks_to_allocate`; the iterator restores the first choice when it ends. A choice
+    that placed the job is kept. None: the job has no other choice.
+    """
+
+    def gang_choices(self, session: Session, job: Job) -> Iterator[None] | None: ...
 
 
 class Elastic(Protocol):
@@ -397,6 +408,9 @@ class Framework:
         self.gang: Gang = gangs[0]  # type: ignore[assignment]
         # Flat per-podset rules (`flat_rules = True`) are inlined in the session's hot loops; others are called.
         self.builtin_gang = bool(getattr(self.gang, "flat_rules", False))
+        choices = getattr(self.gang, "gang_choices", None)
+        self.gang_choices: Callable[[Session, Job], Iterator[None] | None] | None = (
+            choices if callable(choices) else None)
         elastic = first("elastic_state")
         self.elastic_state: Callable[[Job], int] = elastic if elastic is not None else _no_elastic
         self.on_allocate: list[Callable[[Session, Task, str], None]] = all_of("on_allocate")

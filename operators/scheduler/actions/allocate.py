@@ -18,7 +18,7 @@ class Allocate:
         tree = session.job_tree(session.gate_jobs(session.schedulable_jobs(), self.name), self.name)
         while (job := tree.pop()) is not None:
             stmt = session.statement()
-            if allocate_job(session, stmt, job):
+            if allocate_job(session, stmt, job, other_choices=True):
                 stmt.commit()
                 # Elastic growth: one more pod per attempt while pods remain and fit.
                 if any(p.pending for p in job.podsets):

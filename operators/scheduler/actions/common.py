@@ -10,13 +10,38 @@ if TYPE_CHECKING:
     from operators.scheduler.session import Session, Statement
 
 
-def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False) -> bool:
+def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False,
+                 other_choices: bool = False) -> bool:
     """Try the job's next tasks (gang core, or one more pod): all placed, or False with nothing kept.
 
     The attempt is tried in each node subset the plugins give (`node_subsets`; default: all nodes), in order,
     until one holds it. The caller commits on True and discards on False; on False the reason is recorded on
-    the job.
+    the job. `other_choices`: when the gang attempt fails, the gang plugin's other ways to meet the job's gang
+    rule (`gang_choices`) are tried in turn; a failure is explained by the first choice.
     """
+    choices = session.framework.gang_choices
+    if not other_choices or choices is None:
+        return _allocate(session, stmt, job, pipeline_only)
+    prior = session.outcomes.get(job.key)
+    before = (prior.failure, len(prior.errors)) if prior is not None else (None, 0)
+    if _allocate(session, stmt, job, pipeline_only):
+        return True
+    others = choices(session, job)
+    if others is None:
+        return False
+    out = session.outcome(job)
+    first = (out.failure, len(out.errors))
+    for _ in others:
+        if _allocate(session, stmt, job, pipeline_only):
+            out.failure = before[0]  # the failures of the other choices no longer apply
+            del out.errors[before[1]:]
+            return True
+    out.failure = first[0]
+    del out.errors[first[1]:]
+    return False
+
+
+def _allocate(session: Session, stmt: Statement, job: Job, pipeline_only: bool) -> bool:
     fw = session.framework
     tasks = fw.gang.tasks_to_allocate(job)
     if not tasks:

@@ -210,3 +210,16 @@ def test_a_leaf_the_tree_does_not_need_loses_all_its_pods_or_none() -> None:
     objs.insert(-2, pod("w3-2", "job", gpus=1, subgroup="w3", node_name="n1", phase="Running"))
     result = run_simulation(objs, None, ["preempt"])
     assert sorted(e["pod"] for e in result["evictions"]) == ["w3-2"]
+
+
+def test_when_the_first_choice_of_leaves_fails_another_is_placed_in_the_same_cycle() -> None:
+    # One of two leaves is needed. a (two 1-GPU pods) and b (one 3-GPU pod) cost the same, so a is chosen first;
+    # each pod of a fits the node alone, but both need 80 of its 64 CPUs: the job starts with b instead.
+    objs = [node("n1", gpus=4, cpu="64"), queue("q"),
+            tree_pg("job", [{"name": "a", "minMember": 2}, {"name": "b", "minMember": 1}], 1),
+            *[pod(f"a-{i}", "job", gpus=1, cpu="40", subgroup="a") for i in range(2)],
+            pod("b-0", "job", gpus=3, subgroup="b")]
+    result = run_simulation(objs)
+    assert bound_pods(result) == ["b-0"]
+    [u] = result["unschedulable"]  # a stays pending: the PodGroup's minimum is met without it
+    assert sorted(u["podMessages"]) == ["a-0", "a-1"]
