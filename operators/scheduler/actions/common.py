@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from operators.scheduler.model import Job, Task
@@ -19,34 +20,15 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
     the job. `other_choices`: when the gang attempt fails, the gang plugin's other ways to meet the job's gang
     rule (`gang_choices`) are tried in turn; a failure is explained by the first choice.
     """
-    choices = session.framework.gang_choices
-    if not other_choices or choices is None:
-        return _allocate(session, stmt, job, pipeline_only)
-    prior = session.outcomes.get(job.key)
-    before = (prior.failure, len(prior.errors)) if prior is not None else (None, 0)
-    if _allocate(session, stmt, job, pipeline_only):
-        return True
-    others = choices(session, job)
-    if others is None:
-        return False
-    out = session.outcome(job)
-    first = (out.failure, len(out.errors))
-    for _ in others:
-        if _allocate(session, stmt, job, pipeline_only):
-            out.failure = before[0]  # the failures of the other choices no longer apply
-            del out.errors[before[1]:]
-            return True
-    out.failure = first[0]
-    del out.errors[first[1]:]
-    return False
-
-
-def _allocate(session: Session, stmt: Statement, job: Job, pipeline_only: bool) -> bool:
     fw = session.framework
+    if other_choices and fw.gang_choices is not None:
+        return _with_choices(session, stmt, job, pipeline_only, fw.gang_choices)
     tasks = fw.gang.tasks_to_allocate(job)
     if not tasks:
         return False
-    error = session.capacity_error(job, tasks)
+    capacity = fw.capacity
+    # One capacity plugin (proportion, by default): called directly.
+    error = capacity[0](session, job, tasks, None) if len(capacity) == 1 else session.capacity_error(job, tasks)
     if error is not None:
         session.outcome(job).errors.append(error)
         return False
@@ -61,6 +43,27 @@ def _allocate(session: Session, stmt: Statement, job: Job, pipeline_only: bool) 
                 return True
         finally:
             placer.restrict(None)
+    return False
+
+
+def _with_choices(session: Session, stmt: Statement, job: Job, pipeline_only: bool,
+                  choices: Callable[[Session, Job], Iterator[None] | None]) -> bool:
+    prior = session.outcomes.get(job.key)
+    before = (prior.failure, len(prior.errors)) if prior is not None else (None, 0)
+    if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+        return True
+    others = choices(session, job)
+    if others is None:
+        return False
+    out = session.outcome(job)
+    first = (out.failure, len(out.errors))
+    for _ in others:
+        if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+            out.failure = before[0]  # the failures of the other choices no longer apply
+            del out.errors[before[1]:]
+            return True
+    out.failure = first[0]
+    del out.errors[first[1]:]
     return False
 
 
