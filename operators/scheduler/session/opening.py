@@ -239,8 +239,7 @@ class Opening(Accounting):
                 job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
             else:
                 job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
-            if (pg.subgroups or pg.topology is not None or pg.preemption_delay is not None
-                    or pg.min_sub_group is not None or (job_tasks and job_tasks[0].rec.preemption_delay is not None)):
+            if pg.optional_features or (job_tasks and job_tasks[0].rec.preemption_delay is not None):
                 feature_append(job)
             if queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
