@@ -26,6 +26,13 @@ NODE_CPU = 128
 NODE_MEM_GI = 1024
 DEPARTMENTS = 4
 TEAMS_PER_DEPARTMENT = 4  # 4 + 16 = 20 queues in two levels
+# --topology: zone > rack > node labels and a Topology; pending gangs ask for a rack (required or preferred).
+ZONE_LABEL, RACK_LABEL = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
+RACK_NODES = 16
+ZONE_RACKS = 16
+TOPOLOGY = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "dc"},
+            "spec": {"levels": [{"nodeLabel": ZONE_LABEL, "alias": "zone"}, {"nodeLabel": RACK_LABEL, "alias": "rack"},
+                                {"nodeLabel": "kubernetes.io/hostname"}]}}
 
 
 def _node(i: int) -> dict[str, Any]:
@@ -81,9 +88,16 @@ class Filler:
         return i, group
 
 
-def generate(n_nodes: int, seed: int = 7) -> list[dict[str, Any]]:
+def generate(n_nodes: int, seed: int = 7, topology: bool = False) -> list[dict[str, Any]]:
+    """The synthetic cluster. `topology`: the same cluster, its nodes in racks of 16 and zones of 16 racks, and of
+    the pending gangs one in four requires a rack and one in four prefers a rack inside a required zone."""
     rnd = random.Random(seed)
     objs: list[dict[str, Any]] = [_node(i) for i in range(n_nodes)]
+    if topology:
+        for i, n in enumerate(objs):
+            rack = i // RACK_NODES
+            n["metadata"]["labels"].update({ZONE_LABEL: f"zone-{rack // ZONE_RACKS}", RACK_LABEL: f"rack-{rack}"})
+        objs.append(TOPOLOGY)
     teams = []
     for d in range(DEPARTMENTS):
         objs.append(_queue(f"dept-{d}", "", n_nodes * NODE_GPUS / DEPARTMENTS / 2))
@@ -108,11 +122,12 @@ def generate(n_nodes: int, seed: int = 7) -> list[dict[str, Any]]:
         name = f"job-{job:06d}"
         queue = teams[rnd.randrange(len(teams))]
         selector = {"nvidia.com/gpu.product": "H100"} if gpus and rnd.random() < 0.1 else None
-        objs.append({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-                     "metadata": {"name": name, "namespace": ns, "uid": name,
-                                  "creationTimestamp": f"2025-01-01T{job // 3600 % 24:02d}:{job // 60 % 60:02d}:"
-                                                       f"{job % 60:02d}Z"},
-                     "spec": {"minMember": size, "queue": queue, "priorityClassName": "train"}})
+        group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                 "metadata": {"name": name, "namespace": ns, "uid": name,
+                              "creationTimestamp": f"2025-01-01T{job // 3600 % 24:02d}:{job // 60 % 60:02d}:"
+                                                   f"{job % 60:02d}Z"},
+                 "spec": {"minMember": size, "queue": queue, "priorityClassName": "train"}}
+        objs.append(group)
         placed: list[tuple[int, str | None]] = []
         if running:
             for _ in range(size):
@@ -128,6 +143,10 @@ def generate(n_nodes: int, seed: int = 7) -> list[dict[str, Any]]:
                     placed.append((i, None))
             if len(placed) < size:
                 running = False  # cluster full: the rest is pending (the placed slots stay reserved: harmless)
+        if topology and kind == "gang" and not running and job % 4 < 2:
+            group["spec"]["topologyConstraint"] = (
+                {"topology": "dc", "requiredTopologyLevel": "rack"} if job % 4 == 0
+                else {"topology": "dc", "requiredTopologyLevel": "zone", "preferredTopologyLevel": "rack"})
         for k in range(size):
             labels: dict[str, str] = {"app": name}
             annotations = {"pod-group-name": name}
@@ -155,13 +174,13 @@ def generate(n_nodes: int, seed: int = 7) -> list[dict[str, Any]]:
     return objs
 
 
-def run_one(n_nodes: int) -> dict[str, Any]:
+def run_one(n_nodes: int, topology: bool = False) -> dict[str, Any]:
     from operators.scheduler.config import SchedulerConfig
     from operators.scheduler.cycle import run_cycle
     from operators.scheduler.simulate import with_implicit_podgroups
     from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects
 
-    objs = generate(n_nodes)
+    objs = generate(n_nodes, topology=topology)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     snapshot = snapshot_from_objects(with_implicit_podgroups(objs))
@@ -199,9 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the cycle of the largest size")
     parser.add_argument("--baseline", help="git revision to measure against in the same run (e.g. HEAD~1)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size (and per revision); best CPU kept")
+    parser.add_argument("--topology", action="store_true",
+                        help="zone > rack node labels, a Topology, and rack constraints on half the pending gangs")
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_one(args.one)))
+        print(json.dumps(run_one(args.one, args.topology)))
         return 0
     if args.profile:
         import cProfile
@@ -210,16 +231,17 @@ def main(argv: list[str] | None = None) -> int:
         from operators.scheduler.config import SchedulerConfig
         from operators.scheduler.cycle import run_cycle
         from operators.scheduler.snapshot import snapshot_from_objects
-        snapshot = snapshot_from_objects(generate(max(int(s) for s in args.sizes.split(","))))
+        snapshot = snapshot_from_objects(generate(max(int(s) for s in args.sizes.split(",")), topology=args.topology))
         prof = cProfile.Profile()
         prof.runcall(run_cycle, snapshot, SchedulerConfig(), 1.7e9)
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
         return 0
     if args.baseline:
-        return compare(args.baseline, [int(s) for s in args.sizes.split(",")], max(1, args.repeat))
+        return compare(args.baseline, [int(s) for s in args.sizes.split(",")], max(1, args.repeat), args.topology)
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        rows.append(min((_run(size) for _ in range(max(1, args.repeat))), key=lambda r: r["cycle_cpu_s"]))
+        rows.append(min((_run(size, topology=args.topology) for _ in range(max(1, args.repeat))),
+                        key=lambda r: r["cycle_cpu_s"]))
     header = f"{'nodes':>6} {'pods':>7} {'pending':>8} {'parse s':>8} {'cycle s':>8} {'cycle cpu s':>12} " \
              f"{'alloc-only cpu s':>17} {'snapshot cpu s':>15} {'binds':>6} {'unsched':>8} {'peak RSS MiB':>13}"
     print(header)
@@ -257,13 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(size: int, code: str | None = None) -> dict[str, Any]:
+def _run(size: int, code: str | None = None, topology: bool = False) -> dict[str, Any]:
     """One size in a fresh process; `code` puts another checkout's `operators` package first on the path."""
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    out = subprocess.run([sys.executable, __file__, "--one", str(size)], check=True, capture_output=True,
-                         text=True, env=env)
+    out = subprocess.run([sys.executable, __file__, "--one", str(size), *(["--topology"] if topology else [])],
+                         check=True, capture_output=True, text=True, env=env)
     row: dict[str, Any] = json.loads(out.stdout)
     return row
 
@@ -273,7 +295,7 @@ def _counts(row: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in counters.items()) or "none"
 
 
-def compare(ref: str, sizes: list[int], repeat: int) -> int:
+def compare(ref: str, sizes: list[int], repeat: int, topology: bool = False) -> int:
     """Cycle CPU of revision `ref` against the working tree, runs alternated so both see the same load."""
     root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True,
                           text=True).stdout.strip()
@@ -287,7 +309,7 @@ def compare(ref: str, sizes: list[int], repeat: int) -> int:
             best: dict[str, dict[str, Any]] = {}
             for _ in range(repeat):
                 for label, code in ((ref, tmp), ("worktree", None)):
-                    r = _run(size, code)
+                    r = _run(size, code, topology)
                     if label not in best or r["cycle_cpu_s"] < best[label]["cycle_cpu_s"]:
                         best[label] = r
             for label, r in best.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -59,6 +59,14 @@ class Plugin:
 class SessionHooks(Protocol):
     def on_session_open(self, session: Session) -> None: ...
     def on_session_close(self, session: Session) -> None: ...
+
+
+class SessionScope(Protocol):
+    """Asked once per session, after every plugin's `on_session_open`: False says the plugin has nothing to do in
+    this session (no workload uses its feature), and every hook of the plugin is dropped until the session ends,
+    so the hot paths neither call it nor loop over it. A plugin without `in_use` always takes part."""
+
+    def in_use(self, session: Session) -> bool: ...
 
 
 class QueueOrder(Protocol):
@@ -163,6 +171,17 @@ class Gang(Protocol):
     def failure_message(self, failure: FailedAttempt) -> str: ...
     def is_stale(self, job: Job) -> bool: ...
     def stale_message(self, job: Job) -> str: ...
+
+
+class GangChoices(Protocol):
+    """Other ways to meet a job's gang rule, tried by allocate when its gang attempt failed (the gang plugin's).
+
+    Each step of the iterator changes the job's choice (e.g. which SubGroups' minimums count) and the attempt is
+    tried again with the new `tasks_to_allocate`; the iterator restores the first choice when it ends. A choice
+    that placed the job is kept. None: the job has no other choice.
+    """
+
+    def gang_choices(self, session: Session, job: Job) -> Iterator[None] | None: ...
 
 
 class Elastic(Protocol):
@@ -330,10 +349,26 @@ class Framework:
     """The enabled plugins of one configuration, with each extension point resolved to plain callables."""
 
     def __init__(self, plugins: Sequence[Plugin]) -> None:
-        from operators.scheduler import ordering
-
         self.plugins = list(plugins)
         self.names = frozenset(p.name for p in plugins)
+        self.builtin_gang = False
+        self._resolve(self.plugins)
+
+    def settle(self, session: Session) -> bool:
+        """Drop the hooks of the plugins that say (`in_use`) they have nothing to do in this session; True when
+        some were dropped. Call once, after the session-open hooks. The gang rules' inlining stays off if a
+        session-open hook turned it off."""
+        active = [p for p in self.plugins
+                  if not callable(getattr(p, "in_use", None)) or p.in_use(session)]  # type: ignore[attr-defined]
+        if len(active) == len(self.plugins):
+            return False
+        inline = self.builtin_gang
+        self._resolve(active)
+        self.builtin_gang = self.builtin_gang and inline
+        return True
+
+    def _resolve(self, plugins: Sequence[Plugin]) -> None:
+        from operators.scheduler import ordering
 
         def all_of(method: str) -> list[Any]:
             return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
@@ -373,6 +408,9 @@ class Framework:
         self.gang: Gang = gangs[0]  # type: ignore[assignment]
         # Flat per-podset rules (`flat_rules = True`) are inlined in the session's hot loops; others are called.
         self.builtin_gang = bool(getattr(self.gang, "flat_rules", False))
+        choices = getattr(self.gang, "gang_choices", None)
+        self.gang_choices: Callable[[Session, Job], Iterator[None] | None] | None = (
+            choices if callable(choices) else None)
         elastic = first("elastic_state")
         self.elastic_state: Callable[[Job], int] = elastic if elastic is not None else _no_elastic
         self.on_allocate: list[Callable[[Session, Task, str], None]] = all_of("on_allocate")

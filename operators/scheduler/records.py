@@ -344,6 +344,14 @@ class PodGroupRecord:
     # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
     last_eviction: float = 0.0
     topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
+    # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
+    # derived from the fields above, so a session tests one flag per PodGroup.
+    optional_features: bool = field(default=False, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "optional_features", bool(
+            self.subgroups or self.min_sub_group is not None or self.preemption_delay is not None
+            or self.topology is not None))
 
     @property
     def key(self) -> str:

@@ -11,6 +11,7 @@ alive pods that are not gated decide whether it is ready (enough pods exist to e
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from operators.scheduler.records import SubGroupSpec
 ROOT = ""
 DEFAULT_LEAF = "default"
 INFEASIBLE = math.inf
+# plans(): children combinations looked at per level (the cheapest children first), so wide trees stay cheap.
+MAX_COMBINATIONS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,45 @@ class SubGroupTree:
         cost = self._choose(ROOT, counts, available, pod_cost or {}, missing)
         ordered = {leaf: missing[leaf] for leaf in self.leaves if leaf in missing}
         return Plan(cost != INFEASIBLE, ordered, cost)
+
+    def plans(self, counts: Mapping[str, int], available: Mapping[str, int] | None = None,
+              pod_cost: Mapping[str, float] | None = None, limit: int = 8) -> list[Plan]:
+        """The feasible ways to satisfy the PodGroup, cheapest first, at most `limit`: the first is `plan`'s
+        choice (when that is feasible), the others choose other children somewhere in the tree. Arguments as
+        for `plan`."""
+        out = []
+        for cost, _, missing in self._options(ROOT, counts, available, pod_cost or {}, max(limit, 1)):
+            out.append(Plan(True, {leaf: missing[leaf] for leaf in self.leaves if leaf in missing}, cost))
+        return out[:limit]
+
+    def _options(self, name: str, counts: Mapping[str, int], available: Mapping[str, int] | None,
+                 pod_cost: Mapping[str, float], limit: int) -> list[tuple[float, int, dict[str, int]]]:
+        """Feasible choices under `name`: (cost, rank, missing pods per chosen leaf), cheapest first, ties in the
+        order `plan` prefers (children by cost then spec order)."""
+        node = self.nodes[name]
+        if node.is_leaf:
+            cost, short = self._leaf_cost(name, counts, available, pod_cost)
+            return [] if cost == INFEASIBLE else [(cost, 0, {name: short})]
+        if node.need > len(node.children):
+            return []
+        children = []
+        for index, child in enumerate(node.children):
+            options = self._options(child, counts, available, pod_cost, limit)
+            if options:
+                children.append((options[0][0], index, options))
+        children.sort(key=lambda c: (c[0], c[1]))
+        found: list[tuple[float, int, dict[str, int]]] = []
+        combos = itertools.islice(itertools.combinations(children, node.need), MAX_COMBINATIONS)
+        for combo in combos:
+            for picks in itertools.islice(itertools.product(*(c[2] for c in combo)), MAX_COMBINATIONS):
+                missing: dict[str, int] = {}
+                cost = 0.0
+                for option_cost, _, chosen in picks:
+                    cost += option_cost
+                    missing.update(chosen)
+                found.append((cost, len(found), missing))
+        found.sort(key=lambda f: (f[0], f[1]))
+        return found[:limit]
 
     def _leaf_cost(self, name: str, counts: Mapping[str, int], available: Mapping[str, int] | None,
                    pod_cost: Mapping[str, float]) -> tuple[float, int]:

@@ -206,8 +206,11 @@ def shortfall(level_name: str, domains: Sequence[Domain], request: Resources) ->
     if not domains:
         return f"no node carries the labels of level {level_name}"
 
+    gpu, cpu, memory = request
+
     def lack_key(d: Domain) -> tuple[tuple[float, float, float], tuple[str, ...]]:
-        return d.free.lacking(request).order_key(), d.values
+        free = d.free  # `free.lacking(request).order_key()`, without the objects (one call per domain)
+        return (max(gpu - free[0], 0.0), max(cpu - free[1], 0.0), max(memory - free[2], 0.0)), d.values
 
     best = min(domains, key=lack_key)
     return (f"no domain of level {level_name} can hold the job ({request.describe()}); best {best.describe()} "

@@ -115,13 +115,13 @@ def test_grouping_a_gang_reads_its_owner_once_and_writes_its_podgroup_once(clust
         member["metadata"]["ownerReferences"] = [ref]
         members.append(member)
     time.sleep(2)  # the scheduler sees the queue before its pods
-    before = requests(cluster)
+    before = api_requests(cluster)
     cluster.kubectl("create", "-f", "-", namespace=namespace, input=labelled(members))
     poll(lambda: sum(p["status"].get("phase") == "Running" for p in pods(cluster, namespace)) == size,
          f"the gang's {size} pods Running", timeout=120)
     groups = {(p["metadata"].get("annotations") or {}).get("pod-group-name") for p in pods(cluster, namespace)}
     assert len(groups) == 1 and None not in groups, groups
-    spent = delta(before, requests(cluster))
+    spent = delta(before, api_requests(cluster))
     report = "\n".join(f"  {k:32} {v:5}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1]))
     # One PodGroup for the gang, created once and never rewritten, never read back (the pod-grouper watches
     # PodGroups and keeps its own writes); one read of the owner shared by all ten pods; one patch per pod.

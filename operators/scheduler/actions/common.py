@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from operators.scheduler.model import Job, Task
@@ -10,21 +11,28 @@ if TYPE_CHECKING:
     from operators.scheduler.session import Session, Statement
 
 
-def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False) -> bool:
+def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False,
+                 other_choices: bool = False) -> bool:
     """Try the job's next tasks (gang core, or one more pod): all placed, or False with nothing kept.
 
     The attempt is tried in each node subset the plugins give (`node_subsets`; default: all nodes), in order,
     until one holds it. The caller commits on True and discards on False; on False the reason is recorded on
-    the job.
+    the job. `other_choices`: when the gang attempt fails, the gang plugin's other ways to meet the job's gang
+    rule (`gang_choices`) are tried in turn; a failure is explained by the first choice.
     """
-    tasks = session.tasks_to_allocate(job)
+    fw = session.framework
+    if other_choices and fw.gang_choices is not None:
+        return _with_choices(session, stmt, job, pipeline_only, fw.gang_choices)
+    tasks = fw.gang.tasks_to_allocate(job)
     if not tasks:
         return False
-    error = session.capacity_error(job, tasks)
+    capacity = fw.capacity
+    # One capacity plugin (proportion, by default): called directly.
+    error = capacity[0](session, job, tasks, None) if len(capacity) == 1 else session.capacity_error(job, tasks)
     if error is not None:
         session.outcome(job).errors.append(error)
         return False
-    subsets = session.node_subsets(job) if session.framework.node_subsets else None
+    subsets = session.node_subsets(job) if fw.node_subsets else None
     if subsets is None:
         return _attempt(session, stmt, job, tasks, pipeline_only)
     placer = session.placer
@@ -35,6 +43,27 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
                 return True
         finally:
             placer.restrict(None)
+    return False
+
+
+def _with_choices(session: Session, stmt: Statement, job: Job, pipeline_only: bool,
+                  choices: Callable[[Session, Job], Iterator[None] | None]) -> bool:
+    prior = session.outcomes.get(job.key)
+    before = (prior.failure, len(prior.errors)) if prior is not None else (None, 0)
+    if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+        return True
+    others = choices(session, job)
+    if others is None:
+        return False
+    out = session.outcome(job)
+    first = (out.failure, len(out.errors))
+    for _ in others:
+        if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+            out.failure = before[0]  # the failures of the other choices no longer apply
+            del out.errors[before[1]:]
+            return True
+    out.failure = first[0]
+    del out.errors[first[1]:]
     return False
 
 

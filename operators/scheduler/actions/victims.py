@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from operators.scheduler.explain import humanize
 from operators.scheduler.fairshare import UNLIMITED, WHOLE
 from operators.scheduler.model import VICTIM_STATUSES, Job, QueueState, Task
-from operators.scheduler.ordering import podset_order_key, task_order_key
+from operators.scheduler.ordering import podset_order_key
 from operators.scheduler.records import parse_time
 from operators.scheduler.units import to_gpus
 
@@ -76,6 +76,10 @@ def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, 
 def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]:
     """Pods above minMember one at a time (last podset, reverse task order), then the core as one chunk.
 
+    The task order is the session's (the task-order extension point): a job's tasks are kept in it from session
+    open, so the pods a job loses first are the ones its allocation order places last. A leaf SubGroup the job's
+    SubGroup tree does not need (its minimum lowered to 0 at session open) is at its own minMember or empty: it
+    gives up the pods above its minMember one at a time, then the rest of its pods as one chunk.
     A min-runtime protected job offers only its pods above minMember; `whole` makes one chunk of everything.
     """
     live = live_tasks(job)
@@ -88,15 +92,26 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
             break
     else:  # no podset above its minimum: no elastic pods, only the core
         return [] if protected else [Chunk(job, live, True)]
+    own_min = {s.name: max(s.min_member, 0) for s in job.rec.subgroups} if job.has_subgroups else {}
     extras: list[Task] = []
+    leaves: list[list[Task]] = []
     for ps in sorted(job.podsets, key=podset_order_key, reverse=True):
         surplus = ps.active_allocated - ps.min_available
         if surplus <= 0:
             continue
-        mine = sorted((t for t in live if t.podset is ps), key=task_order_key, reverse=True)
-        extras.extend(mine[:surplus])
+        mine = [t for t in reversed(live) if t.podset is ps]  # reverse task order
+        own = own_min.get(ps.name, ps.min_available)
+        if own > ps.min_available:  # a leaf the tree does not need
+            singles = max(0, ps.active_allocated - own)
+            extras.extend(mine[:singles])
+            if mine[singles:surplus]:
+                leaves.append(mine[singles:surplus])
+        else:
+            extras.extend(mine[:surplus])
     chunks = [Chunk(job, [t], False) for t in extras]
-    rest = [t for t in live if t not in extras]
+    chunks += [Chunk(job, tasks, False) for tasks in leaves]
+    taken = {*extras, *(t for tasks in leaves for t in tasks)}
+    rest = [t for t in live if t not in taken]
     if rest and not protected:
         chunks.append(Chunk(job, rest, True))
     return chunks

@@ -36,8 +36,13 @@ class Gang(Plugin):
 
     @staticmethod
     def attempt_state(job: Job) -> tuple[bool, int]:
-        gang = any(p.active_allocated < p.min_available for p in job.podsets) and job.min_total > 1
-        return gang, sum(p.active_allocated for p in job.podsets)
+        below = False
+        found = 0
+        for p in job.podsets:  # one pass, no generators: called for every gang attempt
+            if p.active_allocated < p.min_available:
+                below = True
+            found += p.active_allocated
+        return below and job.min_total > 1, found
 
     @staticmethod
     def failure(job: Job, task: Task, state: tuple[bool, int], placed: int, summary: str) -> FailedAttempt:

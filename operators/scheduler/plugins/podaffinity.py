@@ -65,6 +65,11 @@ class PodAffinity(Plugin):
         if "normalize" in arguments:
             _flag(arguments["normalize"])
 
+    def in_use(self, session: Session) -> bool:
+        """Some pod has an inter-pod (anti-)affinity term: without one the session has no pod index and no task
+        is ever scored."""
+        return session.pod_index is not None
+
     def scores_task(self, session: Session, task: Task) -> bool:
         counts = aff.topology_counts(task.rec, session.nodes, session.pod_index, self.hard_weight) \
             if session.pod_index is not None else {}

@@ -40,8 +40,7 @@ class PreemptionDelay(Plugin):
         self.gated: set[Job] = set()
 
     def on_session_open(self, session: Session) -> None:
-        for job in session.jobs:
-            # Most jobs have no delay anywhere: skip them without a call (this loop runs over every PodGroup).
+        for job in session.feature_jobs:  # the jobs with a delay are among them
             if job.rec.preemption_delay is None and (not job.tasks or job.tasks[0].rec.preemption_delay is None):
                 continue
             delay = job_delay(job)
@@ -51,6 +50,10 @@ class PreemptionDelay(Plugin):
             v = verdict(delay, job.rec.created, job.rec.last_eviction, session.now)
             if not v.may_disrupt:
                 self.held[job] = v
+
+    def in_use(self, session: Session) -> bool:
+        """Some job has a preemption delay (none: no job is held and no timestamp is stamped)."""
+        return bool(self.delays)
 
     def may_try(self, session: Session, job: Job, action: str) -> bool:
         if action not in DISRUPTIVE or job not in self.held:

@@ -15,6 +15,8 @@ PodGroups without `minSubGroup` keep the `gang` plugin's behaviour unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from operators.scheduler.framework import Plugin
 from operators.scheduler.model import SUCCEEDED, Job, PodSet, Task
 from operators.scheduler.ordering import tasks_to_allocate as flat_tasks_to_allocate
@@ -23,6 +25,7 @@ from operators.scheduler.session import FailedAttempt, Session
 from operators.scheduler.subgroup_tree import SubGroupTree, build_tree
 
 UNFIT_COST = 1000.0
+MAX_CHOICES = 8  # leaf choices tried per failed gang attempt (the first included)
 
 
 def has_min_sub_group(job: Job) -> bool:
@@ -46,7 +49,7 @@ class SubGroups(Plugin):
     # --- session ---------------------------------------------------------------------------------------
 
     def on_session_open(self, session: Session) -> None:
-        for job in session.jobs:
+        for job in session.feature_jobs:
             if job.rec.subgroups and has_min_sub_group(job):
                 tree = build_tree(job.rec.subgroups, job.rec.min_member, job.rec.min_sub_group)
                 self.trees[job] = tree
@@ -54,7 +57,30 @@ class SubGroups(Plugin):
         if self.trees:
             session.framework.builtin_gang = False
 
+    def in_use(self, session: Session) -> bool:
+        """Some PodGroup sets `minSubGroup`; otherwise this plugin's rules are the `gang` plugin's, which then
+        decides in its place (when it is the next plugin with the gang rules)."""
+        if self.trees:
+            return True
+        fw = session.framework
+        if fw.gang is not self:
+            return False
+        following = [p for p in fw.plugins if p is not self and callable(getattr(p, "tasks_to_allocate", None))]
+        return not following or type(following[0]) is not Gang
+
     def _set_minimums(self, session: Session, job: Job, tree: SubGroupTree) -> None:
+        podsets = {p.name: p for p in job.podsets}
+        plan = tree.plan(*self._inputs(session, job, tree))
+        for name, p in podsets.items():
+            node = tree.nodes.get(name)
+            own = node.min_member if node is not None else p.min_available
+            self.leaf_min[p] = own
+            # Not satisfiable with the pods that exist: every leaf keeps its minimum (the job is not ready).
+            p.min_available = own if (not plan.feasible or name in plan.missing) else 0
+
+    def _inputs(self, session: Session, job: Job, tree: SubGroupTree
+                ) -> tuple[dict[str, int], dict[str, int], dict[str, float]]:
+        """(pods that count, pods that could still be added, cost of one more pod) per leaf, for planning."""
         podsets = {p.name: p for p in job.podsets}
         counts = {name: p.active_allocated for name, p in podsets.items()}
         available = {name: max(0, p.alive - p.gated - p.active_allocated) for name, p in podsets.items()}
@@ -65,13 +91,30 @@ class SubGroups(Plugin):
                 if p.pending and p.active_allocated < tree.nodes[name].min_member and session.placer.find(
                         p.pending[0]) is None:
                     costs[name] *= UNFIT_COST
-        plan = tree.plan(counts, available, costs)
-        for name, p in podsets.items():
-            node = tree.nodes.get(name)
-            own = node.min_member if node is not None else p.min_available
-            self.leaf_min[p] = own
-            # Not satisfiable with the pods that exist: every leaf keeps its minimum (the job is not ready).
-            p.min_available = own if (not plan.feasible or name in plan.missing) else 0
+        return counts, available, costs
+
+    def gang_choices(self, session: Session, job: Job) -> Iterator[None] | None:
+        """Other choices of the leaves that meet the tree's minimum, for a gang attempt that failed with the
+        first: each step sets the leaves' minimums to the next choice (cheapest first); when none is left, the
+        first choice is restored. None: nothing to re-choose (no tree, or the job only grows)."""
+        tree = self.trees.get(job)
+        if tree is None or not any(p.pending and p.active_allocated < p.min_available for p in job.podsets):
+            return None
+        return self._choices(session, job, tree)
+
+    def _choices(self, session: Session, job: Job, tree: SubGroupTree) -> Iterator[None]:
+        first = [p.min_available for p in job.podsets]
+        seen = {tuple(first)}
+        for plan in tree.plans(*self._inputs(session, job, tree), limit=MAX_CHOICES):
+            choice = [self.leaf_min.get(p, p.min_available) if p.name in plan.missing else 0 for p in job.podsets]
+            if tuple(choice) in seen:
+                continue
+            seen.add(tuple(choice))
+            for p, minimum in zip(job.podsets, choice, strict=True):
+                p.min_available = minimum
+            yield
+        for p, minimum in zip(job.podsets, first, strict=True):
+            p.min_available = minimum
 
     # --- gang hooks (the gang plugin's own for PodGroups without minSubGroup) --------------------------
 

@@ -105,6 +105,14 @@ class Topology(Plugin):
         # Free resources per node, refreshed for the nodes statements touched since (None: recompute all).
         self._free: dict[str, Resources] | None = None
         self._dirty: set[int] = set()
+        # The node a statement last placed each task on (what a rolled-back placement left).
+        self._at: dict[Task, int] = {}
+        # Domains with their free totals per (topology, level), and how far into `_changes` (the names of the nodes
+        # whose free resources changed, in order) each is up to date: only domains holding a changed node are
+        # summed again (over their nodes in name order, as a full sum does, so the totals are the same floats).
+        self._domain_free: dict[tuple[str, int], tuple[list[Domain], dict[str, int], int]] = {}
+        self._changes: list[str] = []
+        self._binding: frozenset[tuple[str, str]] | None = None
 
     # --- what a job asks ------------------------------------------------------------------------
 
@@ -134,6 +142,16 @@ class Topology(Plugin):
         return hit
 
     # --- hooks ----------------------------------------------------------------------------------
+
+    def in_use(self, session: Session) -> bool:
+        """Some PodGroup of the session names a topology constraint (its own, or one of its SubGroups')."""
+        for job in session.feature_jobs:
+            rec = job.rec
+            if rec.topology is not None:
+                return True
+            if rec.subgroups and any(s.topology is not None and s.topology.active for s in rec.subgroups):
+                return True
+        return False
 
     def node_subsets(self, session: Session, job: Job) -> Iterable[Iterable[int]] | None:
         self._current = None
@@ -188,29 +206,81 @@ class Topology(Plugin):
         return out
 
     def on_allocate(self, session: Session, task: Task, kind: str) -> None:
-        self._touched(task, kind)
-
-    def on_deallocate(self, session: Session, task: Task, kind: str) -> None:
-        self._touched(task, kind)
-
-    def _touched(self, task: Task, kind: str) -> None:
         if self._free is None:
             return
-        if task.node >= 0 and kind != "pipeline":  # a pipelined move also changes the node it left
-            self._dirty.add(task.node)
-        else:  # a rolled-back placement no longer says where it was
+        if kind == "pipeline":  # a pipelined pod may have left a node: the one a statement placed it on, or its own
+            origin = self._at.get(task)
+            if origin is None:
+                origin = self._open_node(session, task)
+                if origin is None:
+                    self._free = None
+                    return
+            if origin >= 0:
+                self._dirty.add(origin)
+        if task.node < 0:
             self._free = None
+            return
+        self._dirty.add(task.node)
+        if kind != "rollback":  # allocate or pipeline: remembered for the placement's rollback
+            self._at[task] = task.node
+
+    def on_deallocate(self, session: Session, task: Task, kind: str) -> None:
+        if self._free is None:
+            return
+        if kind == "rollback":  # a placement undone: it left the node it was placed on (back at its origin, if any)
+            placed = self._at.pop(task, None)
+            if placed is None:
+                self._free = None
+                return
+            self._dirty.add(placed)
+        if task.node >= 0:
+            self._dirty.add(task.node)
+        elif kind != "rollback":
+            self._free = None
+
+    def _open_node(self, session: Session, task: Task) -> int | None:
+        """The node a task not placed by this session's statements was on at session open (-1: none), or None
+        when that is not known here (a pod binding through a BindRequest)."""
+        rec = task.rec
+        if rec.node_name:
+            node = session.node_by_name.get(rec.node_name)
+            return node.idx if node is not None else None
+        if self._binding is None:
+            self._binding = frozenset((b.namespace, b.pod_name) for b in session.snapshot.bindrequests)
+        return None if (rec.namespace, rec.name) in self._binding else -1
 
     def _free_now(self, session: Session) -> dict[str, Resources]:
         if self._free is None:
             self._free = _free(session.nodes)
+            self._domain_free.clear()
+            self._changes.clear()
         elif self._dirty:
-            self._free.update(_free([session.nodes[i] for i in self._dirty]))
-            for i in self._dirty:
-                if not session.nodes[i].ok:
-                    self._free.pop(session.nodes[i].name, None)
+            nodes = session.nodes
+            self._free.update(_free([nodes[i] for i in self._dirty]))
+            for i in sorted(self._dirty):
+                if not nodes[i].ok:
+                    self._free.pop(nodes[i].name, None)
+                self._changes.append(nodes[i].name)
         self._dirty.clear()
         return self._free
+
+    def _domains_free(self, session: Session, resolved: Resolved, level: int,
+                      free: Mapping[str, Resources]) -> Sequence[Domain]:
+        """The domains of the level with their free totals, summed again only where a node changed."""
+        key = (resolved.topology.name, level)
+        hit = self._domain_free.get(key)
+        if hit is None:
+            domains = list(with_free(self._domains(session, resolved, level), free))
+            where = {n: i for i, d in enumerate(domains) for n in d.nodes}
+            self._domain_free[key] = (domains, where, len(self._changes))
+            return domains
+        domains, where, seen = hit
+        if seen < len(self._changes):
+            stale = {i for n in self._changes[seen:] if (i := where.get(n)) is not None}
+            for i in stale:
+                domains[i] = with_free((domains[i],), free)[0]
+            self._domain_free[key] = (domains, where, len(self._changes))
+        return domains
 
     def filter_node(self, session: Session, task: Task, node: NodeState) -> str | None:
         job = task.job
@@ -248,7 +318,7 @@ class Topology(Plugin):
 
     def on_session_close(self, session: Session) -> None:
         """A job that had domains to try at its required level and still failed: say which were tried."""
-        for job in session.jobs:
+        for job in session.feature_jobs:
             tried = self._tried.get(job.key)
             out = session.outcomes.get(job.key)
             if tried is None or out is None or out.failure is None or not any(p.pending for p in job.podsets):
@@ -263,6 +333,8 @@ class Topology(Plugin):
     def _plan(self, session: Session, resolved: Resolved, within: frozenset[str] | None,
               free: Mapping[str, Resources], request: Resources, placed: Iterable[str]) -> Plan:
         def domains_at(level: int) -> Sequence[Domain]:
+            if within is None:
+                return self._domains_free(session, resolved, level, free)
             domains = self._domains(session, resolved, level)
             if within is not None:
                 domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,

@@ -62,6 +62,9 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
             self.placer.extend(self, fw.prefilters, fw.node_filters, fw.scorers)
         for hook in fw.session_open:
             hook(self)
+        # Plugins with nothing to do this session (no workload uses their feature) leave every hook list.
+        if fw.settle(self):
+            self.placer.extend(self, fw.prefilters, fw.node_filters, fw.scorers)
 
     def statement(self) -> Statement:
         return Statement(self)

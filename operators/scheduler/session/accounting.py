@@ -73,6 +73,7 @@ class Accounting:
     queues: dict[str, QueueState]
     other_usage: list[int]
     jobs: list[Job]
+    feature_jobs: list[Job]
     total: tuple[int, int, int]
     index: NodeIndex
     pod_index: PodIndex | None

@@ -157,6 +157,10 @@ class Opening(Accounting):
                         if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
         self.jobs: list[Job] = []
         jobs_append = self.jobs.append
+        # Jobs asking for an optional feature (SubGroups, a topology constraint, a preemption delay on the
+        # PodGroup or its first pod): the plugins of those features look only at these, not at every job.
+        self.feature_jobs: list[Job] = []
+        feature_append = self.feature_jobs.append
         victims_append = self._victims.append
         lineages = {q: q.lineage() for q in self.queues.values()}
         node_pool = self.snapshot.node_pool
@@ -235,6 +239,8 @@ class Opening(Accounting):
                 job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
             else:
                 job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
+            if pg.optional_features or (job_tasks and job_tasks[0].rec.preemption_delay is not None):
+                feature_append(job)
             if queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
                 continue

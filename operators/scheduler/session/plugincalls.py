@@ -21,8 +21,12 @@ class PluginCalls(Accounting):
                        freed: dict[QueueState, list[int]] | None = None) -> explain.JobError | None:
         """The first capacity error of the enabled capacity plugins (proportion: OverLimit and
         NonPreemptibleOverQuota), or None. `freed`: per queue, what victims could still release under it."""
-        for check in self.framework.capacity:
-            error = check(cast("Session", self), job, tasks, freed)
+        checks = self.framework.capacity
+        session: Session = self  # type: ignore[assignment]  # (a mixin of Session; no cast() call per job)
+        if len(checks) == 1:  # the common case (proportion alone): one direct call
+            return checks[0](session, job, tasks, freed)
+        for check in checks:
+            error = check(session, job, tasks, freed)
             if error is not None:
                 return error
         return None

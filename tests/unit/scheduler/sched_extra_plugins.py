@@ -72,3 +72,12 @@ class AtMostVictims(Plugin):
 
     def validate_scenario(self, session: Any, preemptor: Job, victims: Any, action: str) -> bool:
         return len(victims) <= int(self.arguments["max"])
+
+
+class RankOrder(Plugin):
+    """Task order: pods by their `rank` label (lower first), then by name."""
+
+    argument_names = frozenset()
+
+    def task_order_key(self, task: Task) -> tuple[object, ...]:
+        return (int(task.rec.labels.get("rank", "0")), task.name)

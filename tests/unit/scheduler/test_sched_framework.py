@@ -192,3 +192,25 @@ def test_a_node_subset_given_again_reuses_its_masks() -> None:
     assert placer.mask(task) is first
     placer.restrict(None)
     assert list(placer.mask(task)) == [1, 1, 1]
+
+
+def test_plugins_with_nothing_to_do_in_a_session_leave_its_hooks() -> None:
+    from operators.scheduler.plugins.gang import Gang
+    from operators.scheduler.session import Session
+    from operators.scheduler.snapshot import snapshot_from_objects
+
+    plain = [node("a"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
+    fw = Session(snapshot_from_objects(plain), SchedulerConfig(), 1e9).framework
+    # No topology constraint, no minSubGroup, no preemption delay, no inter-pod affinity: none of their hooks.
+    assert not fw.node_subsets and not fw.job_gates and not fw.scorers and not fw.node_filters
+    assert not fw.on_allocate and not fw.on_deallocate and not fw.session_close
+    assert type(fw.gang) is Gang and fw.builtin_gang
+    # Each feature in use keeps its plugin.
+    delayed = podgroup("d")
+    delayed["spec"]["preemptionDelay"] = "60s"
+    elastic = podgroup("e", subgroups=[{"name": "x", "minMember": 1}, {"name": "y", "minMember": 1}])
+    elastic["spec"]["minSubGroup"] = 1
+    fw = Session(snapshot_from_objects([*plain, delayed, pod("d", "d", gpus=1), elastic,
+                                        pod("e", "e", gpus=1, subgroup="x")]), SchedulerConfig(), 1e9).framework
+    assert len(fw.job_gates) == 1 and fw.gang is fw.plugin("subgroups") and not fw.builtin_gang
+    assert not fw.node_subsets and not fw.scorers

@@ -194,3 +194,32 @@ def test_the_example_starts_three_leaves_on_six_gpus() -> None:
         "elastic-train-w0", "elastic-train-w1", "elastic-train-w2"}
     [u] = result["unschedulable"]
     assert sorted(u["podMessages"]) == ["elastic-train-w3-0", "elastic-train-w3-1"]
+
+
+def test_a_leaf_the_tree_does_not_need_loses_all_its_pods_or_none() -> None:
+    # The preemptor needs one GPU. w3 is not needed by the tree (3 of 4 leaves suffice), but a leaf is either at
+    # its minMember or empty: the victim is the whole of w3, never one of its two pods.
+    objs = [node("n1", gpus=8), queue("q"), *PRIORITY_CLASSES, tree_pg("job", leaves(4), 3)]
+    for i in range(4):
+        objs += members("job", f"w{i}", running_on="n1")
+    objs += [podgroup("urgent", priority_class="build"), pod("urgent-0", "urgent", gpus=1)]
+    result = run_simulation(objs, None, ["preempt"])
+    assert sorted(e["pod"] for e in result["evictions"]) == ["w3-0", "w3-1"]
+    # With a third pod, w3 gives up the one above its own minimum and keeps its minimum.
+    objs = [node("n1", gpus=9), *objs[1:]]
+    objs.insert(-2, pod("w3-2", "job", gpus=1, subgroup="w3", node_name="n1", phase="Running"))
+    result = run_simulation(objs, None, ["preempt"])
+    assert sorted(e["pod"] for e in result["evictions"]) == ["w3-2"]
+
+
+def test_when_the_first_choice_of_leaves_fails_another_is_placed_in_the_same_cycle() -> None:
+    # One of two leaves is needed. a (two 1-GPU pods) and b (one 3-GPU pod) cost the same, so a is chosen first;
+    # each pod of a fits the node alone, but both need 80 of its 64 CPUs: the job starts with b instead.
+    objs = [node("n1", gpus=4, cpu="64"), queue("q"),
+            tree_pg("job", [{"name": "a", "minMember": 2}, {"name": "b", "minMember": 1}], 1),
+            *[pod(f"a-{i}", "job", gpus=1, cpu="40", subgroup="a") for i in range(2)],
+            pod("b-0", "job", gpus=3, subgroup="b")]
+    result = run_simulation(objs)
+    assert bound_pods(result) == ["b-0"]
+    [u] = result["unschedulable"]  # a stays pending: the PodGroup's minimum is met without it
+    assert sorted(u["podMessages"]) == ["a-0", "a-1"]

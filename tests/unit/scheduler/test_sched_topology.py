@@ -313,3 +313,39 @@ def test_elastic_growth_stays_in_the_rack_of_the_running_pods() -> None:
     assert rack_of(placed["g-2"]) == "z1-r1", placed
     off = config_from_mapping({"plugins": {"topology": {"enabled": False}}})
     assert binds(simulate(objs, off, actions=["allocate"]))["g-2"] == "z0-r0-0"  # bin-packing alone: the fuller
+
+
+def test_domain_free_totals_kept_per_session_decide_as_summing_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A busy cluster: running pods everywhere, gangs requiring or preferring a rack, preemptors, failed attempts
+    # rolled back and pipelined moves. The plugin sums a domain again only where a node changed; forcing a full
+    # sum at every look must give the same decisions, byte for byte.
+    from operators.scheduler.plugins import topology as plugin
+
+    objs: list[dict[str, Any]] = [queue("q"), queue("r"), *racks(4, zones=2, per_zone=3, per_rack=3)]
+    nodes = [o["metadata"]["name"] for o in objs if o["kind"] == "Node"]
+    for i, name in enumerate(nodes):
+        objs += running(f"run-{i}", name, 1 + i % 3, queue_name="q" if i % 2 else "r",
+                        created=f"2025-01-01T00:{i:02d}:00Z")
+    for j in range(8):
+        objs += gang(f"g{j}", 2 + j % 3, 1 + j % 2, **({"required": "rack"} if j % 2 else {"preferred": "rack"}),
+                     queue_name="q" if j % 3 else "r", priority_class="inference" if j % 4 == 0 else "train",
+                     created=f"2025-01-02T00:0{j}:00Z")
+    objs += [podgroup("solo", "r", 1), pod("solo-0", "solo", gpus=3)]
+    # And one where a rolled-back attempt must give its rack's resources back: g-big (3 x 2 GPUs) fits r0's
+    # total of 6 free GPUs but not its nodes (3 + 3), and fails after placing two pods; g-small then takes r0.
+    small = [queue("q"), *racks(4, zones=1, per_zone=2, per_rack=2),
+             *running("r0a", "z0-r0-0", 1), *running("r0b", "z0-r0-1", 1),
+             *running("r1a", "z0-r1-0", 4), *running("r1b", "z0-r1-1", 4),
+             *gang("g-big", 3, 2, required="rack", created="2025-01-02T00:00:00Z"),
+             *gang("g-small", 2, 2, required="rack", created="2025-01-03T00:00:00Z")]
+    assert {b["pod"] for b in simulate(small, actions=["allocate"])["binds"]} == {"g-small-0", "g-small-1"}
+    incremental = [json.dumps(simulate(o), sort_keys=True) for o in (objs, small)]
+    real_free_now = plugin.Topology._free_now
+
+    def full(self: plugin.Topology, session: Any) -> Any:
+        self._free = None
+        return real_free_now(self, session)
+
+    monkeypatch.setattr(plugin.Topology, "_free_now", full)
+    assert [json.dumps(simulate(o), sort_keys=True) for o in (objs, small)] == incremental
+    assert json.loads(incremental[0])["binds"] and json.loads(incremental[0])["evictions"]

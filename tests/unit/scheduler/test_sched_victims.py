@@ -96,3 +96,24 @@ def test_invariants(actions: tuple[str, ...] | None) -> None:
             assert e.for_pod_group == "ns/pi"  # within qa, higher priority
         if e.action == "reclaim":
             assert e.for_pod_group == "ns/pb"  # across queues
+
+
+def test_a_task_order_plugin_decides_which_pods_of_a_victim_go_first() -> None:
+    # An elastic job (min 2) with 4 pods: by default the newest-ordered pods (e-3, e-2) go first; with a task
+    # order ranking e-0 and e-1 last, they are the pods above the minimum the job loses first.
+    from operators.scheduler.config import config_from_mapping
+
+    ranks = {"e-0": "9", "e-1": "8", "e-2": "1", "e-3": "2"}
+    objs: list[dict[str, Any]] = [node("n1", gpus=4), queue("q"), *PRIORITY_CLASSES,
+                                  podgroup("e", "q", 2, created="2025-01-01T00:00:00Z"),
+                                  *[pod(n, "e", gpus=1, node_name="n1", phase="Running", labels={"rank": r})
+                                    for n, r in ranks.items()]]
+    cfg = config_from_mapping({"plugins": {"rank": {"class": "sched_extra_plugins:RankOrder", "priority": 900}}})
+    s = Session(snapshot_from_objects(objs), cfg, 1e9)
+    [job] = s.jobs
+    assert [[t.name for t in c.tasks] for c in victim_chunks(job, protected=False)] == [
+        ["e-0"], ["e-1"], ["e-2", "e-3"]]
+    # Through a whole cycle: a higher-priority pod of the same queue preempts one elastic pod, the one ranked last.
+    objs += [podgroup("hi", "q", 1, priority_class="inference"), pod("hi-0", "hi", gpus=1)]
+    assert [e.pod for e in run_cycle(snapshot_from_objects(objs), SchedulerConfig(), 1e9).evictions] == ["e-3"]
+    assert [e.pod for e in run_cycle(snapshot_from_objects(objs), cfg, 1e9).evictions] == ["e-0"]

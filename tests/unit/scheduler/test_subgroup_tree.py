@@ -114,3 +114,18 @@ def test_records_parse_min_sub_group_and_optional_min_member() -> None:
         "the PodGroup needs 1 of its 1 child SubGroups to meet their minimum, 0 do; "
         "SubGroup p needs 2 of its 2 child SubGroups to meet their minimum, 1 do (x); SubGroup y needs 1 pods, "
         "0 allocated")
+
+
+def test_plans_list_every_feasible_choice_cheapest_first_starting_with_plan() -> None:
+    # Two racks (one needed); rack-a needs both its leaves, rack-b one of its two.
+    specs = [SubGroupSpec("rack-a", 0, "", None), SubGroupSpec("rack-b", 0, "", 1),
+             SubGroupSpec("a0", 2, "rack-a"), SubGroupSpec("a1", 2, "rack-a"),
+             SubGroupSpec("b0", 3, "rack-b"), SubGroupSpec("b1", 1, "rack-b")]
+    tree = build_tree(specs, 1, 1)
+    plans = tree.plans({"a0": 2})
+    assert [(dict(p.missing), p.cost) for p in plans] == [({"b1": 1}, 1.0), ({"a0": 0, "a1": 2}, 2.0),
+                                                           ({"b0": 3}, 3.0)]
+    assert dict(plans[0].missing) == dict(tree.plan({"a0": 2}).missing)
+    # A leaf without enough pods is never part of a plan; a limit keeps the cheapest.
+    assert [dict(p.missing) for p in tree.plans({"a0": 2}, {"a1": 2, "b0": 0, "b1": 1}, limit=1)] == [{"b1": 1}]
+    assert [dict(p.missing) for p in tree.plans({}, {"a0": 0, "a1": 0, "b0": 0, "b1": 0})] == []
