@@ -68,11 +68,12 @@ class LeaseServer:
                               "acquireTime": now, "renewTime": now}
 
 
-async def serve(lease: LeaseServer, port: int = 0) -> tuple[web.AppRunner, int]:
-    """The Lease endpoints of `lease` on 127.0.0.1 (`port` 0: any free one): the runner and the port."""
+async def serve(lease: Any, port: int = 0, name: str = "controller") -> tuple[web.AppRunner, int]:
+    """The endpoints of the Lease `kai/name` on 127.0.0.1, answered by `lease` (its `get`, `replace` and `create`
+    handlers; `port` 0: any free one): the runner and the port."""
     app = web.Application()
-    app.router.add_get(f"{BASE}/controller", lease.get)
-    app.router.add_put(f"{BASE}/controller", lease.replace)
+    app.router.add_get(f"{BASE}/{name}", lease.get)
+    app.router.add_put(f"{BASE}/{name}", lease.replace)
     app.router.add_post(BASE, lease.create)
     runner = web.AppRunner(app)
     await runner.setup()

@@ -16,8 +16,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from operators.core import leader
-
-BASE = "/apis/coordination.k8s.io/v1/namespaces/kai/leases"
+from tests.unit.core.leaseserver import api_for, serve
 
 
 class Leases:
@@ -73,18 +72,8 @@ class Leases:
 @asynccontextmanager
 async def lease_api() -> AsyncIterator[tuple[Leases, client.ApiClient]]:
     leases = Leases()
-    app = web.Application()
-    app.router.add_get(f"{BASE}/lock", leases.get)
-    app.router.add_put(f"{BASE}/lock", leases.replace)
-    app.router.add_post(BASE, leases.create)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    api = client.ApiClient(configuration=cfg)
+    runner, port = await serve(leases, name="lock")
+    api = api_for(port)
     try:
         yield leases, api
     finally:
