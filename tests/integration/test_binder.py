@@ -247,24 +247,110 @@ def test_regular_pod_is_bound_with_status_condition_and_event(cluster: Cluster, 
     assert "kai_binder_bind_latency_milliseconds_bucket" in binder.metrics()
 
 
-def test_a_bindrequest_is_reconciled_once_and_its_own_status_write_does_not_bring_it_back(
-        cluster: Cluster, namespace: str, binder: BinderProcess) -> None:
-    node = fake_nodes(cluster)[0]
+# What a plain bind costs the API server: the reads and writes the binder makes for one BindRequest.
+PLAIN_BIND_REQUESTS = ("GET pods", "GET nodes", "GET bindrequests", "PATCH pods/status", "POST pods/binding",
+                       "PATCH bindrequests/status", "POST events", "PATCH events")
+
+
+def test_a_plain_bind_reads_nothing_and_makes_each_write_once(cluster: Cluster, namespace: str,
+                                                              binder: BinderProcess) -> None:
+    node = bare_node(cluster, namespace)
     pod = create_pods(cluster, namespace, [pod_manifest("once")])["once"]
 
-    def counts() -> tuple[int, int, int]:
+    def counts() -> dict[str, int]:
         spent = api_requests(cluster)
-        return (reconciles(binder.metrics_port, "bindrequests"), spent["POST pods/binding"],
-                spent["PATCH bindrequests/status"])
+        return {"reconciles": reconciles(binder.metrics_port, "bindrequests"),
+                **{key: spent[key] for key in PLAIN_BIND_REQUESTS}}
 
-    before = settled(counts, "the binder's reconciles, bindings and BindRequest status writes")
+    before = settled(counts, "the binder's reconciles and requests")
     create(cluster, namespace, [bindrequest(pod, node)])
     assert _wait(lambda: all_succeeded(cluster, namespace, ["once"])), bindrequests(cluster, namespace)
     after = settled(counts, "the binder after the bind")
-    # One reconcile, one binding and one status write (Succeeded); that write's echo reconciles nothing.
-    names = ("reconciles", "POST pods/binding", "PATCH bindrequests/status")
-    spent = {name: a - b for name, a, b in zip(names, after, before, strict=True)}
-    assert spent == {"reconciles": 1, "POST pods/binding": 1, "PATCH bindrequests/status": 1}, spent
+    # The pod, its node and the BindRequest come from the informers: nothing is read. One reconcile writes the
+    # PodBound condition, the binding, one status (Succeeded) and one `Bound` event; the echo of its own status
+    # write reconciles nothing.
+    spent = {key: after[key] - before[key] for key in after}
+    assert spent == {"reconciles": 1, "GET pods": 0, "GET nodes": 0, "GET bindrequests": 0,
+                     "PATCH pods/status": 1, "POST pods/binding": 1, "PATCH bindrequests/status": 1,
+                     "POST events": 1, "PATCH events": 0}, spent
+    bound = pods(cluster, namespace)["once"]
+    podbound = condition(bound, "PodBound")
+    assert podbound is not None and (podbound["status"], podbound["reason"]) == ("True", "Bound")
+    assert len([e for e in events(cluster, namespace) if e["reason"] == "Bound"]) == 1
+
+
+def bare_node(cluster: Cluster, namespace: str) -> str:
+    """A node no node agent manages (kwok handles annotated nodes only): nobody but the binder writes the status
+    of a pod bound there. Labelled for the namespace fixture to delete it."""
+    name = f"binder-bare-{namespace}"
+    create(cluster, namespace, [{"apiVersion": "v1", "kind": "Node",
+                                 "metadata": {"name": name, "labels": {TEST_LABEL: "true"}}}])
+    return name
+
+
+def refuse_status_writes(cluster: Cluster, namespace: str, name: str) -> None:
+    """An admission policy refusing every BindRequest status write in `namespace` (and the create of a BindRequest
+    named `policy-probe`, which shows, with a server-side dry run, that the policy is in force)."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {
+                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                     "resourceRules": [{"apiGroups": ["scheduling.run.ai"], "apiVersions": ["*"],
+                                        "operations": ["UPDATE"], "resources": ["bindrequests/status"]},
+                                       {"apiGroups": ["scheduling.run.ai"], "apiVersions": ["*"],
+                                        "operations": ["CREATE"], "resources": ["bindrequests"]}]},
+                 "validations": [{"expression": "request.operation == 'CREATE' && "
+                                                "object.metadata.name != 'policy-probe'",
+                                  "message": "BindRequest status writes are refused by the test"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": name}, "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all([policy, binding]))
+    probe = {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+             "metadata": {"name": "policy-probe", "namespace": namespace},
+             "spec": {"podName": "policy-probe", "selectedNode": "none", "receivedResourceType": "Regular"}}
+
+    def in_force() -> bool:
+        proc = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(probe),
+                               namespace=namespace, check=False)
+        return proc.returncode != 0 and "refused by the test" in proc.stderr
+
+    assert _wait(in_force, timeout=30), "the admission policy did not come into force"
+
+
+def test_a_refused_status_write_is_redone_without_binding_again(cluster: Cluster, namespace: str,
+                                                                binder: BinderProcess) -> None:
+    node = bare_node(cluster, namespace)
+    pod = create_pods(cluster, namespace, [pod_manifest("redo")])["redo"]
+    policy = f"binder-test-refuse-status-{namespace}"
+
+    def counts() -> dict[str, int]:
+        spent = api_requests(cluster)
+        return {key: spent[key] for key in ("POST pods/binding", "PATCH pods/status", "PATCH bindrequests/status",
+                                            "POST events", "PATCH events")}
+
+    try:
+        refuse_status_writes(cluster, namespace, policy)
+        before = settled(counts, "the binder's requests")
+        create(cluster, namespace, [bindrequest(pod, node)])
+        # The pod is bound, and the binder tries to write the status (and is refused) at least once.
+        assert _wait(lambda: pods(cluster, namespace)["redo"]["spec"].get("nodeName") == node)
+        assert _wait(lambda: counts()["PATCH bindrequests/status"] > before["PATCH bindrequests/status"])
+        assert (bindrequests(cluster, namespace)["redo"].get("status") or {}).get("phase") != "Succeeded"
+    finally:
+        cluster.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", policy,
+                        "--ignore-not-found", check=False)
+    # Nothing changes the BindRequest or the pod from here: only the binder's own retry writes the status.
+    assert _wait(lambda: all_succeeded(cluster, namespace, ["redo"]), timeout=90), bindrequests(cluster, namespace)
+    after = settled(counts, "the binder after the retry")
+    spent = {key: after[key] - before[key] for key in after}
+    # The retry finds the pod bound and only writes the status: one binding, one PodBound condition, one event.
+    assert spent["PATCH bindrequests/status"] >= 2, spent
+    assert {key: n for key, n in spent.items() if key != "PATCH bindrequests/status"} == {
+        "POST pods/binding": 1, "PATCH pods/status": 1, "POST events": 1, "PATCH events": 0}, spent
+    assert pods(cluster, namespace)["redo"]["spec"]["nodeName"] == node
+    assert len([e for e in events(cluster, namespace) if e["reason"] == "Bound"]) == 1
 
 
 def test_fractional_pair_shares_one_reservation_and_releases_it(cluster: Cluster, namespace: str,
