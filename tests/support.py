@@ -274,3 +274,19 @@ class Replicas:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
+
+
+def unmanaged_raycluster(name: str, queue_name: str, workers: int,
+                         requests: dict[str, str] | None = None) -> dict[str, Any]:
+    """A RayCluster of one head and `workers` workers that KubeRay leaves alone (`spec.managedBy` names another
+    manager), so a test makes its pods itself; `requests` per container, if any."""
+    container: dict[str, Any] = {"name": "ray", "image": "rayproject/ray"}
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
+    template = {"spec": {"containers": [container]}}
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name}},
+            "spec": {"managedBy": "kueue.x-k8s.io/multikueue",
+                     "headGroupSpec": {"rayStartParams": {}, "template": template},
+                     "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
+                                           "maxReplicas": workers, "rayStartParams": {}, "template": template}]}}

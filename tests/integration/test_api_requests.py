@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Cluster, api_requests, labelled, poll
+from tests.support import Cluster, api_requests, labelled, poll, unmanaged_raycluster
 
 pytestmark = pytest.mark.cluster
 
@@ -85,24 +85,12 @@ def test_binding_single_pod_jobs_costs_a_bounded_number_of_requests_per_pod(clus
     assert spent.get("PATCH queues/status", 0) <= count / 2, report
 
 
-def raycluster(name: str, queue_name: str, workers: int) -> dict[str, Any]:
-    """A RayCluster KubeRay leaves alone (`spec.managedBy` names another manager): the test makes its pods."""
-    template = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray",
-                                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name}},
-            "spec": {"managedBy": "kueue.x-k8s.io/multikueue",
-                     "headGroupSpec": {"rayStartParams": {}, "template": template},
-                     "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
-                                           "maxReplicas": workers, "rayStartParams": {}, "template": template}]}}
-
-
 def test_grouping_a_gang_reads_its_owner_once_and_writes_its_podgroup_once(cluster: Cluster,
                                                                            namespace: str) -> None:
     size = 10
     cluster.kubectl("apply", "-f", "-", input=labelled([queue(namespace)]))
-    cluster.kubectl("create", "-f", "-", namespace=namespace, input=labelled([raycluster("gang", namespace,
-                                                                                         size - 1)]))
+    owner_doc = unmanaged_raycluster("gang", namespace, size - 1, requests={"cpu": "100m", "memory": "64Mi"})
+    cluster.kubectl("create", "-f", "-", namespace=namespace, input=labelled([owner_doc]))
     owner = cluster.get_json("rayclusters.ray.io", "gang", namespace=namespace)
     ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "gang", "uid": owner["metadata"]["uid"],
            "controller": True}

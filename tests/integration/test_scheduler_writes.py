@@ -20,7 +20,7 @@ from operators.core import keys
 from operators.scheduler.config import SchedulerConfig
 from operators.scheduler.decisions import AnnotationUpdate, Decisions
 from operators.scheduler.loop import SchedulerLoop
-from tests.support import Cluster, api_requests, labelled, poll, settled
+from tests.support import Cluster, api_requests, labelled, poll, settled, unmanaged_raycluster
 
 pytestmark = pytest.mark.cluster
 
@@ -44,21 +44,10 @@ def queue(name: str) -> dict[str, Any]:
             "spec": {"resources": {"gpu": free, "cpu": free, "memory": free}}}
 
 
-def raycluster(name: str, queue_name: str, workers: int) -> dict[str, Any]:
-    """A RayCluster KubeRay leaves alone (`spec.managedBy` names another manager): the test makes its pods."""
-    template = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray"}]}}
-    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name}},
-            "spec": {"managedBy": "kueue.x-k8s.io/multikueue",
-                     "headGroupSpec": {"rayStartParams": {}, "template": template},
-                     "workerGroupSpecs": [{"groupName": "workers", "replicas": workers, "minReplicas": workers,
-                                           "maxReplicas": workers, "rayStartParams": {}, "template": template}]}}
-
-
 def gang(cluster: Cluster, namespace: str, name: str, size: int, gpus: int) -> list[dict[str, Any]]:
     """The RayCluster `name` (one gang of `size` pods, `gpus` GPUs each) and its pods, ready to create."""
-    cluster.kubectl("create", "-f", "-", namespace=namespace, input=labelled([raycluster(name, namespace,
-                                                                                        size - 1)]))
+    cluster.kubectl("create", "-f", "-", namespace=namespace,
+                    input=labelled([unmanaged_raycluster(name, namespace, size - 1)]))
     owner = cluster.get_json("rayclusters.ray.io", name, namespace=namespace)
     ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": name, "uid": owner["metadata"]["uid"],
            "controller": True}
