@@ -89,15 +89,22 @@ def api_for(port: int) -> client.ApiClient:
 
 
 @asynccontextmanager
-async def lease_api() -> AsyncIterator[tuple[LeaseServer, client.ApiClient]]:
-    lease = LeaseServer()
-    runner, port = await serve(lease)
+async def served(handler: Any, name: str = "controller") -> AsyncIterator[client.ApiClient]:
+    """A client of the Lease `kai/name` answered by `handler` (see `serve`), for the length of the block."""
+    runner, port = await serve(handler, name=name)
     api = api_for(port)
     try:
-        yield lease, api
+        yield api
     finally:
         await api.close()
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def lease_api() -> AsyncIterator[tuple[LeaseServer, client.ApiClient]]:
+    lease = LeaseServer()
+    async with served(lease) as api:
+        yield lease, api
 
 
 class Exited(Exception):

@@ -16,7 +16,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from operators.core import leader
-from tests.unit.core.leaseserver import api_for, serve
+from tests.unit.core.leaseserver import served
 
 
 class Leases:
@@ -72,13 +72,8 @@ class Leases:
 @asynccontextmanager
 async def lease_api() -> AsyncIterator[tuple[Leases, client.ApiClient]]:
     leases = Leases()
-    runner, port = await serve(leases, name="lock")
-    api = api_for(port)
-    try:
+    async with served(leases, name="lock") as api:
         yield leases, api
-    finally:
-        await api.close()
-        await runner.cleanup()
 
 
 async def wait_until(what: str, check: Any, timeout: float = 10) -> None:
