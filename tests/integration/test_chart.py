@@ -214,16 +214,23 @@ class Stack:
         return name
 
     def wait_ready(self, name: str, component: str, port_offset: int = 0, timeout: float = 90) -> None:
+        self._wait_probe(name, component, "/readyz", port_offset, timeout)
+
+    def wait_alive(self, name: str, component: str, port_offset: int = 0, timeout: float = 60) -> None:
+        """Until the process serves /healthz: a process still importing or logging in serves no probe yet."""
+        self._wait_probe(name, component, "/healthz", port_offset, timeout)
+
+    def _wait_probe(self, name: str, component: str, path: str, port_offset: int, timeout: float) -> None:
         probe = ports(component)[1] + port_offset
 
-        def ready() -> bool:
+        def answers() -> bool:
             proc = self.procs[name]
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited ({proc.returncode}):\n{self.tail(name)}")
-            with urllib.request.urlopen(f"http://127.0.0.1:{probe}/readyz", timeout=2) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{probe}{path}", timeout=2) as resp:
                 return resp.status == 200
 
-        wait_for(f"{name} to be ready", ready, timeout=timeout)
+        wait_for(f"{name} to answer {path}", answers, timeout=timeout)
 
     def tail(self, name: str, lines: int = 40) -> str:
         return "\n".join(self.logs[name].read_text(errors="replace").splitlines()[-lines:])
@@ -460,6 +467,9 @@ def test_scheduler_failover_within_the_lease_and_no_double_binding(chart_cluster
     offset = {one: 100, two: 200}
     # Readiness is leadership: the leader turns ready, the standby stays alive but not ready.
     stack.wait_ready(leader, "scheduler", port_offset=offset[leader])
+    # Both processes started together, but on a busy machine the standby may still be starting when the leader
+    # turns ready: wait until it serves probes at all, then it must be alive and not ready.
+    stack.wait_alive(standby, "scheduler", port_offset=offset[standby])
     standby_probe = ports("scheduler")[1] + offset[standby]
     assert probe_status(standby_probe, "/healthz") == 200
     assert probe_status(standby_probe, "/readyz") == 503
