@@ -6,9 +6,10 @@ them once per pod into plain floats (see `operators.scheduler.snapshot`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -134,14 +135,30 @@ class GpuRequest:
     portion: float | None = None
     memory_mib: int | None = None
     num_devices: int = 1
+    # Derived once: the scheduler reads it for every pod at session open and at every placement, where a
+    # property call would cost more than the test itself.
+    is_shared: bool = field(default=False, init=False, compare=False, repr=False)
+    _hash: int = field(default=0, init=False, compare=False, repr=False)
 
-    @property
-    def is_shared(self) -> bool:
-        return self.portion is not None or self.memory_mib is not None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_shared", self.portion is not None or self.memory_mib is not None)
+        object.__setattr__(self, "_hash", hash((self.whole, self.portion, self.memory_mib, self.num_devices)))
+
+    def __hash__(self) -> int:  # part of every fit signature, hashed per placement attempt: computed once
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[GpuRequest], tuple[int, float | None, int | None, int]]:
+        # Rebuilt through __init__ in a copy or an unpickling process, whose string and None hashes differ.
+        return GpuRequest, (self.whole, self.portion, self.memory_mib, self.num_devices)
 
     @property
     def is_empty(self) -> bool:
         return self.whole == 0 and not self.is_shared
+
+
+# Requests are immutable and few distinct ones exist, so pods asking the same share one object: comparing two
+# pods' fit signatures then stops at identity instead of comparing field by field.
+_shared_request = functools.lru_cache(maxsize=1024)(GpuRequest)
 
 
 class GpuRequestError(ValueError):
@@ -175,7 +192,7 @@ def gpu_request(annotations: Mapping[str, str] | None, requests: Mapping[str, De
                 "gpu-fraction annotation value must be a positive number smaller than 1.0") from exc
         if not 0 < portion <= 1:
             raise GpuRequestError("gpu-fraction annotation value must be a positive number smaller than 1.0")
-        return GpuRequest(whole=0, portion=portion, num_devices=num_devices)
+        return _shared_request(0, portion, None, num_devices)
     raw_memory = annotations.get(keys.GPU_MEMORY)
     if raw_memory is not None:
         try:
@@ -184,8 +201,8 @@ def gpu_request(annotations: Mapping[str, str] | None, requests: Mapping[str, De
             raise GpuRequestError("gpu-memory annotation value must be a positive integer greater than 0") from exc
         if memory <= 0:
             raise GpuRequestError("gpu-memory annotation value must be a positive integer greater than 0")
-        return GpuRequest(whole=0, memory_mib=memory, num_devices=num_devices)
-    return GpuRequest(whole=whole)
+        return _shared_request(0, None, memory, num_devices)
+    return _shared_request(whole, None, None, 1)
 
 
 def node_gpu_memory_mib(labels: Mapping[str, str] | None) -> int | None:

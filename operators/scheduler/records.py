@@ -206,6 +206,23 @@ class Constraints:
     preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
     _hard: Constraints | None = field(default=None, compare=False, hash=False, repr=False)
+    _hash: int | None = field(default=None, init=False, compare=False, hash=False, repr=False)
+
+    def __hash__(self) -> int:
+        # Hashed for every fit signature lookup; the nested term tuples are hashed once, on first use.
+        h = self._hash
+        if h is None:
+            h = hash((self.node_selector, self.node_affinity, self.tolerations, self.host_ports, self.pod_affinity,
+                      self.pod_anti_affinity, self.configmaps, self.preferred_pod_affinity,
+                      self.preferred_pod_anti_affinity))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __reduce__(self) -> tuple[type[Constraints], tuple[object, ...]]:
+        # Rebuilt through __init__ in a copy or an unpickling process, whose string hashes differ.
+        return Constraints, (self.node_selector, self.node_affinity, self.tolerations, self.host_ports,
+                             self.pod_affinity, self.pod_anti_affinity, self.configmaps,
+                             self.preferred_pod_affinity, self.preferred_pod_anti_affinity)
 
     @property
     def has_static(self) -> bool:
@@ -284,6 +301,13 @@ class PodRecord:
     owner_kinds: tuple[str, ...] = ()
     # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
     preemption_delay: float | None = None
+    # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
+    # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
+    fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fit_key", (self.constraints.hard, self.cpu, self.memory, self.gpu, self.scalars,
+                                             self.nominated_node))
 
     @property
     def key(self) -> str:

@@ -212,7 +212,7 @@ class Opening(Accounting):
                     victim = True
                 if status == PENDING:
                     ps.alive += 1
-                    task.fit_key = (rec.constraints.hard, rec.cpu, rec.memory, rec.gpu, rec.scalars, rec.nominated_node)
+                    task.fit_key = rec.fit_key
                     ps.pending.append(task)
                 elif status == RUNNING:
                     ps.active_allocated += 1
