@@ -370,8 +370,7 @@ class SchedulerLoop:
     def _stream(self, b: Bind, streamed: set[str]) -> None:
         """A bind the running cycle has committed: assume it and create its BindRequest now, unless the gang may
         be held for its ProvisioningRequest (decided after the cycle; `commit` writes those)."""
-        if any(r.namespace == b.namespace and r.pod_group == b.pod_group
-               for r in self.provisioning.requests.store.values()):
+        if self.provisioning.requests.by_index("gang", (b.namespace, b.pod_group)):
             return
         streamed.add(f"{b.namespace}/{b.pod}")
         if self._assume(b):

@@ -35,8 +35,10 @@ class ProvisioningShell:
         self.events = events
         self.node_pool = node_pool
         self.recheck = recheck
+        # Indexed by gang: every streamed bind asks whether its gang has a request.
         self.requests: Informer[ProvisioningRequestRecord] = Informer(
-            api, REQUESTS, provisioning.provisioning_request_record, label_selector=provisioning.MANAGED_LABEL)
+            api, REQUESTS, provisioning.provisioning_request_record, label_selector=provisioning.MANAGED_LABEL,
+            indexes={"gang": lambda r: [(r.namespace, r.pod_group)]})
         self.requests.add_listener(lambda _e, old, new: wake() if old != new else None)
         self.available = False
         self._plan = ProvisioningPlan()
