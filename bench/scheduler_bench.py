@@ -21,6 +21,7 @@ import tempfile
 import time
 from typing import Any
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout this script belongs to
 NODE_GPUS = 8
 NODE_CPU = 128
 NODE_MEM_GI = 1024
@@ -280,10 +281,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(size: int, code: str | None = None, topology: bool = False) -> dict[str, Any]:
-    """One size in a fresh process; `code` puts another checkout's `operators` package first on the path."""
+    """One size in a fresh process, on the `operators` package of `code` (default: the checkout holding this
+    script, not whichever checkout the environment has installed)."""
     env = dict(os.environ)
-    if code is not None:
-        env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    code = code or ROOT
+    env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     out = subprocess.run([sys.executable, __file__, "--one", str(size), *(["--topology"] if topology else [])],
                          check=True, capture_output=True, text=True, env=env)
     row: dict[str, Any] = json.loads(out.stdout)
@@ -297,8 +299,7 @@ def _counts(row: dict[str, Any]) -> str:
 
 def compare(ref: str, sizes: list[int], repeat: int, topology: bool = False) -> int:
     """Cycle CPU of revision `ref` against the working tree, runs alternated so both see the same load."""
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    root = ROOT
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", root, "archive", ref, "operators"], check=True,
                                  capture_output=True).stdout
