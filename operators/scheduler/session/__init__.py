@@ -5,7 +5,7 @@ Opening the session derives task statuses, node usage, jobs and queue accounting
 accounting updates (node free resources and index, GPU groups, podset counters, queue allocation) and can be
 rolled back in reverse order; `commit()` turns the surviving operations into decisions. The plugins are called
 through `plugincalls`; `closing` explains what stays pending; `candidates` lists the jobs actions try and the
-jobs that may lose pods; `exactsum` keeps the cluster's free resources as running integer sums.
+jobs that may lose pods; `clusterfree` keeps the cluster's free resources as running integer sums.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from operators.scheduler.placement.search import Placer
 from operators.scheduler.session.accounting import DEFAULT_SUBGROUP, FailedAttempt, JobOutcome, rfc3339
 from operators.scheduler.session.candidates import Candidates
 from operators.scheduler.session.closing import Closing
-from operators.scheduler.session.exactsum import ClusterFree
+from operators.scheduler.session.clusterfree import ClusterFree
 from operators.scheduler.session.opening import Opening
 from operators.scheduler.session.operations import Op, Operations, Statement
 from operators.scheduler.session.plugincalls import PluginCalls
