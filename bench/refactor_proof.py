@@ -1,7 +1,7 @@
 """Proof that a refactor of the scheduler changes no decision: `kai simulate` output, byte for byte.
 
 Generates the scheduler benchmark's synthetic clusters (`scheduler_bench.generate`), runs `kai simulate`
-(`operators.scheduler.simulate`) for every action alone and for all actions together (and, on the smallest size,
+(`operators.scheduler.shell.simulate`) for every action alone and for all actions together (and, on the smallest size,
 all actions over two cycles), once with the scheduler code of git revision `--baseline` (extracted to a temporary
 directory) and once with the working tree, and compares the JSON outputs byte for byte. Up to `--mixed-max`
 nodes the same cluster is also run with work for every action (`mixed`: preemptors, stale gangs, min-runtime).
@@ -67,8 +67,12 @@ def _runs() -> list[tuple[str, list[str]]]:
 
 _DRIVER = """
 import json, sys
-from operators.scheduler import simulate
-from operators.scheduler.config import config_from_args
+try:  # the layout since the decide/shell split, else the flat one of older revisions
+    from operators.scheduler.shell import simulate
+    from operators.scheduler.decide.config import config_from_args
+except ImportError:
+    from operators.scheduler import simulate
+    from operators.scheduler.config import config_from_args
 objects = json.load(open(sys.argv[1]))["items"]
 for i, extra in enumerate(json.loads(sys.argv[3])):
     args = simulate.build_parser().parse_args(["-f", sys.argv[1], "-o", "json", *extra])

@@ -176,10 +176,16 @@ def generate(n_nodes: int, seed: int = 7, topology: bool = False) -> list[dict[s
 
 
 def run_one(n_nodes: int, topology: bool = False) -> dict[str, Any]:
-    from operators.scheduler.config import SchedulerConfig
-    from operators.scheduler.cycle import run_cycle
-    from operators.scheduler.simulate import with_implicit_podgroups
-    from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects
+    try:  # the decide/shell layout, else the flat one of older revisions (`--baseline`)
+        from operators.scheduler.decide.config import SchedulerConfig
+        from operators.scheduler.decide.cycle import run_cycle
+        from operators.scheduler.decide.simulation import with_implicit_podgroups
+        from operators.scheduler.decide.snapshot import build_snapshot, snapshot_from_objects
+    except ImportError:
+        from operators.scheduler.config import SchedulerConfig  # type: ignore[no-redef]
+        from operators.scheduler.cycle import run_cycle  # type: ignore[no-redef]
+        from operators.scheduler.simulate import with_implicit_podgroups  # type: ignore[no-redef]
+        from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects  # type: ignore[no-redef]
 
     objs = generate(n_nodes, topology=topology)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -229,9 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         import cProfile
         import pstats
 
-        from operators.scheduler.config import SchedulerConfig
-        from operators.scheduler.cycle import run_cycle
-        from operators.scheduler.snapshot import snapshot_from_objects
+        from operators.scheduler.decide.config import SchedulerConfig
+        from operators.scheduler.decide.cycle import run_cycle
+        from operators.scheduler.decide.snapshot import snapshot_from_objects
         snapshot = snapshot_from_objects(generate(max(int(s) for s in args.sizes.split(",")), topology=args.topology))
         prof = cProfile.Profile()
         prof.runcall(run_cycle, snapshot, SchedulerConfig(), 1.7e9)

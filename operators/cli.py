@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     try:
-        from operators.scheduler import simulate
+        from operators.scheduler.shell import simulate
     except ImportError:
         print("error: the scheduler is not implemented yet", file=sys.stderr)
         return 2
@@ -154,7 +154,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _snapshot(args: argparse.Namespace) -> int:
     try:
-        from operators.scheduler import snapshotcmd
+        from operators.scheduler.shell import snapshotcmd
     except ImportError:
         print("error: `kai snapshot` is not implemented yet", file=sys.stderr)
         return 2

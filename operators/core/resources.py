@@ -1,7 +1,7 @@
 """Kubernetes quantities, resource lists and the GPU request of a pod.
 
 Quantities are parsed exactly (Decimal) so that status sums never drift; the scheduler's hot path converts
-them once per pod into plain floats (see `operators.scheduler.snapshot`).
+them once per pod into plain floats (see `operators.scheduler.decide.snapshot`).
 """
 
 from __future__ import annotations

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.decisions import Decisions
-from operators.scheduler.explain import humanize
-from operators.scheduler.records import PodRecord
-from operators.scheduler.simulate import apply_decisions
-from operators.scheduler.snapshot import Snapshot
-from operators.scheduler.units import GPU, MB, queue_amount
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.explain import humanize
+from operators.scheduler.decide.records import PodRecord
+from operators.scheduler.decide.simulation import apply_decisions
+from operators.scheduler.decide.snapshot import Snapshot
+from operators.scheduler.decide.units import GPU, MB, queue_amount
 
 # Queue units of the three queue resources: GPUs, millicores, megabytes; the core's queue vectors are in
-# micro-GPUs, millicores and bytes (`operators.scheduler.units`).
+# micro-GPUs, millicores and bytes (`operators.scheduler.decide.units`).
 RESOURCES = ("gpu", "cpu", "memory")
 _QUEUE_SCALE = (GPU, 1, MB)  # core units per queue unit
 FINISHED = ("Succeeded", "Failed")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from operators.insight.core import RESOURCES, is_pending, to_queue_units
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.explain import humanize
-from operators.scheduler.session import Session
-from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.explain import humanize
+from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.snapshot import Snapshot
 
 
 def queue_tree(snapshot: Snapshot, config: SchedulerConfig, now: float) -> list[dict[str, Any]]:

@@ -22,10 +22,11 @@ import yaml
 
 from operators.core.cache import Resource
 from operators.core.kube import api_client, raw
-from operators.scheduler.config import SchedulerConfig, add_arguments, config_from_args
-from operators.scheduler.simulate import load_objects, with_implicit_podgroups
-from operators.scheduler.snapshot import Snapshot, snapshot_from_objects
-from operators.scheduler.snapshotcmd import collect
+from operators.scheduler.decide.config import SchedulerConfig, add_arguments, config_from_args
+from operators.scheduler.decide.simulation import with_implicit_podgroups
+from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
+from operators.scheduler.shell.simulate import load_objects
+from operators.scheduler.shell.snapshotcmd import collect
 
 EXIT_OK, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
 REPLICASETS = Resource("apps", "v1", "replicasets")

@@ -51,7 +51,7 @@ def podgroups_for(objects: Iterable[Mapping[str, Any]], kind: str, name: str, na
 
 def deadlines(objects: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """"namespace/pod" -> epoch at which a running pod's activeDeadlineSeconds runs out."""
-    from operators.scheduler.records import parse_time
+    from operators.scheduler.decide.records import parse_time
 
     out: dict[str, float] = {}
     for o in objects:

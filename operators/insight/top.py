@@ -6,9 +6,9 @@ from typing import Any
 
 from operators.core import keys
 from operators.insight.core import is_placed
-from operators.scheduler.explain import humanize
-from operators.scheduler.records import PodRecord
-from operators.scheduler.snapshot import Snapshot
+from operators.scheduler.decide.explain import humanize
+from operators.scheduler.decide.records import PodRecord
+from operators.scheduler.decide.snapshot import Snapshot
 
 
 def _portion(pod: PodRecord, gpu_memory_mib: int | None) -> float:

@@ -17,12 +17,12 @@ from operators.core import keys
 from operators.insight.core import one_line
 from operators.podgrouper.grouping.grouper import group_pod
 from operators.podgrouper.grouping.model import GroupingResult, Lookups, NeedObjects, ObjectRef
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.decisions import Decisions
-from operators.scheduler.session import rfc3339
-from operators.scheduler.simulate import apply_decisions, with_implicit_podgroups
-from operators.scheduler.snapshot import flatten, snapshot_from_objects
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.session import rfc3339
+from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
+from operators.scheduler.decide.snapshot import flatten, snapshot_from_objects
 
 Obj = dict[str, Any]
 _AS_IS = ("Queue", "PriorityClass", "Node", "PodGroup", "ConfigMap")

@@ -26,10 +26,10 @@ from operators.insight.core import (
     to_queue_units,
     without_pods,
 )
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.explain import humanize
-from operators.scheduler.model import Job, NodeState
-from operators.scheduler.records import (
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.explain import humanize
+from operators.scheduler.decide.model import Job, NodeState
+from operators.scheduler.decide.records import (
     NodeRecord,
     PodGroupRecord,
     PodRecord,
@@ -37,10 +37,10 @@ from operators.scheduler.records import (
     Requirement,
     parse_time,
 )
-from operators.scheduler.session import Session, rfc3339
-from operators.scheduler.snapshot import Snapshot
-from operators.scheduler.subgroup_tree import DEFAULT_LEAF, SubGroupTree, build_tree
-from operators.scheduler.units import GPU, MB, gpu_fraction, gpu_memory_share
+from operators.scheduler.decide.session import Session, rfc3339
+from operators.scheduler.decide.snapshot import Snapshot
+from operators.scheduler.decide.subgroup_tree import DEFAULT_LEAF, SubGroupTree, build_tree
+from operators.scheduler.decide.units import GPU, MB, gpu_fraction, gpu_memory_share
 
 # Bounds on the extra cycles one `kai why` may run (each is a full scheduling cycle on the snapshot).
 MAX_FREE_TRIES = 48

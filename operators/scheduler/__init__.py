@@ -1,4 +1,3 @@
-"""The scheduler's pure decision core: snapshot -> session -> actions -> decisions (no I/O here).
-
-The live loop (loop.py) and `kai simulate` both call `operators.scheduler.cycle.run_cycle`.
+"""The scheduler component: `decide/` is the pure decision core (snapshot -> session -> actions -> decisions, no I/O),
+`shell/` is its I/O (the cycle loop, the writer, the entry point, the shard watcher, `kai snapshot`/`kai simulate`).
 """

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from operators.core import keys
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.decisions import AnnotationUpdate, Decisions
-from operators.scheduler.loop import SchedulerLoop
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.decisions import AnnotationUpdate, Decisions
+from operators.scheduler.shell.loop import SchedulerLoop
 from tests.support import Cluster, api_requests, labelled, poll, settled, unmanaged_raycluster
 
 pytestmark = pytest.mark.cluster

@@ -142,14 +142,14 @@ def test_every_deployment_flag_is_one_its_component_accepts(default_docs: list[d
 
 def scheduler_config(docs: list[dict[str, Any]]) -> Any:
     """The scheduler's configuration as `kai run scheduler --config` loads it from the chart's ConfigMap."""
-    from operators.scheduler.config import config_from_mapping
+    from operators.scheduler.decide.config import config_from_mapping
 
     config = by_kind(docs, "ConfigMap")["kai-scheduler-default"]
     return config_from_mapping(yaml.safe_load(config["data"]["config.yaml"]))
 
 
 def test_scheduler_config_is_a_shard_spec_the_scheduler_loads(default_docs: list[dict[str, Any]]) -> None:
-    from operators.scheduler.config import config_from_mapping
+    from operators.scheduler.decide.config import config_from_mapping
 
     docs = render("scheduler.placementStrategy=spread", "scheduler.config.queueDepthPerAction.allocate=5")
     config = by_kind(docs, "ConfigMap")["kai-scheduler-default"]

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import yaml
 
-from operators.scheduler.config import config_from_mapping
-from operators.scheduler.main import parser as scheduler_parser
-from operators.scheduler.shardconfig import unhonoured_config_fields, unhonoured_fields
+from operators.scheduler.decide.config import config_from_mapping
+from operators.scheduler.shell.main import parser as scheduler_parser
+from operators.scheduler.decide.shardconfig import unhonoured_config_fields, unhonoured_fields
 from tests.unit.test_chart_render import CHART, HELM, NS, _allows, _rules_of, by_kind, render
 
 SHARDS = {"global": {"leaderElection": True}, "schedulingShards": [

@@ -55,7 +55,7 @@ def sample_names(text: str) -> set[str]:
 
 def scheduler_exposition() -> str:
     # A fresh interpreter: the scheduler's metrics live in the default registry of the process that runs it.
-    code = ("import operators.scheduler.loop\nfrom operators.core.metrics import exposition\n"
+    code = ("import operators.scheduler.shell.loop\nfrom operators.core.metrics import exposition\n"
             "print(exposition().decode())")
     return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                           cwd=ROOT).stdout

@@ -6,7 +6,7 @@ import pytest
 
 from operators.cli import parser
 from operators.devcluster import shards
-from operators.scheduler.main import parser as scheduler_parser
+from operators.scheduler.shell.main import parser as scheduler_parser
 
 
 def test_shard_names_parse_and_bad_ones_are_refused() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from operators.insight import queues, targets, top, whatif
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 from tests.unit.scheduler.sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
 
 NOW = 1_735_689_600.0 + 3600

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from operators.insight import whatif
-from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.decide.config import SchedulerConfig
 from tests.unit.scheduler.sched_builders import PRIORITY_CLASSES, node, queue
 
 NOW = 1_735_689_600.0 + 3600

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from operators.insight.why import explain, format_text
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 from tests.unit.scheduler.sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
 
 NOW = 1_735_689_600.0 + 3600  # an hour after T0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.decisions import Decisions
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 T0 = "2025-01-01T00:00:00Z"
 

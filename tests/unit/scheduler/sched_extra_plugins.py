@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from operators.scheduler.framework import Plugin
-from operators.scheduler.model import Job, NodeState, Task
+from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.model import Job, NodeState, Task
 
 
 class PreferLabel(Plugin):

@@ -9,8 +9,8 @@ import pickle
 from dataclasses import replace
 
 from operators.core.resources import GpuRequest, gpu_request
-from operators.scheduler.records import Constraints, WeightedPodAffinityTerm
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.records import Constraints, WeightedPodAffinityTerm
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 from tests.unit.scheduler.sched_builders import pod
 
 

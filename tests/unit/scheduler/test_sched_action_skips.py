@@ -9,19 +9,19 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.actions.consolidate import fits_free
-from operators.scheduler.actions.preempt import could_preempt
-from operators.scheduler.actions.reclaim import ReclaimValidator
-from operators.scheduler.actions.victims import (
+from operators.scheduler.decide.actions.consolidate import fits_free
+from operators.scheduler.decide.actions.preempt import could_preempt
+from operators.scheduler.decide.actions.reclaim import ReclaimValidator
+from operators.scheduler.decide.actions.victims import (
     MergedVictims,
     order_chunks,
     victim_chunks,
     within_queue_order,
 )
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.session import Session
-from operators.scheduler.snapshot import snapshot_from_objects
-from operators.scheduler.units import GPU
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.snapshot import snapshot_from_objects
+from operators.scheduler.decide.units import GPU
 
 LATER = "2025-01-01T01:00:00Z"
 

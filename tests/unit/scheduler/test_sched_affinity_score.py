@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from operators.scheduler.model import NodeState
-from operators.scheduler.placement import affinity_score as aff
-from operators.scheduler.placement.predicates import PodIndex
-from operators.scheduler.records import node_record, pod_record
+from operators.scheduler.decide.model import NodeState
+from operators.scheduler.decide.placement import affinity_score as aff
+from operators.scheduler.decide.placement.predicates import PodIndex
+from operators.scheduler.decide.records import node_record, pod_record
 
 CHINA = {"region": "China"}
 INDIA = {"region": "India"}

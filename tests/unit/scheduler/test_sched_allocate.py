@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sched_builders import PRIORITY_CLASSES, bound, cycle, gang, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.decide.config import SchedulerConfig
 
 
 def test_gang_all_or_nothing_and_explanation() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.scheduler.config import config_from_mapping
+from operators.scheduler.decide.config import config_from_mapping
 
 
 def test_plugin_arguments_set_the_fields_they_name() -> None:

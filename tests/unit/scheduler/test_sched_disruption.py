@@ -11,11 +11,11 @@ from typing import Any
 
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.session import rfc3339
-from operators.scheduler.simulate import format_text, run_simulation
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.session import rfc3339
+from operators.scheduler.decide.snapshot import snapshot_from_objects
+from operators.scheduler.shell.simulate import format_text, run_simulation
 
 LATER = "2025-01-01T01:00:00Z"
 NOW = 1_800_000_000.0

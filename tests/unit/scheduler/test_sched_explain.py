@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from operators.scheduler import explain
-from operators.scheduler.explain import JobError
-from operators.scheduler.units import GPU
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.explain import JobError
+from operators.scheduler.decide.units import GPU
 
 
 @pytest.mark.parametrize(("value", "text"), [(2, "2"), (1.5, "1.5"), (0.3333333, "0.333"), (0, "0"),

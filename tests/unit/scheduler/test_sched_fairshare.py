@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.scheduler.fairshare import (
+from operators.scheduler.decide.fairshare import (
     QueueSpec,
     ShareInput,
     allocatable_share,
@@ -14,7 +14,7 @@ from operators.scheduler.fairshare import (
     dominant_share,
     fair_shares,
 )
-from operators.scheduler.units import GPU
+from operators.scheduler.decide.units import GPU
 
 
 def q(name: str, deserved: float, weight: float, request: float, priority: int = 100, created: float = 0,

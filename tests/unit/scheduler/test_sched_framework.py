@@ -8,8 +8,8 @@ import pytest
 from sched_builders import PRIORITY_CLASSES, bound, cycle, gang, node, pod, podgroup, queue
 from sched_extra_plugins import Recorder
 
-from operators.scheduler.config import SchedulerConfig, config_from_mapping
-from operators.scheduler.framework import Framework
+from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
+from operators.scheduler.decide.framework import Framework
 
 
 def plugins(**entries: Any) -> SchedulerConfig:
@@ -120,7 +120,7 @@ class _Mark:
 
 
 def test_a_registered_action_is_configurable_by_name() -> None:
-    from operators.scheduler import actions
+    from operators.scheduler.decide import actions
 
     with pytest.raises(ValueError, match="unknown actions: mark"):
         config_from_mapping({"actions": {"mark": {"priority": 600}}})
@@ -176,8 +176,8 @@ def test_scenario_validators_refuse_scenarios() -> None:
 
 
 def test_a_node_subset_given_again_reuses_its_masks() -> None:
-    from operators.scheduler.session import Session
-    from operators.scheduler.snapshot import snapshot_from_objects
+    from operators.scheduler.decide.session import Session
+    from operators.scheduler.decide.snapshot import snapshot_from_objects
 
     objs = [node("a"), node("b"), node("c"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
     session = Session(snapshot_from_objects(objs), SchedulerConfig(), 1e9)
@@ -195,9 +195,9 @@ def test_a_node_subset_given_again_reuses_its_masks() -> None:
 
 
 def test_plugins_with_nothing_to_do_in_a_session_leave_its_hooks() -> None:
-    from operators.scheduler.plugins.gang import Gang
-    from operators.scheduler.session import Session
-    from operators.scheduler.snapshot import snapshot_from_objects
+    from operators.scheduler.decide.plugins.gang import Gang
+    from operators.scheduler.decide.session import Session
+    from operators.scheduler.decide.snapshot import snapshot_from_objects
 
     plain = [node("a"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
     fw = Session(snapshot_from_objects(plain), SchedulerConfig(), 1e9).framework

@@ -20,7 +20,7 @@ jobs_strategy = st.lists(st.tuples(
 @given(n_nodes=st.integers(1, 4), jobs=jobs_strategy, spread=st.booleans())
 def test_no_overcommit_and_whole_gangs(n_nodes: int, jobs: list[tuple[int, int, str | None, int]],
                                        spread: bool) -> None:
-    from operators.scheduler.config import SchedulerConfig
+    from operators.scheduler.decide.config import SchedulerConfig
     objs: list[dict[str, Any]] = [node(f"n{i}", gpus=4, cpu="16") for i in range(n_nodes)] + [queue("q")]
     requests: dict[str, tuple[int, float, int]] = {}
     for j, (size, gpus, fraction, cpu) in enumerate(jobs):

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig, config_from_mapping
-from operators.scheduler.records import queue_record
-from operators.scheduler.session import rfc3339
+from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
+from operators.scheduler.decide.records import queue_record
+from operators.scheduler.decide.session import rfc3339
 
 NOW = 1_800_000_000.0
 LATER = "2025-01-01T01:00:00Z"

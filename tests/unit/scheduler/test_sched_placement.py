@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sched_builders import bound, cycle, gang, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.decide.config import SchedulerConfig
 
 
 def one(name: str, **kw: Any) -> list[dict[str, Any]]:

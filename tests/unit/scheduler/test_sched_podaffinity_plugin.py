@@ -12,9 +12,9 @@ import pytest
 import yaml
 from sched_builders import bound, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.config import config_from_mapping
-from operators.scheduler.placement.search import Placer
-from operators.scheduler.simulate import main
+from operators.scheduler.decide.config import config_from_mapping
+from operators.scheduler.decide.placement.search import Placer
+from operators.scheduler.shell.simulate import main
 
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, T0, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.simulate import run_simulation
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.simulation import run_simulation
 
 LATER = "2025-01-01T01:00:00Z"
 PREEMPT_ONLY = SchedulerConfig(actions=("allocate", "preempt"))

@@ -10,12 +10,12 @@ from typing import Any
 import yaml
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
-from operators.scheduler import provisioning
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.records import parse_time
-from operators.scheduler.simulate import main, run_simulation
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide import provisioning
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.records import parse_time
+from operators.scheduler.decide.snapshot import snapshot_from_objects
+from operators.scheduler.shell.simulate import main, run_simulation
 
 T0 = "2025-01-01T00:00:00Z"
 START = parse_time(T0)
@@ -164,7 +164,7 @@ def test_consolidation_is_held_too() -> None:
 
 
 def test_simulated_cycles_carry_the_stamp_into_the_next_cycle() -> None:
-    from operators.scheduler.simulate import apply_decisions
+    from operators.scheduler.decide.simulation import apply_decisions
 
     snapshot = snapshot_from_objects(preemption("60s"))
     decisions = run_cycle(snapshot, SchedulerConfig(), START + 61)

@@ -7,13 +7,13 @@ from typing import Any
 
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
-from operators.scheduler import provisioning
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.decisions import Decisions
-from operators.scheduler.provisioning import ProvisioningPlan, ProvisioningRequestRecord
-from operators.scheduler.simulate import run_simulation
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide import provisioning
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.provisioning import ProvisioningPlan, ProvisioningRequestRecord
+from operators.scheduler.decide.simulation import run_simulation
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 CLASS = "check-capacity.autoscaling.x-k8s.io"
 OPT_IN = {"kai.scheduler/provisioning-class": CLASS, "provisioning.kai.scheduler/ValidUntilSeconds": "600"}

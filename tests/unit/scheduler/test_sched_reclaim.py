@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.decide.config import SchedulerConfig
 
 LATER = "2025-01-01T01:00:00Z"
 RECLAIM_ONLY = SchedulerConfig(actions=("allocate", "reclaim"))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.scheduler import shard as shard_module
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.shard import ShardWatcher
-from operators.scheduler.shardconfig import status_conditions
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.shardconfig import status_conditions
+from operators.scheduler.shell import shard as shard_module
+from operators.scheduler.shell.shard import ShardWatcher
 
 
 def shard_obj(generation: int, spec: dict[str, Any], conditions: list[dict[str, Any]] | None = None,

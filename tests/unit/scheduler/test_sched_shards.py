@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from operators.core.api import Config, SchedulingShard
-from operators.scheduler.config import SchedulerConfig, config_from_mapping
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.shardconfig import (
+from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.shardconfig import (
     effective_config,
     merge_conditions,
     served_pools,
@@ -21,7 +21,7 @@ from operators.scheduler.shardconfig import (
     unhonoured_fields,
     unserved_pools,
 )
-from operators.scheduler.snapshot import pod_record, podgroup_record, snapshot_from_objects
+from operators.scheduler.decide.snapshot import pod_record, podgroup_record, snapshot_from_objects
 from tests.unit.scheduler.sched_builders import bound, node, pod, podgroup, queue
 
 POOL = "kai.scheduler/node-pool"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.records import node_record, pod_record, queue_record
-from operators.scheduler.session import Session
-from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects
-from operators.scheduler.units import GPU
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.records import node_record, pod_record, queue_record
+from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.snapshot import build_snapshot, snapshot_from_objects
+from operators.scheduler.decide.units import GPU
 
 
 def session(objs: list[dict]) -> Session:  # type: ignore[type-arg]

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sched_builders import cycle, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.session import rfc3339
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.session import rfc3339
 
 NOW = 1_800_000_000.0
 STAMP = "kai.scheduler/stale-podgroup-timestamp"

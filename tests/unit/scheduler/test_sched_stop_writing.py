@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.loop import SchedulerLoop
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.shell.loop import SchedulerLoop
 
 
 async def test_a_stopped_loop_lets_its_writes_finish_and_cancels_the_stuck_ones() -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
 
-from operators.scheduler.actions.allocate import Allocate
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.decisions import Bind
-from operators.scheduler.session import Session
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.actions.allocate import Allocate
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.decisions import Bind
+from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 T1 = "2025-01-01T00:00:01Z"
 T2 = "2025-01-01T00:00:02Z"

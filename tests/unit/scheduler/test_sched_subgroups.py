@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.simulate import run_simulation
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.simulation import run_simulation
 from tests.support import EXAMPLES
 
 
@@ -165,7 +165,7 @@ def test_a_preemptor_takes_the_leaf_the_tree_does_not_need() -> None:
 
 
 def test_with_the_plugin_disabled_every_leaf_is_required() -> None:
-    from operators.scheduler.framework import PluginSetting
+    from operators.scheduler.decide.framework import PluginSetting
 
     config = SchedulerConfig(plugins=(PluginSetting("subgroups", enabled=False),))
     result = run_simulation([node("n1", gpus=6), queue("q"), *four_leaves(3)], config)

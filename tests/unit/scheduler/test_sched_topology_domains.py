@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from operators.scheduler.records import TopologyConstraintSpec, TopologyRecord
-from operators.scheduler.snapshot import snapshot_from_objects
-from operators.scheduler.topology_domains import (
+from operators.scheduler.decide.records import TopologyConstraintSpec, TopologyRecord
+from operators.scheduler.decide.snapshot import snapshot_from_objects
+from operators.scheduler.decide.topology_domains import (
     ConstraintError,
     Resources,
     domains_of,
@@ -14,7 +14,7 @@ from operators.scheduler.topology_domains import (
     plan,
     resolve,
 )
-from operators.scheduler.units import GPU
+from operators.scheduler.decide.units import GPU
 
 ZONE, RACK, HOST = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"
 DC = TopologyRecord("dc", ((ZONE, "zone"), (RACK, "rack"), (HOST, "")))

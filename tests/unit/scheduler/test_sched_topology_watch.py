@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from operators.core.kube import RawError
-from operators.scheduler import loop as loop_module
-from operators.scheduler.config import SchedulerConfig
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.shell import loop as loop_module
 
 
 @pytest.mark.asyncio

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
-from operators.scheduler.actions.victims import order_chunks, victim_chunks
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.cycle import run_cycle
-from operators.scheduler.session import Session
-from operators.scheduler.snapshot import snapshot_from_objects
+from operators.scheduler.decide.actions.victims import order_chunks, victim_chunks
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 
 def running_job(name: str, q: str, n: int, min_member: int, created: str, pclass: str = "train",
@@ -101,7 +101,7 @@ def test_invariants(actions: tuple[str, ...] | None) -> None:
 def test_a_task_order_plugin_decides_which_pods_of_a_victim_go_first() -> None:
     # An elastic job (min 2) with 4 pods: by default the newest-ordered pods (e-3, e-2) go first; with a task
     # order ranking e-0 and e-1 last, they are the pods above the minimum the job loses first.
-    from operators.scheduler.config import config_from_mapping
+    from operators.scheduler.decide.config import config_from_mapping
 
     ranks = {"e-0": "9", "e-1": "8", "e-2": "1", "e-3": "2"}
     objs: list[dict[str, Any]] = [node("n1", gpus=4), queue("q"), *PRIORITY_CLASSES,

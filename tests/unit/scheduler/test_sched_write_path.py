@@ -15,10 +15,10 @@ import pytest
 
 from operators.core import events as events_module
 from operators.core import keys
-from operators.scheduler import loop as loop_module
-from operators.scheduler.config import SchedulerConfig
-from operators.scheduler.decisions import AnnotationUpdate, Bind, Decisions
-from operators.scheduler.loop import SchedulerLoop
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.decisions import AnnotationUpdate, Bind, Decisions
+from operators.scheduler.shell import loop as loop_module
+from operators.scheduler.shell.loop import SchedulerLoop
 
 STAMP = "2026-01-02T03:04:05Z"
 

@@ -1,0 +1,38 @@
+"""allocate: place pending jobs on idle (or releasing, as pipelines) resources; never evicts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.actions.common import allocate_job
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.decisions import Bind
+    from operators.scheduler.decide.session import Session
+
+
+class Allocate:
+    name = "allocate"
+    enabled = True
+    # Told each bind as soon as its job's allocation is committed (never for an attempt rolled back, nor for a
+    # pipelined task), in commit order, while the cycle goes on: the live loop starts writing it at once.
+    on_bind: Callable[[Bind], None] | None = None
+
+    def execute(self, session: Session) -> None:
+        tree = session.job_tree(session.gate_jobs(session.schedulable_jobs(), self.name), self.name)
+        while (job := tree.pop()) is not None:
+            stmt = session.statement()
+            if allocate_job(session, stmt, job, other_choices=True):
+                first = len(session.decisions.binds)
+                stmt.commit()
+                if self.on_bind is not None:
+                    for bind in session.decisions.binds[first:]:
+                        self.on_bind(bind)
+                # Elastic growth: one more pod per attempt while pods remain and fit.
+                if any(p.pending for p in job.podsets):
+                    tree.push(job)
+            else:
+                stmt.discard()
+            # No invalidate needed: pop() already dropped the cached facts on this job's queue path, and
+            # nothing reads them between the pop and the next pop.

@@ -1,0 +1,105 @@
+"""Placing one job inside a statement, shared by every action (KAI actions/common/allocate.go)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.model import Job, Task
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session, Statement
+
+
+def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False,
+                 other_choices: bool = False) -> bool:
+    """Try the job's next tasks (gang core, or one more pod): all placed, or False with nothing kept.
+
+    The attempt is tried in each node subset the plugins give (`node_subsets`; default: all nodes), in order,
+    until one holds it. The caller commits on True and discards on False; on False the reason is recorded on
+    the job. `other_choices`: when the gang attempt fails, the gang plugin's other ways to meet the job's gang
+    rule (`gang_choices`) are tried in turn; a failure is explained by the first choice.
+    """
+    fw = session.framework
+    if other_choices and fw.gang_choices is not None:
+        return _with_choices(session, stmt, job, pipeline_only, fw.gang_choices)
+    tasks = fw.gang.tasks_to_allocate(job)
+    if not tasks:
+        return False
+    capacity = fw.capacity
+    # One capacity plugin (proportion, by default): called directly.
+    error = capacity[0](session, job, tasks, None) if len(capacity) == 1 else session.capacity_error(job, tasks)
+    if error is not None:
+        session.outcome(job).errors.append(error)
+        return False
+    subsets = session.node_subsets(job) if fw.node_subsets else None
+    if subsets is None:
+        return _attempt(session, stmt, job, tasks, pipeline_only)
+    placer = session.placer
+    for subset in subsets:
+        placer.restrict(subset)
+        try:
+            if _attempt(session, stmt, job, tasks, pipeline_only):
+                return True
+        finally:
+            placer.restrict(None)
+    return False
+
+
+def _with_choices(session: Session, stmt: Statement, job: Job, pipeline_only: bool,
+                  choices: Callable[[Session, Job], Iterator[None] | None]) -> bool:
+    prior = session.outcomes.get(job.key)
+    before = (prior.failure, len(prior.errors)) if prior is not None else (None, 0)
+    if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+        return True
+    others = choices(session, job)
+    if others is None:
+        return False
+    out = session.outcome(job)
+    first = (out.failure, len(out.errors))
+    for _ in others:
+        if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+            out.failure = before[0]  # the failures of the other choices no longer apply
+            del out.errors[before[1]:]
+            return True
+    out.failure = first[0]
+    del out.errors[first[1]:]
+    return False
+
+
+def _attempt(session: Session, stmt: Statement, job: Job, tasks: list[Task], pipeline_only: bool) -> bool:
+    gang = session.framework.gang
+    # Needed only to explain a failure, on the state before this attempt: a single task fails before anything
+    # changed, so its job's values are computed then.
+    several = len(tasks) > 1
+    if several:
+        state = gang.attempt_state(job)
+    checkpoint = stmt.checkpoint()
+    for placed, task in enumerate(tasks):
+        if not place_task(session, stmt, task, pipeline_only):
+            if not several:
+                state = gang.attempt_state(job)
+            session.outcome(job).failure = gang.failure(job, task, state, placed, session.fit_summary(task))
+            stmt.rollback(checkpoint)
+            return False
+    for ps in job.podsets:
+        if ps.pipelined and ps.active_allocated - ps.pipelined < ps.min_available:
+            stmt.pipeline_all(job)
+            break
+    return True
+
+
+def place_task(session: Session, stmt: Statement, task: Task, pipeline_only: bool = False) -> bool:
+    placer = session.placer
+    placement = placer.find(task)
+    if placement is None:
+        # Allocate only consumes resources, so a failure on committed state holds for the rest of the
+        # action; remember it (evictions clear the memory). Positive pod affinity is not monotone.
+        if not stmt.ops and not task.rec.constraints.pod_affinity and placer.subset is None:
+            placer.failed.add(task.fit_key)
+        return False
+    if placement.pipeline or pipeline_only:
+        stmt.pipeline(task, placement)
+    else:
+        stmt.allocate(task, placement)
+    return True

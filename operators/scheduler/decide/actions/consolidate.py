@@ -1,0 +1,113 @@
+"""consolidation: move preemptible pods to other nodes to make room for a pending preemptible job.
+
+A scenario evicts victim chunks (an elastic job's pods above minMember one at a time, then the rest of a job
+whole) and must pipeline the pending job *and every victim pod* elsewhere (another node, or for a fractional
+pod another GPU of its node); if any victim pod cannot be re-placed the scenario is dropped, so consolidation
+never kills a pod for good.
+At most `max_consolidation_preemptees` victim jobs per scenario; disabled with a spread placement strategy or
+a cap of 0 (`SchedulerConfig.effective_actions`). Beyond KAI, victims protected by `preemptMinRuntime` are
+not moved either (a move restarts the pod).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.actions.solver import Solver, cluster_free
+from operators.scheduler.decide.actions.victims import (
+    Chunk,
+    consolidation_message,
+    order_chunks,
+    preempt_min_runtime,
+    protected,
+    victim_chunks,
+)
+from operators.scheduler.decide.model import Job, Task
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+def fits_free(request: Sequence[int], free: Sequence[int]) -> bool:
+    """Moving pods never frees capacity: the cluster's idle + releasing total must already cover the job."""
+    return not any(request[r] > free[r] for r in range(3))
+
+
+def _may_fit(session: Session, job: Job, free: Sequence[int]) -> bool:
+    """fits_free(job_request(tasks_to_allocate(job)), free). With one podset the first pending pod is among
+    the tasks, and a sum of non-negative vectors is at least each of them, so a first pod that does not
+    fit settles it without building the request."""
+    if len(job.podsets) == 1:
+        pending = job.podsets[0].pending
+        if pending:
+            v = session.task_vector(pending[0])
+            if v[0] > free[0] or v[1] > free[1] or v[2] > free[2]:
+                return False
+    return fits_free(session.job_request(session.tasks_to_allocate(job)), free)
+
+
+class Consolidation:
+    name = "consolidation"
+    enabled = True
+
+    def execute(self, session: Session) -> None:
+        limit = session.config.max_consolidation_preemptees
+        if limit == 0:
+            return
+        jobs = [j for j in session.gate_jobs(session.schedulable_jobs(), self.name) if j.preemptible]
+        if not jobs:
+            return
+        candidates = session.victim_candidates()
+        if not candidates:
+            return
+        session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        free = cluster_free(session)
+        # Nothing changes until a job succeeds, and none can while every job is short of the free total.
+        if not any(_may_fit(session, j, free) for j in jobs):
+            return
+        tree = session.job_tree(jobs, self.name)
+        solver = Solver(session, self.name)
+        failed: set[tuple[object, ...]] = set()
+        ordered: list[Chunk] | None = None  # victims in victim order, until the next commit
+        while not solver.exhausted and (job := tree.pop()) is not None:
+            tasks = session.tasks_to_allocate(job)
+            if not tasks:
+                continue
+            signature = tuple(t.fit_key for t in tasks)
+            request = session.job_request(tasks)
+            if signature in failed or not fits_free(request, free):
+                continue  # moving pods never frees capacity: the cluster must already have room in total
+            if session.capacity_error(job, tasks) is not None:
+                continue
+            if ordered is None:
+                ordered = self._victims(session, job, candidates)
+            chunks = ordered
+            if not chunks:
+                continue
+            stmt = session.statement()
+
+            def describe(task: Task, chunk: Chunk, node: str, job: Job = job) -> str:
+                return consolidation_message(task, job, node)
+
+            if solver.solve(stmt, job, tasks, chunks, describe=describe, move_victims=True,
+                            max_victim_jobs=limit if limit > 0 else None):
+                stmt.commit()
+                tree.invalidate(job.queue)
+                solver.changed()
+                free = cluster_free(session)
+                if any(p.pending for p in job.podsets):
+                    tree.push(job)
+            else:
+                stmt.discard()
+                failed.add(signature)
+
+    @staticmethod
+    def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        for other in candidates:
+            assert other.queue is not None
+            if protected(session, other, preempt_min_runtime(session, other.queue)):
+                continue  # a move restarts the pod
+            # Pods above minMember one at a time, then the core: an elastic job's surplus pods move first.
+            chunks.extend(victim_chunks(other, False))
+        return order_chunks(session, chunks)

@@ -1,0 +1,115 @@
+"""preempt: within one leaf queue, a pending job evicts preemptible jobs of strictly lower priority.
+
+Never crosses queues and applies no fairness rule; the preemptor must itself pass the capacity checks (queue
+limits, on the scenario's state once its victims left, and for a non-preemptible preemptor the non-preemptible
+quota at every level). Victims protected by
+`preemptMinRuntime` (resolved from the victim's queue upward) are skipped, elastic ones keep their minimum.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.actions.solver import Solver
+from operators.scheduler.decide.actions.victims import (
+    Chunk,
+    order_chunks,
+    preempt_message,
+    preempt_min_runtime,
+    protected,
+    releasable,
+    victim_chunks,
+)
+from operators.scheduler.decide.model import Job, QueueState, Task
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+
+def could_preempt(job: Job, lowest: dict[int, int]) -> bool:
+    """Necessary for `job` to preempt: some candidate victim in its queue has strictly lower priority
+    (`lowest`: the lowest candidate priority per id(queue))."""
+    low = lowest.get(id(job.queue))
+    return low is not None and low < job.priority
+
+
+class Preempt:
+    name = "preempt"
+    enabled = True
+
+    def execute(self, session: Session) -> None:
+        jobs = session.gate_jobs(session.schedulable_jobs(), self.name)
+        if not jobs:
+            return
+        candidates = session.victim_candidates()
+        queues_with_victims = {id(j.queue) for j in candidates}
+        jobs = [j for j in jobs if id(j.queue) in queues_with_victims]
+        if not jobs:
+            return
+        session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        # A job can preempt only if its queue has a candidate of strictly lower priority. Candidates are fixed
+        # for the action and only lose pods, so a job without one never gets one: such jobs are skipped
+        # without any work, and the action ends once no job that has one is left (pops have no side effects).
+        lowest: dict[int, int] = {}
+        for other in candidates:
+            q = id(other.queue)
+            lowest[q] = min(lowest.get(q, other.priority), other.priority)
+        hopeful = sum(1 for j in jobs if could_preempt(j, lowest))
+        if not hopeful:
+            return
+        tree = session.job_tree(jobs, self.name)
+        solver = Solver(session, self.name)
+        failed: set[tuple[object, ...]] = set()
+        freed: dict[QueueState, list[int]] | None = None
+        cache: dict[tuple[object, ...], list[Chunk]] = {}  # ordered victims per (queue, priority) until a commit
+        while hopeful > 0 and not solver.exhausted and (job := tree.pop()) is not None:
+            assert job.queue is not None
+            if not could_preempt(job, lowest):
+                continue
+            hopeful -= 1
+            tasks = session.tasks_to_allocate(job)
+            if not tasks:
+                continue
+            signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))
+            if signature in failed:
+                continue
+            # Limits are checked in each scenario, after its victims left (they are all in this queue); here
+            # only what no scenario can change: the non-preemptible quota, and a limit even every candidate of
+            # the queue leaving would not make room under.
+            if freed is None:
+                freed = releasable(session, candidates)
+            mine = freed.get(job.queue)
+            if session.capacity_error(job, tasks, dict.fromkeys(job.queue.lineage(), mine) if mine else {}):
+                continue
+            key = (job.queue, job.priority)
+            chunks = cache.get(key)
+            if chunks is None:
+                chunks = cache[key] = self._victims(session, job, candidates)
+            if not chunks:
+                continue
+            stmt = session.statement()
+
+            def describe(task: Task, chunk: Chunk, reason: str, job: Job = job) -> str:
+                return preempt_message(task, chunk.job, job)
+
+            if solver.solve(stmt, job, tasks, chunks, describe=describe):
+                stmt.commit()
+                tree.invalidate(job.queue)
+                solver.changed()
+                if any(p.pending for p in job.podsets):
+                    tree.push(job)
+                    hopeful += 1
+            else:
+                stmt.discard()
+                failed.add(signature)
+
+    @staticmethod
+    def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:
+        assert job.queue is not None
+        chunks: list[Chunk] = []
+        for other in candidates:
+            if other is job or other.queue is not job.queue or other.priority >= job.priority:
+                continue
+            guarded = protected(session, other, preempt_min_runtime(session, other.queue))
+            chunks.extend(victim_chunks(other, guarded))
+        return order_chunks(session, chunks)

@@ -1,0 +1,291 @@
+"""reclaim: a pending job of a queue below its fair share evicts preemptible work of queues above theirs.
+
+A job may reclaim only if its leaf queue stays within its fair share with the job (non-preemptible jobs: also
+within quota at every level). Victims are preemptible jobs of other queues, not protected by
+`reclaimMinRuntime`, taken in victim order (5.4). A scenario is valid when, for every chunk before it is taken,
+the victim side of the hierarchy (the sibling where the reclaimer's and victim's paths diverge) is still above
+its allocatable share ("maintain fair share"), or the reclaimer side stays within its quota while the victim
+side is above its quota ("guarantee deserved quota"); and no level of the reclaimer's ancestry ends more
+saturated than a sibling it takes from. So reclaim takes queues back down to their share, never below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.actions.solver import Solver
+from operators.scheduler.decide.actions.victims import (
+    Chunk,
+    MergedVictims,
+    amount,
+    main_resource,
+    protected,
+    reclaim_message,
+    reclaim_min_runtime,
+    releasable,
+    victim_chunks,
+    within_queue_order,
+)
+from operators.scheduler.decide.fairshare import UNLIMITED
+from operators.scheduler.decide.model import Job, QueueState, Task
+from operators.scheduler.decide.units import RATIO_EPS
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+# The saturation rule compares ratios (allocated / fair share, times the configured multiplier), floats, under
+# the core's one tolerance. Every amount is an exact integer (micro-GPUs, millicores, bytes).
+_RATIO_EPS = RATIO_EPS
+
+
+def can_reclaim(queue: QueueState, request: Sequence[int]) -> bool:
+    """The reclaimer's leaf queue stays within its fair share in every requested resource."""
+    return all(request[r] <= 0 or queue.allocated[r] + request[r] <= queue.fair_share[r] for r in range(3))
+
+
+def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, QueueState]:
+    """The pair of sibling queues (reclaimer side, victim side) where the two ancestor paths split."""
+    mine = reclaimer.lineage()
+    theirs = victim.lineage()
+    common = set(mine) & set(theirs)
+    r_side = next(q for q in mine if q.parent is None or q.parent in common)
+    v_side = next(q for q in theirs if q.parent is None or q.parent in common)
+    return r_side, v_side
+
+
+def _could_take(v_side: QueueState, used: Sequence[int]) -> bool:
+    """The validator's per-chunk test on the victim side's allocation before anything is taken from it."""
+    alloc, share, quota = v_side.allocated, v_side.alloc_share, v_side.rec.quota
+    return any(alloc[r] > share[r] or (quota[r] != UNLIMITED and alloc[r] > quota[r]) for r in used)
+
+
+class ReclaimValidator:
+    """Fairness rules of one reclaimer against one scenario, on the accounting at the start of its search."""
+
+    def __init__(self, session: Session, job: Job, request: Sequence[int],
+                 sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None) -> None:
+        assert job.queue is not None
+        self.session = session
+        self.job = job
+        self.queue = job.queue
+        self.request = request
+        self.res = main_resource(request)
+        self.multiplier = max(1.0, session.config.reclaimer_saturation_multiplier)
+        self.contested = [r for r in range(3) if request[r] > 0]
+        self._sides = sides if sides is not None else {}
+        self._viable: dict[tuple[QueueState, tuple[int, ...]], bool] = {}
+
+    def _diverge(self, victim: QueueState) -> tuple[QueueState, QueueState]:
+        pair = self._sides.get((self.queue, victim))
+        if pair is None:
+            pair = self._sides[(self.queue, victim)] = _diverge(self.queue, victim)
+        return pair
+
+    def _used(self, vec: Sequence[int]) -> tuple[int, ...]:
+        contested = self.contested
+        return tuple([r for r in contested if vec[r] > 0] or contested)
+
+    def viable(self, chunk: Chunk) -> bool:
+        """Necessary for any scenario holding `chunk`: its victim side is above its share or quota *now* in a
+        resource the chunk uses (taking chunks only lowers it, so the validator's test would fail at the latest
+        on this chunk). Valid for one search (the accounting does not change during it)."""
+        victim = chunk.job.queue
+        assert victim is not None
+        key = (victim, self._used(chunk.vector(self.session)))
+        ok = self._viable.get(key)
+        if ok is None:
+            ok = self._viable[key] = _could_take(self._diverge(victim)[1], key[1])
+        return ok
+
+    def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
+        alloc: dict[QueueState, list[int]] = {}
+
+        def a(q: QueueState) -> list[int]:
+            v = alloc.get(q)
+            if v is None:
+                v = alloc[q] = list(q.allocated)
+            return v
+
+        contested = self.contested
+        reasons: list[str] = []
+        affected: set[QueueState] = set()
+        for chunk in scenario:
+            assert chunk.job.queue is not None
+            r_side, v_side = self._diverge(chunk.job.queue)
+            vec = chunk.vector(self.session)
+            used = self._used(vec)
+            remaining = a(v_side)
+            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]]
+            if above_share:
+                r = self.res if self.res in above_share else above_share[0]
+                reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its fair share of "
+                               f"{amount(v_side.alloc_share, r)}")
+            else:
+                mine = a(r_side)
+                within_quota = all(r_side.rec.quota[r] == UNLIMITED
+                                   or mine[r] + self.request[r] <= r_side.rec.quota[r] for r in contested)
+                above_quota = [r for r in used if v_side.rec.quota[r] != UNLIMITED
+                               and remaining[r] > v_side.rec.quota[r]]
+                if not (within_quota and above_quota):
+                    return None
+                r = self.res if self.res in above_quota else above_quota[0]
+                reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its quota of "
+                               f"{amount(v_side.rec.quota, r)}, while queue {r_side.name} is within its quota")
+            for q in chunk.job.queue.lineage():
+                v = a(q)
+                for i in range(3):
+                    v[i] -= vec[i]
+                affected.add(q)
+        if not self._saturation_ok(a, affected, contested):
+            return None
+        return reasons
+
+    def _saturation_ok(self, a: Callable[[QueueState], list[int]], affected: set[QueueState],
+                       contested: list[int]) -> bool:
+        """At every level of the reclaimer's ancestry it must end less saturated than each sibling it takes
+        from (allocated / fair share), unless it stays within its own fair share."""
+        for q in self.queue.lineage():
+            siblings = q.parent.children if q.parent is not None else [
+                s for s in self.session.queues.values() if s.parent is None]
+            takes_from = [s for s in siblings if s is not q and s in affected]
+            if not takes_from:
+                continue
+            mine = a(q)
+            for r in contested:
+                share = q.fair_share[r]
+                after = mine[r] + self.request[r]
+                if after <= share:
+                    continue  # within its own fair share
+                ratio = after / share if share > 0 else float("inf")
+                for s in takes_from:
+                    theirs = s.fair_share[r]
+                    if theirs <= 0:
+                        continue
+                    if ratio * self.multiplier >= a(s)[r] / theirs - _RATIO_EPS:
+                        return False
+        return True
+
+
+class Reclaim:
+    name = "reclaim"
+    enabled = True
+
+    def execute(self, session: Session) -> None:
+        jobs = session.gate_jobs(session.schedulable_jobs(), self.name)
+        if not jobs:
+            return
+        candidates = session.victim_candidates()
+        if not candidates:
+            return
+        session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
+        tree = session.job_tree(jobs, self.name)
+        solver = Solver(session, self.name)
+        failed: set[tuple[object, ...]] = set()
+        freed: dict[QueueState, list[int]] | None = None
+        # Ordered victims per (reclaimer queue, contested resources); valid until the next commit. Victim-side
+        # queues and per-job chunks (with their min-runtime protection) stay valid until their job is evicted.
+        cache: dict[tuple[object, ...], MergedVictims] = {}
+        self._sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] = {}
+        # Candidates by leaf queue (in session order); per (victim queue, reclaimer queue) the victim queue's
+        # chunks in within-queue order, fixed when that reclaimer queue first needs them; per (victim queue,
+        # min-runtime) the latest such list with the queue's epoch (bumped when a commit touches its jobs).
+        self._by_queue: dict[QueueState, list[Job]] = {}
+        for other in candidates:
+            assert other.queue is not None
+            self._by_queue.setdefault(other.queue, []).append(other)
+        self._per_reclaimer: dict[tuple[QueueState, QueueState], list[Chunk]] = {}
+        self._shared: dict[tuple[QueueState, float], tuple[int, list[Chunk]]] = {}
+        self._epoch: dict[QueueState, int] = {}
+        while not solver.exhausted and (job := tree.pop()) is not None:
+            assert job.queue is not None
+            tasks = session.tasks_to_allocate(job)
+            if not tasks:
+                continue
+            signature = (job.queue.name, job.preemptible, tuple(t.fit_key for t in tasks))
+            if signature in failed:
+                continue
+            request = session.job_request(tasks)
+            if not can_reclaim(job.queue, request):
+                continue
+            # Limits are checked in each scenario, after its victims left: a victim below a limited queue makes
+            # room under it. Here only a limit that every candidate leaving would not relieve rules the job out.
+            if freed is None:
+                freed = releasable(session, candidates)
+            if session.capacity_error(job, tasks, freed) is not None:
+                continue
+            key = (job.queue, tuple(r for r in range(3) if request[r] > 0))
+            chunks = cache.get(key)
+            if chunks is None:
+                chunks = cache[key] = self._victims(session, job, request)
+            if not chunks:
+                continue
+            stmt = session.statement()
+
+            def describe(task: Task, chunk: Chunk, reason: str, job: Job = job) -> str:
+                return reclaim_message(task, job, reason)
+
+            validator = ReclaimValidator(session, job, request, self._sides)
+            if solver.solve(stmt, job, tasks, chunks, describe=describe, validate=validator,
+                            viable=validator.viable):
+                victims = {id(op.task.job): op.task.job for op in stmt.ops if op.kind == "evict" and op.task.job}
+                touched = {op.task.job.queue for op in stmt.ops if op.task.job is not None}
+                stmt.commit()
+                for victim in victims.values():
+                    tree.invalidate(victim.queue)
+                for q in touched:
+                    if q is not None:
+                        self._epoch[q] = self._epoch.get(q, 0) + 1
+                solver.changed()
+                # Victim lists stay cached: the solver skips chunks already taken, and re-ranking the
+                # queues after every commit would cost more than it changes.
+                if any(p.pending for p in job.podsets):
+                    tree.push(job)
+            else:
+                stmt.discard()
+                failed.add(signature)
+
+    def _victims(self, session: Session, job: Job, request: Sequence[int]) -> MergedVictims:
+        """Victims of other queues whose victim side is above its share or quota now, in victim order.
+
+        The same as order_chunks() over every candidate's chunks, but cheaper: a queue's chunks, in their
+        within-queue order, are computed when the reclaimer's queue first needs that queue (as per-job chunk
+        lists always were) and shared with other reclaimer queues while none of its jobs changed and the
+        min-runtime that protects them is the same; the merge across queues is lazy.
+        """
+        mine = job.queue
+        assert mine is not None
+        contested = [r for r in range(3) if request[r] > 0]
+        takeable: dict[QueueState, bool] = {}
+        per_queue: list[tuple[QueueState, list[Chunk]]] = []
+        for victim in self._by_queue:
+            if victim is mine:
+                continue
+            # The validator needs the victim side above its share or its quota before anything is taken from it;
+            # taking only lowers it, so queues failing that now can be left out of the search altogether.
+            pair = self._sides.get((mine, victim))
+            if pair is None:
+                pair = self._sides[(mine, victim)] = _diverge(mine, victim)
+            v_side = pair[1]
+            ok = takeable.get(v_side)
+            if ok is None:
+                ok = takeable[v_side] = _could_take(v_side, contested)
+            if ok:
+                per_queue.append((victim, self._queue_chunks(session, mine, victim)))
+        return MergedVictims(session, per_queue)
+
+    def _queue_chunks(self, session: Session, mine: QueueState, victim: QueueState) -> list[Chunk]:
+        hit = self._per_reclaimer.get((victim, mine))
+        if hit is not None:
+            return hit
+        runtime = reclaim_min_runtime(session, mine, victim)
+        epoch = self._epoch.get(victim, 0)
+        shared = self._shared.get((victim, runtime))
+        if shared is not None and shared[0] == epoch:
+            hit = shared[1]
+        else:
+            hit = within_queue_order([c for other in self._by_queue[victim]
+                                      for c in victim_chunks(other, protected(session, other, runtime))])
+            self._shared[(victim, runtime)] = (epoch, hit)
+        self._per_reclaimer[(victim, mine)] = hit
+        return hit

@@ -1,0 +1,473 @@
+"""The victim solver shared by reclaim, preempt and consolidation.
+
+For a pending job the solver walks the ordered victim chunks and grows a prefix one chunk at a time. For each
+prefix it builds scenarios — for every node hosting the newest chunk, the prefix's chunks touching that node
+(KAI's by-node scenarios, which keep victim sets small), then the whole prefix — and simulates each inside
+the job's statement: evict the scenario, pipeline the job onto what is being released (and, for
+consolidation, pipeline every victim pod onto another node). The job's capacity checks (queue limits) run in
+the simulation, on the state without the scenario's victims, so a victim under a limited queue makes room
+under that limit. The first scenario that passes the action's validator and places the whole gang is kept;
+anything else is rolled back, so nothing is evicted unless the job then fits. A kept scenario is then made
+minimal (every victim the job does not need is dropped, newest first), and reclaim/preempt victims that fit
+elsewhere are moved there (pipelined) instead of being evicted for good. Victim sets equivalent to one that
+already failed for the job (same pods' shapes freed on the same nodes and devices, same queues) are skipped.
+Difference from KAI, on purpose: the job's tasks are solved together rather than one task prefix at a time
+(the whole-prefix scenario covers gangs spread over several nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.actions.common import allocate_job
+from operators.scheduler.decide.actions.victims import Chunk, moved_note
+from operators.scheduler.decide.model import VICTIM_STATUSES, Job, Task
+from operators.scheduler.decide.units import GPU, queue_amount
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session, Statement
+
+# Scenarios validated or simulated per job and action: a safety valve for huge clusters.
+MAX_SIMULATIONS = 256
+# Work one action may spend per cycle (victim chunks scanned + scenario sizes validated + 50 per simulation).
+# Deterministic, so `kai simulate` stays reproducible; jobs not reached are tried again next cycle.
+ACTION_WORK_BUDGET = 20_000
+# Simulations one successful scenario may spend on dropping victims it does not need.
+MAX_MINIMIZE_SIMULATIONS = 16
+# Scenarios up to this many chunks are remembered (by equivalence) when they fail, and not tried again.
+MAX_KEYED_CHUNKS = 32
+
+# Per-chunk reasons (aligned with the scenario) when the action accepts the scenario, None when it refuses.
+Validator = Callable[[Sequence[Chunk]], "list[str] | None"]
+# (victim pod, its chunk, reason or destination node) -> the Eviction message.
+Describe = Callable[[Task, Chunk, str], str]
+# A necessary condition of the validator for one chunk (evaluated once per chunk and search).
+Viable = Callable[[Chunk], bool]
+
+
+def cluster_free(session: Session) -> list[int]:
+    """Idle plus releasing resources of schedulable nodes: (micro-GPUs, millicores, bytes)."""
+    return session.cluster_free()
+
+
+def _short(request: Sequence[int], available: Sequence[int]) -> bool:
+    return any(request[r] > available[r] for r in range(3))
+
+
+class Solver:
+    def __init__(self, session: Session, action: str) -> None:
+        self.session = session
+        self.action = action
+        cfg = session.config
+        self.max_pods = cfg.max_evictions_per_job
+        self.max_gpus = cfg.max_evicted_gpus_per_job
+        # The cap in micro-GPUs (the configured decimal, exactly); meaningful when max_gpus >= 0.
+        self.max_gpu_units = queue_amount(self.max_gpus, GPU) if self.max_gpus >= 0 else -1
+        self.work = ACTION_WORK_BUDGET
+        self._free: list[int] | None = None
+        self._request: list[int] = [0, 0, 0]  # the request of the job being solved
+        # Per pending job: equivalence keys of victim sets that failed for it since the last commit.
+        self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
+
+    def changed(self) -> None:
+        """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
+        victim sets that failed before may work now."""
+        self._free = None
+        self._failed_sets.clear()
+
+    @property
+    def exhausted(self) -> bool:
+        return self.work <= 0
+
+    def within_cap(self, chunks: Sequence[Chunk]) -> bool:
+        """The per-preemptor eviction cap (beyond KAI): pods and GPUs one job may evict in a cycle."""
+        if self.max_pods >= 0 and sum(len(c.tasks) for c in chunks) > self.max_pods:
+            return False
+        if self.max_gpus >= 0:
+            gpus = sum(c.vector(self.session)[0] for c in chunks)
+            if gpus > self.max_gpu_units:
+                return False
+        return True
+
+    def solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Iterable[Chunk], *,
+              describe: Describe, validate: Validator | None = None, move_victims: bool = False,
+              max_victim_jobs: int | None = None, viable: Viable | None = None) -> bool:
+        """Find and apply (inside `stmt`) the first working scenario; False leaves `stmt` as it was.
+
+        `viable`, if given, is a necessary condition of the validator: a scenario holding a chunk it rejects
+        is refused without running the validator (and counted as if it had been, so the outcome is the same).
+        The job's recorded explanation (why allocate failed) is kept whatever the simulations tried.
+        """
+        session = self.session
+        fw = session.framework
+        if fw.victim_filters:
+            chunks = self._allowed(job, chunks)
+        if fw.scenario_validators:
+            validate = self._with_plugins(job, validate)
+        known = session.outcomes.get(job.key)
+        saved = (list(known.errors), known.failure) if known is not None else None
+        try:
+            return self._solve(stmt, job, tasks, chunks, describe, validate, move_victims, max_victim_jobs, viable)
+        finally:
+            if saved is None:
+                session.outcomes.pop(job.key, None)
+            else:
+                out = session.outcome(job)
+                out.errors, out.failure = saved
+
+    def _allowed(self, job: Job, chunks: Iterable[Chunk]) -> list[Chunk]:
+        """The chunks whose job every victim filter lets this action evict for `job`."""
+        session, action = self.session, self.action
+        filters = session.framework.victim_filters
+        verdict: dict[int, bool] = {}
+        out: list[Chunk] = []
+        for chunk in chunks:
+            ok = verdict.get(id(chunk.job))
+            if ok is None:
+                ok = verdict[id(chunk.job)] = all(f(session, job, chunk.job, action) for f in filters)
+            if ok:
+                out.append(chunk)
+        return out
+
+    def _with_plugins(self, job: Job, validate: Validator | None) -> Validator:
+        """`validate` followed by the plugins' scenario validators (each sees the victim jobs in order)."""
+        session, action = self.session, self.action
+        validators = session.framework.scenario_validators
+
+        def combined(scenario: Sequence[Chunk]) -> list[str] | None:
+            reasons = validate(scenario) if validate is not None else [""] * len(scenario)
+            if reasons is None:
+                return None
+            victims = list({id(c.job): c.job for c in scenario}.values())
+            if not all(v(session, job, victims, action) for v in validators):
+                return None
+            return reasons
+
+        return combined
+
+    def _solve(self, stmt: Statement, job: Job, tasks: Sequence[Task], chunks: Iterable[Chunk],
+               describe: Describe, validate: Validator | None, move_victims: bool,
+               max_victim_jobs: int | None, viable: Viable | None) -> bool:
+        # Scenarios are tried in a fixed order: for each prefix of `chunks` (skipping chunks of the job itself
+        # and chunks already taken), the per-node scenarios of the newest chunk's nodes (sorted), then the whole
+        # prefix. Everything a scenario check needs is kept incrementally (no per-step copies or sums): within
+        # one search no chunk changes status (simulations either succeed and end it, or are rolled back).
+        session = self.session
+        request = self._request = session.job_request(tasks)
+        if self._free is None:
+            self._free = cluster_free(session)
+        free = self._free
+        failed_sets = self._failed_sets.setdefault(job.key, set())
+        if move_victims and _short(request, free):
+            return False  # moving pods around never frees capacity
+        req0, req1, req2 = request
+        free0, free1, free2 = free
+        # A single pod lands on one node: only that node's scenario can work, and only if the node then has room.
+        single = len(tasks) == 1
+        check_caps = self.max_pods >= 0 or self.max_gpus >= 0
+        nodes_of = session.nodes
+        prefix: list[Chunk] = []  # the chunks that passed so far, in order (the whole-prefix scenario)
+        f0 = f1 = f2 = 0  # their summed vectors
+        prefix_pods = 0
+        prefix_jobs: set[int] = set()
+        prefix_dead = False  # some chunk of the prefix fails `viable`
+        on_node: dict[int, list[Chunk]] = {}
+        freed_on: dict[int, list[int]] = {}  # per node: the victims' pods' vectors on that node
+        sum_on: dict[int, list[int]] = {}  # per node: the full vectors of the chunks touching it
+        dead_on: set[int] = set()
+        budget = MAX_SIMULATIONS
+        for newest in chunks:
+            self.work -= 1
+            if self.work <= 0:
+                return False
+            first_task = newest.tasks[0]
+            if newest.job is job or first_task.status not in VICTIM_STATUSES:
+                continue  # never its own victim; or taken already (chunk lists are reused within an action)
+            v = newest.vector(session)
+            v0, v1, v2 = v
+            f0 += v0
+            f1 += v1
+            f2 += v2
+            prefix.append(newest)
+            prefix_pods += len(newest.tasks)
+            if max_victim_jobs is not None:
+                prefix_jobs.add(id(newest.job))
+            dead = viable is not None and not viable(newest)
+            if dead:
+                prefix_dead = True
+            first = first_task.node
+            multi_node = False
+            for t in newest.tasks:
+                if t.node != first:
+                    multi_node = True
+                    break
+            if not multi_node:  # the common case: one node, use the chunk's total
+                nodes: list[int] = [first]
+                lst = on_node.get(first)
+                if lst is None:
+                    on_node[first] = [newest]
+                    freed_on[first] = [v0, v1, v2]
+                    sum_on[first] = [v0, v1, v2]
+                else:
+                    lst.append(newest)
+                    acc = freed_on[first]
+                    acc[0] += v0
+                    acc[1] += v1
+                    acc[2] += v2
+                    acc = sum_on[first]
+                    acc[0] += v0
+                    acc[1] += v1
+                    acc[2] += v2
+                if dead:
+                    dead_on.add(first)
+            else:
+                seen: set[int] = set()
+                for t in newest.tasks:
+                    if t.node not in seen:
+                        seen.add(t.node)
+                        on_node.setdefault(t.node, []).append(newest)
+                        acc = sum_on.setdefault(t.node, [0, 0, 0])
+                        for r in range(3):
+                            acc[r] += v[r]
+                        if dead:
+                            dead_on.add(t.node)
+                    tv = session.task_vector(t)
+                    acc = freed_on.setdefault(t.node, [0, 0, 0])
+                    for r in range(3):
+                        acc[r] += tv[r]
+                nodes = sorted(seen)
+            if not move_victims and (req0 > free0 + f0 or req1 > free1 + f1 or req2 > free2 + f2):
+                continue
+            # (scenario, known to fail the validator, its node or -1 for the whole prefix)
+            scenarios: list[tuple[list[Chunk], bool, int]] = []
+            for n in nodes:
+                if single:
+                    node = nodes_of[n]
+                    if not node.ok:
+                        continue
+                    if not move_victims:
+                        fo = freed_on[n]
+                        room0 = (node.idle_gpu + node.rel_gpu) * GPU
+                        if node.groups:
+                            room0 += sum(g.free for g in node.groups.values() if not g.fully_releasing)
+                        if (req0 > room0 + fo[0] or req1 > node.idle_cpu + node.rel_cpu + fo[1]
+                                or req2 > node.idle_mem + node.rel_mem + fo[2]):
+                            continue
+                scenarios.append((on_node[n], n in dead_on, n))
+            if not single:
+                scenarios.append((prefix, prefix_dead, -1))
+            for i, (scenario, known_dead, n) in enumerate(scenarios):
+                if budget <= 0:
+                    return False
+                # Every scenario of this step ends with `newest`, so only this step's can repeat.
+                if any(len(other) == len(scenario) and other == scenario for other, _, _ in scenarios[:i]):
+                    continue
+                if n < 0:
+                    if max_victim_jobs is not None and len(prefix_jobs) > max_victim_jobs:
+                        continue
+                    if check_caps and ((self.max_pods >= 0 and prefix_pods > self.max_pods)
+                                       or (self.max_gpus >= 0 and f0 > self.max_gpu_units)):
+                        continue
+                    # The prefix's total was checked above.
+                else:
+                    if max_victim_jobs is not None and len({id(c.job) for c in scenario}) > max_victim_jobs:
+                        continue
+                    if check_caps and not self.within_cap(scenario):
+                        continue
+                    if not move_victims:
+                        got = sum_on[n]
+                        if req0 > free0 + got[0] or req1 > free1 + got[1] or req2 > free2 + got[2]:
+                            continue
+                budget -= 1  # validations and simulations both count: keeps a job's search linear
+                if known_dead:
+                    self.work -= 1
+                    self._count("scenarios_filtered")
+                    continue
+                self.work -= len(scenario)
+                key = self._equivalence(scenario) if len(scenario) <= MAX_KEYED_CHUNKS else None
+                if key is not None and key in failed_sets:
+                    self._count("scenarios_duplicate")
+                    continue
+                reasons = validate(scenario) if validate is not None else [""] * len(scenario)
+                if reasons is None:
+                    self._count("scenarios_filtered")
+                    if key is not None:
+                        failed_sets.add(key)
+                    continue
+                self.work -= 50
+                self._count("scenarios_simulation")
+                if self._simulate(stmt, job, scenario, reasons, describe, move_victims, validate):
+                    return True
+                if key is not None:
+                    failed_sets.add(key)
+        return False
+
+    def _count(self, what: str) -> None:
+        """For metrics (`Decisions.counters`, never printed): scenarios filtered, simulated or skipped as
+        duplicates of a victim set that already failed, per action."""
+        counters = self.session.decisions.counters
+        key = f"{what}/{self.action}"
+        counters[key] = counters.get(key, 0) + 1
+
+    def _equivalence(self, scenario: Sequence[Chunk]) -> tuple[object, ...] | None:
+        """What a scenario's outcome depends on: per victim pod its node, devices, shape and queue (the
+        validators look at queues, the simulation at what is freed where, and a move at the pod's constraints).
+        None while inter-pod affinity is in play: then which pod leaves matters, not only what it frees."""
+        if self.session.pod_index is not None:
+            return None
+        counts: dict[tuple[object, ...], int] = {}
+        for chunk in scenario:
+            queue = chunk.job.queue.name if chunk.job.queue is not None else ""
+            for t in chunk.tasks:
+                rec = t.rec
+                item = (t.node, t.groups, t.portion, rec.cpu, rec.memory, rec.gpu, rec.scalars,
+                        id(rec.constraints), queue)
+                counts[item] = counts.get(item, 0) + 1
+        return (frozenset(counts.items()),)
+
+    def _simulate(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], reasons: Sequence[str],
+                  describe: Describe, move_victims: bool, validate: Validator | None) -> bool:
+        """Apply the scenario; on success make its victim set minimal and (reclaim, preempt) move the victims
+        that fit elsewhere instead of evicting them for good. False leaves `stmt` as it was."""
+        start = stmt.checkpoint()
+        if not self._apply(stmt, job, scenario, reasons, describe, move_victims):
+            return False
+        if len(scenario) > 1:
+            scenario = self._minimize(stmt, job, list(scenario), list(reasons), describe, move_victims, validate,
+                                      start)
+        if not move_victims:
+            self._move_victims(stmt, job, scenario, start)
+        return True
+
+    def _apply(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], reasons: Sequence[str],
+               describe: Describe, move_victims: bool) -> bool:
+        """Evict the scenario and place the job (and, for consolidation, every victim pod) with pipelines.
+
+        The job's capacity checks (queue limits) run here, on the state without the victims."""
+        session = self.session
+        start = stmt.checkpoint()
+        for chunk, reason in zip(scenario, reasons, strict=True):
+            for task in chunk.tasks:
+                stmt.evict(task, self.action, job.key, describe(task, chunk, reason))
+        if not move_victims:
+            if allocate_job(session, stmt, job, pipeline_only=True):
+                return True
+            stmt.rollback(start)
+            return False
+        evicted = stmt.checkpoint()
+        for preemptor_first in (True, False):
+            if self._place_all(stmt, job, scenario, preemptor_first):
+                owner = {id(t): c for c in scenario for t in c.tasks}
+                for op in stmt.ops[start:evicted]:
+                    op.message = describe(op.task, owner[id(op.task)], session.nodes[op.task.node].name)
+                return True
+            stmt.rollback(evicted)
+        stmt.rollback(start)
+        return False
+
+    def _minimize(self, stmt: Statement, job: Job, scenario: list[Chunk], reasons: list[str],
+                  describe: Describe, move_victims: bool, validate: Validator | None, start: int) -> list[Chunk]:
+        """Drop every victim the job does not need, newest first (so the victims kept are the earliest in
+        victim order); `stmt` ends with the minimal scenario applied."""
+        session = self.session
+        request = self._request
+        free = self._free if not move_victims else None
+        applied = True  # `scenario` is what stmt holds after `start`
+        trials = MAX_MINIMIZE_SIMULATIONS
+        for chunk in list(reversed(scenario)):
+            if len(scenario) == 1 or trials <= 0 or self.work <= 0:
+                break
+            trial = [c for c in scenario if c is not chunk]
+            if free is not None:
+                # Before the scenario the victims' resources were not free: without `chunk` the job must still
+                # be covered by what the other victims release.
+                base = free
+                got = [base[r] + sum(c.vector(session)[r] for c in trial) for r in range(3)]
+                if _short(request, got):
+                    continue
+            key = self._equivalence(trial)
+            failed = self._failed_sets.setdefault(job.key, set())
+            if key is not None and key in failed:
+                self._count("scenarios_duplicate")
+                continue
+            # The validator reads the queues' accounting: on the state before any scenario, as in the search.
+            stmt.rollback(start)
+            applied = False
+            trial_reasons = validate(trial) if validate is not None else [""] * len(trial)
+            if trial_reasons is None:
+                self._count("scenarios_filtered")
+                if key is not None:
+                    failed.add(key)
+                continue
+            trials -= 1
+            self.work -= 50
+            self._count("scenarios_simulation")
+            if self._apply(stmt, job, trial, trial_reasons, describe, move_victims):
+                scenario, reasons, applied = trial, trial_reasons, True
+            else:
+                applied = False
+                if key is not None:
+                    failed.add(key)
+        if not applied:
+            ok = self._apply(stmt, job, scenario, reasons, describe, move_victims)
+            assert ok, "a scenario that worked works again on the same state"
+        return scenario
+
+    def _move_victims(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], start: int) -> None:
+        """Consolidating reclaim/preempt: a victim chunk that fits elsewhere (within its queue's limits, on the
+        state with the job placed) is pipelined there instead of being evicted for good. A chunk moves whole
+        or not at all; moved victims only leave the fairness checks easier to pass (they keep their share)."""
+        session = self.session
+        evict_ops = {id(op.task): op for op in stmt.ops[start:] if op.kind == "evict"}
+        for chunk in scenario:
+            if chunk.job.queue is None or session.capacity_error(chunk.job, chunk.tasks) is not None:
+                continue
+            checkpoint = stmt.checkpoint()
+            if all(self._move(stmt, t) for t in chunk.tasks):
+                for t in chunk.tasks:
+                    op = evict_ops.get(id(t))
+                    if op is not None:
+                        op.message = f"{op.message} {moved_note(session.nodes[t.node].name)}"
+            else:
+                stmt.rollback(checkpoint)
+
+    def _place_all(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], preemptor_first: bool) -> bool:
+        def preemptor() -> bool:
+            return allocate_job(self.session, stmt, job, pipeline_only=True)
+
+        def victims() -> bool:
+            return all(self._move(stmt, t) for c in scenario for t in c.tasks)
+
+        steps = (preemptor, victims) if preemptor_first else (victims, preemptor)
+        return all(step() for step in steps)
+
+    def _move(self, stmt: Statement, task: Task) -> bool:
+        """Pipeline an evicted pod elsewhere: a whole-GPU or CPU pod onto another node, a fractional pod onto
+        another node or another GPU of its node (never back onto the devices it is leaving)."""
+        origin = self.session.nodes[task.node]
+        blocked = [origin.groups[g] for g in task.groups if g in origin.groups] if task.rec.gpu.is_shared else []
+        if blocked:
+            saved_used = [g.used for g in blocked]
+            released = sum(1 for g in blocked if g.fully_releasing)  # counted as whole releasing GPUs
+            for g in blocked:
+                g.used = 2 * GPU  # no room left on the devices it leaves, for this one search
+            origin.rel_gpu -= released
+            try:
+                placement = self.session.placer.find(task)
+            finally:
+                for g, used in zip(blocked, saved_used, strict=True):
+                    g.used = used
+                origin.rel_gpu += released
+        else:
+            saved = origin.n_pods
+            origin.n_pods = origin.max_pods  # makes the origin node refuse the pod for this one search
+            try:
+                placement = self.session.placer.find(task)
+            finally:
+                origin.n_pods = saved
+        if placement is None:
+            return False
+        stmt.pipeline(task, placement)
+        return True
+

@@ -1,0 +1,342 @@
+"""Who may be evicted, in which order, and how an eviction is explained.
+
+A victim *chunk* is the unit the solver adds to a scenario: one pod of an elastic job above its minimum, or
+the job's remaining pods (its gang core) as a whole. Only pods whose placement already exists in the cluster
+(Running, Bound, Binding) are victims; pods this cycle merely decided on are not.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from operators.scheduler.decide.explain import humanize
+from operators.scheduler.decide.fairshare import UNLIMITED, WHOLE
+from operators.scheduler.decide.model import VICTIM_STATUSES, Job, QueueState, Task
+from operators.scheduler.decide.ordering import podset_order_key
+from operators.scheduler.decide.records import parse_time
+from operators.scheduler.decide.units import to_gpus
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+
+@dataclass(slots=True, eq=False)
+class Chunk:
+    """Pods of one victim job that are evicted together."""
+
+    job: Job
+    tasks: list[Task]
+    core: bool  # the job's remaining pods (False: one elastic pod above minMember)
+    _vector: tuple[int, int, int] | None = None
+
+    def vector(self, session: Session) -> tuple[int, int, int]:
+        """(micro-GPUs, millicores, bytes) the chunk counts for its queue (fixed while the chunk is a candidate)."""
+        if self._vector is None:
+            v = session.job_request(self.tasks)
+            self._vector = (v[0], v[1], v[2])
+        return self._vector
+
+
+def live_tasks(job: Job) -> list[Task]:
+    return [t for t in job.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
+
+
+def can_be_victim(job: Job) -> bool:
+    """Preemptible, in a known queue, with something running: non-preemptible work is never a victim.
+    (`Session.victim_candidates()` lists the session's jobs passing this test.)"""
+    return job.preemptible and job.queue is not None and any(
+        t.status in VICTIM_STATUSES and t.node >= 0 for t in job.tasks)
+
+
+def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, list[int]]:
+    """Per queue, what all candidate victims below it hold: the most any scenario could free under its limit.
+
+    Limits are checked on a scenario's state after its victims left, so a job over a limit can still succeed
+    when victims in that queue's subtree make room; a job whose request exceeds even this bound cannot.
+    """
+    out: dict[QueueState, list[int]] = {}
+    for job in candidates:
+        if job.queue is None:
+            continue
+        v = session.job_request(live_tasks(job))
+        for q in job.queue.lineage():
+            acc = out.get(q)
+            if acc is None:
+                out[q] = [v[0], v[1], v[2]]
+            else:
+                acc[0] += v[0]
+                acc[1] += v[1]
+                acc[2] += v[2]
+    return out
+
+
+def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]:
+    """Pods above minMember one at a time (last podset, reverse task order), then the core as one chunk.
+
+    The task order is the session's (the task-order extension point): a job's tasks are kept in it from session
+    open, so the pods a job loses first are the ones its allocation order places last. A leaf SubGroup the job's
+    SubGroup tree does not need (its minimum lowered to 0 at session open) is at its own minMember or empty: it
+    gives up the pods above its minMember one at a time, then the rest of its pods as one chunk.
+    A min-runtime protected job offers only its pods above minMember; `whole` makes one chunk of everything.
+    """
+    live = live_tasks(job)
+    if not live:
+        return []
+    if whole:
+        return [] if protected else [Chunk(job, live, True)]
+    for ps in job.podsets:
+        if ps.active_allocated > ps.min_available:
+            break
+    else:  # no podset above its minimum: no elastic pods, only the core
+        return [] if protected else [Chunk(job, live, True)]
+    own_min = {s.name: max(s.min_member, 0) for s in job.rec.subgroups} if job.has_subgroups else {}
+    extras: list[Task] = []
+    leaves: list[list[Task]] = []
+    for ps in sorted(job.podsets, key=podset_order_key, reverse=True):
+        surplus = ps.active_allocated - ps.min_available
+        if surplus <= 0:
+            continue
+        mine = [t for t in reversed(live) if t.podset is ps]  # reverse task order
+        own = own_min.get(ps.name, ps.min_available)
+        if own > ps.min_available:  # a leaf the tree does not need
+            singles = max(0, ps.active_allocated - own)
+            extras.extend(mine[:singles])
+            if mine[singles:surplus]:
+                leaves.append(mine[singles:surplus])
+        else:
+            extras.extend(mine[:surplus])
+    chunks = [Chunk(job, [t], False) for t in extras]
+    chunks += [Chunk(job, tasks, False) for tasks in leaves]
+    taken = {*extras, *(t for tasks in leaves for t in tasks)}
+    rest = [t for t in live if t not in taken]
+    if rest and not protected:
+        chunks.append(Chunk(job, rest, True))
+    return chunks
+
+
+def _within_queue_key(chunk: Chunk, index: int) -> tuple[object, ...]:
+    # Lowest priority first, elastic pods above minimum before cores, newest job first.
+    rec = chunk.job.rec
+    return (chunk.job.priority, 1 if chunk.core else 0, -rec.created, rec.namespace, rec.name, index)
+
+
+def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
+    """Victim order (5.4): take next from the queue most over its share once the victims already taken from
+    it are discounted (so victims spread over over-served queues); inside a queue lowest priority first.
+    Queues of lower priority are taken from first."""
+    by_queue: dict[QueueState, list[tuple[tuple[object, ...], Chunk]]] = {}
+    for i, chunk in enumerate(chunks):
+        assert chunk.job.queue is not None
+        by_queue.setdefault(chunk.job.queue, []).append((_within_queue_key(chunk, i), chunk))
+    for items in by_queue.values():
+        items.sort(key=lambda kc: kc[0], reverse=True)  # consumed with pop() from the end
+    if len(by_queue) == 1:
+        [items] = by_queue.values()
+        return [c for _, c in reversed(items)]
+    taken: dict[QueueState, list[int]] = {q: [0, 0, 0] for q in by_queue}
+    heap = [(q.rec.priority, -_over_ratio(q.allocated, q.alloc_share, taken[q]), q.name, q) for q in by_queue]
+    heapq.heapify(heap)
+    out: list[Chunk] = []
+    while heap:
+        _, _, _, q = heapq.heappop(heap)
+        items = by_queue[q]
+        _, chunk = items.pop()
+        out.append(chunk)
+        v = chunk.vector(session)
+        for r in range(3):
+            taken[q][r] += v[r]
+        if items:
+            heapq.heappush(heap, (q.rec.priority, -_over_ratio(q.allocated, q.alloc_share, taken[q]), q.name, q))
+    return out
+
+
+def _over_ratio(allocated: Sequence[int], alloc_share: Sequence[int], taken: Sequence[int]) -> float:
+    best = 0.0
+    for r in range(3):
+        alloc = allocated[r] - taken[r]
+        share = alloc_share[r]
+        best = max(best, alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0)
+    return best
+
+
+def within_queue_order(chunks: Iterable[Chunk]) -> list[Chunk]:
+    """One queue's chunks in the order order_chunks() takes them from that queue."""
+    keyed = [(_within_queue_key(c, i), c) for i, c in enumerate(chunks)]
+    keyed.sort(key=lambda kc: kc[0])
+    return [c for _, c in keyed]
+
+
+class MergedVictims:
+    """order_chunks() of several queues' chunks (each list already in within_queue_order()), merged lazily.
+
+    The merge uses the queue allocations of the moment the object is created, as order_chunks() would have
+    done then; chunks are produced as a search walks further, so a search that stops early pays only for the
+    prefix it saw. Iterable any number of times (each pass starts from the first chunk).
+    """
+
+    _BATCH = 64
+
+    def __init__(self, session: Session, per_queue: Iterable[tuple[QueueState, Sequence[Chunk]]]) -> None:
+        self._session = session
+        queues = [(q, chunks) for q, chunks in per_queue if chunks]
+        self._total = sum(len(chunks) for _, chunks in queues)
+        self._items: list[Chunk] = []
+        self._heap: list[tuple[int, float, str, QueueState]] = []
+        if len(queues) == 1:
+            self._items = list(queues[0][1])
+            return
+        self._lists = {q: chunks for q, chunks in queues}
+        self._pos = dict.fromkeys(self._lists, 0)
+        self._alloc = {q: (q.allocated[0], q.allocated[1], q.allocated[2]) for q, _ in queues}
+        self._taken: dict[QueueState, list[int]] = {q: [0, 0, 0] for q, _ in queues}
+        self._heap = [(q.rec.priority, -_over_ratio(self._alloc[q], q.alloc_share, self._taken[q]), q.name, q)
+                      for q, _ in queues]
+        heapq.heapify(self._heap)
+
+    def __len__(self) -> int:
+        return self._total
+
+    def _extend(self) -> bool:
+        heap = self._heap
+        if not heap:
+            return False
+        session, items, lists, pos, taken, alloc = (self._session, self._items, self._lists, self._pos,
+                                                    self._taken, self._alloc)
+        for _ in range(self._BATCH):
+            if not heap:
+                break
+            q = heapq.heappop(heap)[3]
+            chunks = lists[q]
+            i = pos[q]
+            chunk = chunks[i]
+            pos[q] = i + 1
+            items.append(chunk)
+            v = chunk.vector(session)
+            t = taken[q]
+            for r in range(3):
+                t[r] += v[r]
+            if i + 1 < len(chunks):
+                heapq.heappush(heap, (q.rec.priority, -_over_ratio(alloc[q], q.alloc_share, t), q.name, q))
+        return True
+
+    def __iter__(self) -> Iterator[Chunk]:
+        items = self._items
+        i = 0
+        while True:
+            if i < len(items):
+                yield items[i]
+                i += 1
+            elif not self._extend():
+                return
+
+    def materialize(self) -> list[Chunk]:
+        while self._extend():
+            pass
+        return list(self._items)
+
+
+# --- min-runtime ---------------------------------------------------------------------------------
+
+
+def _first_defined(start: QueueState | None, attr: str, default: float) -> float:
+    q = start
+    while q is not None:
+        value: float | None = getattr(q.rec, attr)
+        if value is not None:
+            return value
+        q = q.parent
+    return default
+
+
+def preempt_min_runtime(session: Session, victim: QueueState) -> float:
+    if not session.min_runtime_enabled:
+        return 0.0
+    return _first_defined(victim, "preempt_min_runtime", session.config.default_preempt_min_runtime)
+
+
+def reclaim_min_runtime(session: Session, reclaimer: QueueState, victim: QueueState) -> float:
+    """`queue`: from the victim's leaf upward; `lca` (default): from the victim-side child of the lowest
+    common ancestor of reclaimer and victim upward."""
+    if not session.min_runtime_enabled:
+        return 0.0
+    start: QueueState | None = victim
+    if session.config.reclaim_min_runtime_resolve != "queue":
+        mine = set(reclaimer.lineage())
+        lineage = victim.lineage()
+        for i, q in enumerate(lineage):
+            if q in mine:
+                start = lineage[i - 1] if i > 0 else q
+                break
+        else:
+            start = lineage[-1]
+    return _first_defined(start, "reclaim_min_runtime", session.config.default_reclaim_min_runtime)
+
+
+def protected(session: Session, job: Job, min_runtime: float) -> bool:
+    """`last-start-timestamp + minRuntime > now`; a job without the annotation is not protected."""
+    if min_runtime <= 0:
+        return False
+    started = parse_time(job.rec.last_start)
+    return bool(started) and started + min_runtime > session.now
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+
+def amount(vec: Sequence[int], r: int) -> str:
+    """One resource of a core-unit vector (micro-GPUs, millicores, bytes) as KAI prints it."""
+    if r == 0:
+        return f"{humanize(to_gpus(vec[0]))} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
+    if r == 1:
+        return f"{humanize(vec[1] / 1000)} CPU cores" if vec[1] != UNLIMITED else "unlimited CPU cores"
+    return f"{humanize(vec[2] / 1e9)} GB memory" if vec[2] != UNLIMITED else "unlimited memory"
+
+
+def main_resource(request: Sequence[int]) -> int:
+    """The resource a message talks about: GPUs when requested, else CPU, else memory."""
+    if request[0] > 0:
+        return 0
+    return 1 if request[1] > 0 else 2
+
+
+def reclaim_message(task: Task, job: Job, reason: str) -> str:
+    kai = f"Pod {task.namespace}/{task.name} was preempted by workload {job.namespace}/{job.name}."
+    return f"{kai} Reclaimed by {job.key} (queue {job.queue.name if job.queue else '?'}): {reason}."
+
+
+def preempt_message(task: Task, victim: Job, job: Job) -> str:
+    kai = f"Pod {task.namespace}/{task.name} was preempted by higher priority workload {job.namespace}/{job.name}"
+    queue = job.queue.name if job.queue else "?"
+    return (f"{kai}. Preempted within queue {queue}: {job.key} has priority {job.priority}"
+            f"{_class(job)}, higher than {victim.priority}{_class(victim)} of {victim.key}.")
+
+
+def consolidation_message(task: Task, job: Job, node: str) -> str:
+    kai = (f"Pod {task.namespace}/{task.name} was preempted and rescheduled due to bin packing "
+           f"(resource consolidation) procedure")
+    return f"{kai}. Moved to node {node} to make room for {job.key}."
+
+
+def moved_note(node: str) -> str:
+    """Appended to the eviction message of a reclaim/preempt victim that is re-placed rather than evicted."""
+    return f"It is moved to node {node}."
+
+
+def stale_eviction_message(task: Task, job: Job, active: int, since: float, now: float, grace: float) -> str:
+    unmet = [ps for ps in job.podsets if ps.active_used < ps.min_available]
+    if job.has_subgroups and unmet:
+        ps = unmet[0]
+        kai = (f"Workload doesn't meet the minimum required number of pods ({ps.min_available}) in sub-group "
+               f"{ps.name}, evicting remaining pod: {task.namespace}/{task.name}")
+    else:
+        kai = (f"Workload doesn't meet the minimum required number of pods ({job.min_total}), evicting remaining "
+               f"pod: {task.namespace}/{task.name}")
+    return (f"{kai}. Gang {job.key} has had {active} of {job.min_total} required pods active for "
+            f"{humanize(now - since)}s, longer than the {humanize(grace)}s grace period.")
+
+
+def _class(job: Job) -> str:
+    return f" ({job.rec.priority_class})" if job.rec.priority_class else ""

@@ -1,0 +1,256 @@
+"""Queue, job, podset and task order and the per-action job tree.
+
+The tree mirrors the queue hierarchy; each pop descends from the roots always taking the best child by the
+proportion comparator, fed with each subtree's representative (next) job. Comparator facts are cached per
+queue and invalidated only along the path of the queue whose jobs or allocation changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
+
+from operators.scheduler.decide.fairshare import UNLIMITED
+from operators.scheduler.decide.model import Job, PodSet, QueueState, Task
+from operators.scheduler.decide.units import GPU, RATIO_EPS
+
+# DRF shares are ratios (floats): two that differ by less than the core's one tolerance are equal. Everything
+# else the comparator looks at is an exact integer comparison.
+_EPS = RATIO_EPS
+
+
+def task_order_key(task: Task) -> tuple[object, ...]:
+    """Ray head / Kubeflow master first, then task-priority label (labelled, higher first), age, UID."""
+    rec = task.rec
+    prio = rec.task_priority
+    return (0 if rec.is_leader else 1, 0 if prio is not None else 1, -(prio or 0), rec.created, rec.uid)
+
+
+def podset_order_key(ps: PodSet) -> tuple[object, ...]:
+    if ps.active_allocated < ps.min_available:
+        return (0, 0.0, ps.name)
+    # A minimum of 0 (a leaf an elastic SubGroup tree does not need): every pod is above it.
+    return (1, ps.active_allocated / ps.min_available if ps.min_available else float(ps.active_allocated), ps.name)
+
+
+def job_order_key(job: Job) -> tuple[object, ...]:
+    rec = job.rec
+    podsets = job.podsets
+    if len(podsets) == 1:  # Job.elastic_state() of one podset
+        ps = podsets[0]
+        have, need = ps.active_allocated, ps.min_available
+        elastic = 0 if have < need else 1 if have == need else 2
+    else:
+        elastic = job.elastic_state()
+    return (-job.priority, elastic, rec.created, rec.uid, rec.namespace, rec.name)
+
+
+def age_order_key(job: Job) -> tuple[object, ...]:
+    """The last job-order rule: older first, then UID, namespace and name."""
+    rec = job.rec
+    return (rec.created, rec.uid, rec.namespace, rec.name)
+
+
+def tasks_to_allocate(job: Job) -> list[Task]:
+    """The gang core (every podset below minimum brought up to it), else one pod for elastic growth."""
+    if len(job.podsets) == 1:
+        ps = job.podsets[0]
+        missing = ps.min_available - ps.active_allocated
+        return ps.pending[:missing] if missing > 0 else ps.pending[:1]
+    podsets = sorted((p for p in job.podsets if p.pending), key=podset_order_key)
+    below = [p for p in podsets if p.active_allocated < p.min_available]
+    if below:
+        out: list[Task] = []
+        for ps in below:
+            out.extend(ps.pending[: ps.min_available - ps.active_allocated])
+        return out
+    return [podsets[0].pending[0]] if podsets else []
+
+
+# Comparator facts of one queue, as a plain tuple (built on every pop, so no object overhead):
+# (rules 1-4 as one lexicographic key, drf with the job, drf without it, allocatable share, created, uid).
+QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[int, int, int], float, str]
+
+
+def _drf(x0: int, x1: int, x2: int, s0: int, s1: int, s2: int) -> float:
+    # dominant_share() unrolled for the hot path.
+    v0 = x0 / s0 if s0 > 0 else x0 / GPU * 1000.0
+    v1 = x1 / s1 if s1 > 0 else x1 * 1000.0
+    v2 = x2 / s2 if s2 > 0 else x2 * 1000.0
+    return max(v0, v1, v2, 0.0)
+
+
+def queue_facts(q: QueueState, request: Sequence[int]) -> QueueFacts:
+    # Unrolled over the three resources (gpu, cpu, memory): this runs on every pop of every action.
+    a0, a1, a2 = q.allocated
+    f0, f1, f2 = q.fair_share
+    s0, s1, s2 = q.alloc_share
+    d0, d1, d2 = q.rec.quota
+    w0, w1, w2 = a0 + request[0], a1 + request[1], a2 + request[2]
+    over_utilised = f0 < a0 and f1 < a1 and f2 < a2
+    starved = ((d0 == UNLIMITED or w0 <= d0) and (d1 == UNLIMITED or w1 <= d1)
+               and (d2 == UNLIMITED or w2 <= d2))
+    zero_penalty = (s0 <= 0 and w0 > 0) or (s1 <= 0 and w1 > 0) or (s2 <= 0 and w2 > 0)
+    # Rules 1-4: not over-utilised first, starved first, higher priority first, no zero-share penalty first.
+    rank = (over_utilised, not starved, -q.rec.priority, zero_penalty)
+    return (rank, _drf(w0, w1, w2, s0, s1, s2), _drf(a0, a1, a2, s0, s1, s2), q.alloc_share, q.rec.created,
+            q.rec.uid or q.rec.name)
+
+
+def queue_before(a: QueueFacts, b: QueueFacts) -> bool:
+    """True when queue `a` should be served before `b` (first decisive rule wins)."""
+    if a[0] != b[0]:
+        return a[0] < b[0]
+    d = a[1] - b[1]
+    if d > _EPS or d < -_EPS:  # abs(d) > eps
+        return d < 0
+    d = a[2] - b[2]
+    if d > _EPS or d < -_EPS:
+        return d < 0
+    x, y = a[3], b[3]
+    le = x[0] <= y[0] and x[1] <= y[1] and x[2] <= y[2]
+    ge = x[0] >= y[0] and x[1] >= y[1] and x[2] >= y[2]
+    if le != ge:
+        return le
+    return (a[4], a[5]) < (b[4], b[5])
+
+
+RequestOf = Callable[[Job], Sequence[int]]
+# Per tree node: (facts, representative job, best child or None for a queue that holds the jobs itself).
+_Eval = tuple[QueueFacts, Job, "QueueState | None"]
+
+
+class JobTree:
+    """Jobs of one action arranged by queue hierarchy; pop() gives the next job to try.
+
+    Each tree node caches its facts, representative job and best child; a pop or push invalidates only the
+    path of the queue it touched, so a pop re-evaluates one queue per level and compares cached siblings.
+    """
+
+    def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None, *,
+                 job_key: Callable[[Job], tuple[object, ...]] = job_order_key,
+                 facts: Callable[[QueueState, Sequence[int]], QueueFacts] = queue_facts,
+                 before: Callable[[QueueFacts, QueueFacts], bool] = queue_before) -> None:
+        self._request_of = request_of
+        self._job_key = job_key
+        self._facts = facts
+        self._before = before
+        self._seq = itertools.count()
+        # Keyed by QueueState identity.
+        self._heaps: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
+        self._count: dict[QueueState, int] = {}
+        self._children: dict[QueueState, list[QueueState]] = {}
+        self._eval: dict[QueueState, _Eval] = {}
+        self._requests: dict[int, Sequence[int]] = {}  # by id(job); a job changes only between pop and push
+        self._roots: list[QueueState] = []
+        by_leaf: dict[str, list[Job]] = {}
+        for job in jobs:
+            assert job.queue is not None
+            by_leaf.setdefault(job.queue.name, []).append(job)
+        for _, leaf_jobs in sorted(by_leaf.items()):
+            keyed = [(job_key(job), job) for job in leaf_jobs]
+            keyed.sort(key=itemgetter(0))
+            if depth is not None and depth >= 0:
+                del keyed[depth:]  # keep the best `depth` jobs (KAI drops a fixed heap slot instead)
+            if not keyed:
+                continue
+            q = keyed[0][1].queue
+            assert q is not None
+            self._link(q)
+            # Same as pushing them one by one in this order: a sorted list is a heap.
+            heap = self._heaps.setdefault(q, [])
+            for key, job in keyed:
+                heapq.heappush(heap, (key, next(self._seq), job))
+            for node in q.lineage():
+                self._count[node] = self._count.get(node, 0) + len(keyed)
+            self.invalidate(q)
+
+    def _link(self, q: QueueState) -> None:
+        """Register q (and its ancestors) as tree nodes."""
+        child: QueueState | None = q
+        while child is not None:
+            parent = child.parent
+            siblings = self._children.setdefault(parent, []) if parent else self._roots
+            if child in siblings:
+                break
+            siblings.append(child)
+            child = parent
+
+    def push(self, job: Job) -> None:
+        q = job.queue
+        assert q is not None
+        self._link(q)
+        self._requests.pop(id(job), None)
+        heapq.heappush(self._heaps.setdefault(q, []), (self._job_key(job), next(self._seq), job))
+        count = self._count
+        node: QueueState | None = q
+        while node is not None:
+            count[node] = count.get(node, 0) + 1
+            node = node.parent
+        self.invalidate(q)
+
+    def invalidate(self, q: QueueState | None) -> None:
+        """Forget cached comparator facts on the path of q (its allocation or jobs changed)."""
+        cache = self._eval
+        while q is not None:
+            cache.pop(q, None)
+            q = q.parent
+
+    def _best(self, candidates: list[QueueState]) -> QueueState | None:
+        best: QueueState | None = None
+        best_facts: QueueFacts | None = None
+        count, cache, before = self._count, self._eval, self._before
+        for q in candidates:
+            if not count.get(q):
+                continue
+            ev = cache.get(q)
+            facts = (ev if ev is not None else self._evaluate(q))[0]
+            if best_facts is None or before(facts, best_facts):
+                best, best_facts = q, facts
+        return best
+
+    def _evaluate(self, q: QueueState) -> _Eval:
+        heap = self._heaps.get(q)
+        child: QueueState | None = None
+        if heap:
+            job = heap[0][2]
+        else:
+            child = self._best(self._children.get(q, []))
+            assert child is not None
+            ev = self._eval.get(child)
+            job = (ev if ev is not None else self._evaluate(child))[1]
+        request = self._requests.get(id(job))
+        if request is None:
+            request = self._requests[id(job)] = self._request_of(job)
+        out = self._eval[q] = (self._facts(q, request), job, child)
+        return out
+
+    def _rep_job(self, q: QueueState) -> Job:
+        ev = self._eval.get(q)
+        return (ev if ev is not None else self._evaluate(q))[1]
+
+    def _facts_of(self, q: QueueState) -> QueueFacts:
+        ev = self._eval.get(q)
+        return (ev if ev is not None else self._evaluate(q))[0]
+
+    def pop(self) -> Job | None:
+        q = self._best(self._roots)
+        if q is None:
+            return None
+        heaps, cache = self._heaps, self._eval
+        while not heaps.get(q):
+            # The best child was found (and cached) while the parent's facts were computed.
+            ev = cache.get(q)
+            nxt = (ev if ev is not None else self._evaluate(q))[2]
+            assert nxt is not None
+            q = nxt
+        _, _, job = heapq.heappop(heaps[q])
+        count = self._count
+        node: QueueState | None = q
+        while node is not None:
+            count[node] -= 1
+            cache.pop(node, None)
+            node = node.parent
+        return job

@@ -1,0 +1,130 @@
+"""Node order as sorted indexes, so a task finds its best node without scoring every node.
+
+KAI sums plugin scores: gpusharingorder 1,000 > nodeavailability 100 > resourcetype 10 > nodeplacement (0..9
+binpack, 0..1 spread), then node name. The binpack score is monotone in the free amount of the task's key
+resource (GPU, or CPU for CPU-only tasks) and spread in the free ratio, so the same order is obtained by
+walking lists of (key, node index) kept sorted and updated incrementally; node index order is name order.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterator, Sequence
+
+from operators.scheduler.decide.config import SPREAD
+from operators.scheduler.decide.model import NodeState
+
+
+class NodeIndex:
+    def __init__(self, nodes: Sequence[NodeState], gpu_strategy: str, cpu_strategy: str) -> None:
+        self.nodes = nodes
+        self.gpu_spread = gpu_strategy == SPREAD
+        self.cpu_spread = cpu_strategy == SPREAD
+        n = len(nodes)
+        self.gpu_key = [0.0] * n
+        self.cpu_key = [0.0] * n
+        self.in_shared = bytearray(n)
+        self.gpu_list: list[tuple[float, int]] = []  # GPU nodes, by GPU key
+        self.cpu_gpu_list: list[tuple[float, int]] = []  # GPU nodes, by CPU key (for CPU-only tasks)
+        self.cpu_only_list: list[tuple[float, int]] = []  # CPU-only nodes, by CPU key
+        self.shared_list: list[tuple[float, int]] = []  # nodes with a shared GPU that has room, by GPU key
+        self.releasing: set[int] = set()  # nodes with resources still being released
+        for node in nodes:
+            if not node.ok:
+                continue
+            i = node.idx
+            self.gpu_key[i] = self._gpu_key(node)
+            self.cpu_key[i] = self._cpu_key(node)
+            if node.cap_gpu > 0:
+                self.gpu_list.append((self.gpu_key[i], i))
+                self.cpu_gpu_list.append((self.cpu_key[i], i))
+            else:
+                self.cpu_only_list.append((self.cpu_key[i], i))
+            if self._shareable(node):
+                self.in_shared[i] = 1
+                self.shared_list.append((self.gpu_key[i], i))
+            if self._is_releasing(node):
+                self.releasing.add(i)
+        for lst in (self.gpu_list, self.cpu_gpu_list, self.cpu_only_list, self.shared_list):
+            lst.sort()
+
+    def _gpu_key(self, node: NodeState) -> float:
+        if self.gpu_spread:
+            total = node.gpu_total or node.cap_gpu
+            return -(node.free_gpu / total) if total else 0.0
+        return node.free_gpu
+
+    def _cpu_key(self, node: NodeState) -> float:
+        if self.cpu_spread:
+            return -(node.free_cpu / node.cap_cpu) if node.cap_cpu else 0.0
+        return node.free_cpu
+
+    @staticmethod
+    def _shareable(node: NodeState) -> bool:
+        return any(not g.fully_releasing and g.free > 0 for g in node.groups.values())
+
+    @staticmethod
+    def _is_releasing(node: NodeState) -> bool:
+        return node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0 or any(
+            g.releasing > 0 for g in node.groups.values())
+
+    def update(self, node: NodeState) -> None:
+        """Re-key one node after its free resources changed."""
+        if not node.ok:
+            return
+        i = node.idx
+        gk, ck = self._gpu_key(node), self._cpu_key(node)
+        old_gk = self.gpu_key[i]
+        if node.cap_gpu > 0:
+            if gk != old_gk:
+                _move(self.gpu_list, old_gk, gk, i)
+            if ck != self.cpu_key[i]:
+                _move(self.cpu_gpu_list, self.cpu_key[i], ck, i)
+        elif ck != self.cpu_key[i]:
+            _move(self.cpu_only_list, self.cpu_key[i], ck, i)
+        was_shared, shareable = bool(self.in_shared[i]), self._shareable(node)
+        if was_shared and (not shareable or gk != old_gk):
+            _remove(self.shared_list, old_gk, i)
+        if shareable and (not was_shared or gk != old_gk):
+            insort(self.shared_list, (gk, i))
+        self.in_shared[i] = shareable
+        self.gpu_key[i], self.cpu_key[i] = gk, ck
+        if self._is_releasing(node):
+            self.releasing.add(i)
+        else:
+            self.releasing.discard(i)
+
+    # --- iteration in score order --------------------------------------------------------------
+
+    def gpu_order(self, min_free: float) -> Iterator[int]:
+        """GPU nodes, best first. Binpack starts at the first node with enough free GPUs."""
+        lst = self.gpu_list
+        start = 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
+        for pos in range(start, len(lst)):
+            yield lst[pos][1]
+
+    def shared_order(self) -> Iterator[int]:
+        for _, i in self.shared_list:
+            yield i
+
+    def cpu_order(self, min_free: float, cpu_only_nodes: bool) -> Iterator[int]:
+        lst = self.cpu_only_list if cpu_only_nodes else self.cpu_gpu_list
+        start = 0 if self.cpu_spread else bisect_left(lst, (min_free, -1))
+        for pos in range(start, len(lst)):
+            yield lst[pos][1]
+
+    def sort_key(self, node: NodeState, cpu_task: bool) -> tuple[float, int]:
+        """Within one score tier: the placement key, then name (index) order."""
+        key = self.cpu_key[node.idx] if cpu_task else self.gpu_key[node.idx]
+        return key, node.idx
+
+
+def _remove(lst: list[tuple[float, int]], key: float, idx: int) -> None:
+    pos = bisect_left(lst, (key, idx))
+    if pos < len(lst) and lst[pos] == (key, idx):
+        del lst[pos]
+
+
+def _move(lst: list[tuple[float, int]], old: float, new: float, idx: int) -> None:
+    _remove(lst, old, idx)
+    insort(lst, (new, idx))

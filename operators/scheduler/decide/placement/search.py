@@ -1,0 +1,337 @@
+"""Find the best node for one task, in KAI's score order, without scanning every node.
+
+Tiers (highest first): a shared GPU that can hold a fractional pod (binpack only) > fits in idle resources
+(bind) > fits only with resources still being released (pipeline). Inside a tier the sorted `NodeIndex`
+gives binpack/spread order with name tie-breaks, so the first node passing all checks is KAI's choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from operators.scheduler.decide.model import NodeState, Task
+from operators.scheduler.decide.placement import predicates as pred
+from operators.scheduler.decide.placement.gpus import (
+    GpuChoice,
+    choose_groups,
+    fraction_units,
+    has_sharing_fit,
+    portion_on_node,
+    shared_capacity,
+)
+from operators.scheduler.decide.placement.scoring import NodeIndex
+from operators.scheduler.decide.units import GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node: int
+    pipeline: bool
+    gpu: GpuChoice | None = None
+    portion: int = 0  # micro-GPUs per device
+
+
+class Placer:
+    def __init__(self, nodes: Sequence[NodeState], index: NodeIndex, configmaps: frozenset[str],
+                 pod_index: pred.PodIndex | None, group_id: Callable[[str, str, str, int], str],
+                 gpu_spread: bool) -> None:
+        self.nodes = nodes
+        self.index = index
+        self.configmaps = configmaps
+        self.pod_index = pod_index
+        self.group_id = group_id
+        self.gpu_spread = gpu_spread
+        self.base = bytearray(len(nodes))
+        for node in nodes:
+            hard = any(t.effect in ("NoSchedule", "NoExecute") for t in node.rec.taints)
+            self.base[node.idx] = node.ok and not hard
+        self._masks: dict[object, bytearray] = {}
+        self.failed: set[tuple[object, ...]] = set()
+        # Plugin hooks (none by default: the indexed search alone).
+        self.session: Any = None
+        self.prefilters: Sequence[Callable[[Any, Task], str | None]] = ()
+        self.node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]] = ()
+        self.scorers: Sequence[tuple[Callable[[Any, Task], bool], Callable[[Any, Task, NodeState], float],
+                                     float]] = ()
+        # A job's node subset (plugin `node_subsets`): the nodes outside it are refused while it is set. Each
+        # distinct subset gets one id, so the masks combined with it are computed once per session.
+        self.subset: bytearray | None = None
+        self._subset_id = 0
+        self._subset_ids: dict[bytes, tuple[int, bytearray]] = {}
+
+    def extend(self, session: Any, prefilters: Sequence[Callable[[Any, Task], str | None]],
+               node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]],
+               scorers: Sequence[tuple[Callable[[Any, Task], bool], Callable[[Any, Task, NodeState], float],
+                                       float]]) -> None:
+        """Plugin pre-filters, node filters and extra scorers (with their weights) of this session."""
+        self.session = session
+        self.prefilters, self.node_filters, self.scorers = prefilters, node_filters, scorers
+
+    def restrict(self, nodes: Iterable[int] | None) -> None:
+        """Search only these node indexes (None: every node) until the next call."""
+        if nodes is None:
+            self.subset = None
+            return
+        subset = bytearray(len(self.nodes))
+        for i in nodes:
+            subset[i] = 1
+        key = bytes(subset)
+        known = self._subset_ids.get(key)
+        if known is None:
+            known = self._subset_ids[key] = (len(self._subset_ids), subset)
+        self._subset_id, self.subset = known
+
+    def mask(self, task: Task) -> bytearray:
+        c = task.rec.constraints.hard
+        mask = self._masks.get(c)
+        if mask is None:
+            mask = pred.feasible_mask(c, self.nodes, self.configmaps, self.base)
+            self._masks[c] = mask
+        subset = self.subset
+        if subset is not None:
+            key = (c, self._subset_id)
+            both = self._masks.get(key)
+            if both is None:
+                both = self._masks[key] = bytearray(a & b for a, b in zip(mask, subset, strict=True))
+            return both
+        return mask
+
+    # --- search ---------------------------------------------------------------------------------
+
+    def find(self, task: Task) -> Placement | None:
+        if task.fit_key in self.failed:
+            return None
+        rec = task.rec
+        if rec.gpu_error:
+            return None
+        if self.prefilters:
+            for prefilter in self.prefilters:
+                if prefilter(self.session, task) is not None:
+                    return None
+        mask = self.mask(task)
+        if self.scorers and any(wants(self.session, task) for wants, _, _ in self.scorers):
+            return self._scored(task, mask)
+        if rec.nominated_node:
+            for node in self.nodes:
+                if node.name == rec.nominated_node and mask[node.idx]:
+                    hit = self.try_node(task, node, True) or self.try_node(task, node, False)
+                    if hit:
+                        return hit
+        gpu = rec.gpu
+        index = self.index
+        if gpu.is_shared:
+            if not self.gpu_spread:
+                hit = self._scan(task, index.shared_order(), mask, True, sharing=True)
+                if hit or (index.releasing and (hit := self._releasing(task, mask, sharing_only=True))):
+                    return hit
+            hit = self._scan(task, index.gpu_order(0 if self.gpu_spread else 1), mask, True)
+        elif gpu.whole:
+            hit = self._scan(task, index.gpu_order(gpu.whole), mask, True)
+        else:
+            hit = (self._scan(task, index.cpu_order(rec.cpu, True), mask, True)
+                   or self._scan(task, index.cpu_order(rec.cpu, False), mask, True))
+        if hit is None and index.releasing:
+            hit = self._releasing(task, mask, sharing_only=False)
+        return hit
+
+    def _scan(self, task: Task, order: Iterable[int], mask: bytearray, idle_only: bool,
+              sharing: bool = False) -> Placement | None:
+        nodes = self.nodes
+        fraction = task.rec.gpu.portion
+        portion = fraction_units(fraction) if fraction is not None else None
+        for i in order:
+            if not mask[i]:
+                continue
+            node = nodes[i]
+            if sharing:
+                p = portion if portion is not None else portion_on_node(task.rec.gpu, node)
+                if p is None or not has_sharing_fit(node, p):
+                    continue
+            hit = self.try_node(task, node, idle_only)
+            if hit is not None:
+                return hit
+        return None
+
+    def _releasing(self, task: Task, mask: bytearray, sharing_only: bool) -> Placement | None:
+        """Nodes that fit only with releasing resources, in full score order (rare: evictions in flight)."""
+        rec = task.rec
+        cpu_task = rec.gpu.is_empty
+        gpu = rec.gpu
+        cpu, mem, whole = rec.cpu, rec.memory, gpu.whole
+        nodes = self.nodes
+        keys = self.index.cpu_key if cpu_task else self.index.gpu_key
+        tiered: list[tuple[int, int, float, int]] = []
+        for i in self.index.releasing:
+            if not mask[i]:
+                continue
+            node = nodes[i]
+            # try_node(idle_only=False)'s first tests: a node failing them is refused whatever its rank.
+            if (cpu > node.idle_cpu + node.rel_cpu or mem > node.idle_mem + node.rel_mem
+                    or node.n_pods >= node.max_pods or (whole and whole > node.idle_gpu + node.rel_gpu)):
+                continue
+            sharing = 0
+            if gpu.is_shared and not self.gpu_spread:
+                p = portion_on_node(gpu, node)
+                sharing = int(p is not None and any(
+                    not g.fully_releasing and GPU - g.used >= p for g in node.groups.values()))
+                if sharing_only and not sharing:
+                    continue
+            restype = int(cpu_task and node.cap_gpu == 0)
+            tiered.append((-sharing, -restype, keys[i], i))  # index.sort_key(node, cpu_task)
+        tiered.sort()
+        for _, _, _, i in tiered:
+            hit = self.try_node(task, nodes[i], False)
+            if hit is not None:
+                return hit
+        return None
+
+    def try_node(self, task: Task, node: NodeState, idle_only: bool) -> Placement | None:
+        rec = task.rec
+        if idle_only:
+            if rec.cpu > node.idle_cpu or rec.memory > node.idle_mem:
+                return None
+        elif rec.cpu > node.idle_cpu + node.rel_cpu or rec.memory > node.idle_mem + node.rel_mem:
+            return None
+        if node.n_pods >= node.max_pods:
+            return None
+        pipeline = not idle_only and (rec.cpu > node.idle_cpu or rec.memory > node.idle_mem)
+        gpu = rec.gpu
+        if gpu.whole:
+            free = node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu
+            if gpu.whole > free:
+                return None
+            pipeline = pipeline or gpu.whole > node.idle_gpu
+        if rec.scalars and not self._scalars_fit(task, node, idle_only):
+            return None
+        choice: GpuChoice | None = None
+        portion = 0
+        if gpu.is_shared:
+            p = portion_on_node(gpu, node)
+            if p is None or shared_capacity(node, p, idle_only) < gpu.num_devices:
+                return None
+            ns, name, node_name = rec.namespace, rec.name, node.name
+            choice = choose_groups(node, p, gpu.num_devices, self.gpu_spread,
+                                   lambda i: self.group_id(node_name, ns, name, i))
+            if choice is None:
+                return None
+            if any(choice.new) and node.n_pods + 2 > node.max_pods:
+                return None  # a new shared GPU also needs a slot for its reservation pod
+            if idle_only and choice.pipeline:
+                return None
+            pipeline = pipeline or choice.pipeline
+            portion = p
+        c = rec.constraints
+        if c.host_ports and not pred.ports_ok(c, node):
+            return None
+        if self.pod_index is not None and pred.interpod_reason(rec, node, self.nodes, self.pod_index):
+            return None
+        if self.node_filters:
+            for node_filter in self.node_filters:
+                if node_filter(self.session, task, node) is not None:
+                    return None
+        return Placement(node.idx, pipeline, choice, portion)
+
+    # --- full scoring (an extra score plugin has something to score for the task) -----------------
+
+    def builtin_score(self, task: Task, node: NodeState, placement: Placement) -> float:
+        """The built-in plugins' score of a feasible node, the order the indexed search walks: gpusharing 1,000
+        (a fractional pod onto a shared GPU with room, binpack) > node availability 100 (fits in idle resources)
+        > resource type 10 (a CPU-only pod on a CPU-only node) > nodeplacement (binpack 0..9 by the used part of
+        the pod's key resource, spread 0..1 by its free part)."""
+        rec = task.rec
+        gpu = rec.gpu
+        score = 0.0
+        if not placement.pipeline:
+            score += 100.0
+            if gpu.is_shared and not self.gpu_spread and placement.gpu is not None and not any(placement.gpu.new):
+                score += 1000.0
+        cpu_task = gpu.is_empty
+        if cpu_task and node.cap_gpu == 0:
+            score += 10.0
+        if cpu_task:
+            total, free, spread = node.cap_cpu, node.free_cpu, self.index.cpu_spread
+        else:
+            total, free, spread = node.gpu_total or node.cap_gpu, node.free_gpu, self.index.gpu_spread
+        ratio = min(max(free / total, 0.0), 1.0) if total > 0 else 0.0
+        return score + (ratio if spread else 9.0 * (1.0 - ratio))
+
+    def _scored(self, task: Task, mask: bytearray) -> Placement | None:
+        """Score every feasible node: built-in score plus the weighted extra scores; ties go by node name."""
+        session = self.session
+        active = [(score, weight) for wants, score, weight in self.scorers if wants(session, task)]
+        best: tuple[float, int] | None = None
+        best_placement: Placement | None = None
+        for node in self.nodes:
+            if not mask[node.idx]:
+                continue
+            placement = self.try_node(task, node, True) or self.try_node(task, node, False)
+            if placement is None:
+                continue
+            total = self.builtin_score(task, node, placement) + sum(w * f(session, task, node) for f, w in active)
+            key = (-total, node.idx)
+            if best is None or key < best:
+                best, best_placement = key, placement
+        return best_placement
+
+    @staticmethod
+    def _scalars_fit(task: Task, node: NodeState, idle_only: bool) -> bool:
+        for name, qty in task.rec.scalars:
+            have = node.scalars.get(name) if node.scalars else None
+            if have is None:
+                return False
+            if qty > have[1] + (0 if idle_only else have[2]):
+                return False
+        return True
+
+    # --- explanation ----------------------------------------------------------------------------
+
+    def fit_reasons(self, task: Task, node: NodeState) -> list[str]:
+        """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
+        rec = task.rec
+        gpu = rec.gpu
+        for prefilter in self.prefilters:
+            reason = prefilter(self.session, task)
+            if reason:
+                return [reason]
+        reasons: list[str] = []
+        if gpu.whole and gpu.whole > node.idle_gpu + node.rel_gpu:
+            reasons.append("node(s) didn't have enough resources: GPUs")
+        if gpu.is_shared:
+            if gpu.memory_mib is not None and not node.rec.gpu_memory_mib and node.cap_gpu > 0:
+                return [f"node is not a gpu node or the gpu memory count on the node was not synced yet, "
+                        f"task: <{rec.namespace}/{rec.name}>, node: <{node.name}>"]
+            p = portion_on_node(gpu, node)
+            if gpu.memory_mib is not None and node.rec.gpu_memory_mib and gpu.memory_mib > node.rec.gpu_memory_mib:
+                reasons.append("node(s) didn't have enough resources: GPU memory")
+            elif p is None or shared_capacity(node, p, False) < gpu.num_devices:
+                reasons.append("node(s) didn't have enough resources: GPUs")
+        if rec.cpu > node.idle_cpu + node.rel_cpu:
+            reasons.append("node(s) didn't have enough resources: CPU cores")
+        if rec.memory > node.idle_mem + node.rel_mem:
+            reasons.append("node(s) didn't have enough resources: memory")
+        for name, qty in rec.scalars:
+            have = node.scalars.get(name) if node.scalars else None
+            if have is None or qty > have[1] + have[2]:
+                reasons.append(f"node(s) didn't have enough resources: {name}")
+        if reasons:
+            return reasons
+        if node.n_pods >= node.max_pods:
+            return [pred.POD_NUMBER]
+        static = pred.static_reason(rec.constraints, node, self.configmaps)
+        if static:
+            return [static]
+        if rec.constraints.host_ports and not pred.ports_ok(rec.constraints, node):
+            return [pred.HOST_PORTS]
+        if self.pod_index is not None:
+            reason = pred.interpod_reason(rec, node, self.nodes, self.pod_index)
+            if reason:
+                return [reason]
+        for node_filter in self.node_filters:
+            reason = node_filter(self.session, task, node)
+            if reason:
+                return [reason]
+        if self.try_node(task, node, False) is None:
+            return [pred.POD_NUMBER]  # only the extra reservation-pod slot can still be missing
+        return []

@@ -1,0 +1,80 @@
+"""gang: a job runs only with every podset at its minimum (minMember / sub-group minMember).
+
+Owns the gang rules: readiness (enough live pods), the pods of the next attempt (the gang core, else one pod of
+elastic growth), how a failed attempt is recorded and explained, and staleness (a running gang below its
+minimum, evicted by stalegangeviction after the grace period).
+"""
+
+from __future__ import annotations
+
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.model import SUCCEEDED, Job, Task
+from operators.scheduler.decide.ordering import tasks_to_allocate
+from operators.scheduler.decide.session import FailedAttempt
+
+
+class Gang(Plugin):
+    name = "gang"
+    default_priority = 500
+    required = True
+    # job_ready() and is_stale() are the flat per-podset rules below, which the session inlines in its hot loops
+    # (schedulable_jobs, close). An implementation with other rules (e.g. a minSubGroup tree) sets it False.
+    flat_rules = True
+
+    tasks_to_allocate = staticmethod(tasks_to_allocate)
+
+    @staticmethod
+    def job_ready(job: Job) -> bool:
+        return all(p.alive - p.gated >= p.min_available for p in job.podsets)
+
+    @staticmethod
+    def not_ready_message(job: Job) -> str:
+        unready = [(p.name, p.min_available, p.alive, p.gated) for p in job.podsets
+                   if p.alive - p.gated < p.min_available]
+        return explain.not_ready_message(unready, job.has_subgroups)
+
+    @staticmethod
+    def attempt_state(job: Job) -> tuple[bool, int]:
+        below = False
+        found = 0
+        for p in job.podsets:  # one pass, no generators: called for every gang attempt
+            if p.active_allocated < p.min_available:
+                below = True
+            found += p.active_allocated
+        return below and job.min_total > 1, found
+
+    @staticmethod
+    def failure(job: Job, task: Task, state: tuple[bool, int], placed: int, summary: str) -> FailedAttempt:
+        assert task.podset is not None
+        gang, found_before = state
+        subgroup = task.podset.name if gang and job.has_subgroups else None
+        required = task.podset.min_available if subgroup is not None else job.min_total
+        return FailedAttempt(task, found_before + placed, required, subgroup, gang, summary)
+
+    @staticmethod
+    def failure_message(failure: FailedAttempt) -> str:
+        t = failure.task
+        if failure.subgroup is not None:
+            return explain.subgroup_gang_not_found(failure.found, failure.subgroup, failure.required,
+                                                   failure.summary)
+        if failure.gang:
+            return explain.gang_not_found(failure.found, failure.required, failure.summary)
+        return explain.pod_not_found(t.namespace, t.name, failure.summary)
+
+    @staticmethod
+    def is_stale(job: Job) -> bool:
+        if any(t.status == SUCCEEDED for t in job.tasks):
+            return False
+        return any(p.active_used for p in job.podsets) and any(
+            p.active_used < p.min_available for p in job.podsets)
+
+    @staticmethod
+    def stale_message(job: Job) -> str:
+        active = sum(p.active_used for p in job.podsets)
+        unmet = [(p.name, p.min_available, p.active_used) for p in job.podsets
+                 if p.active_used < p.min_available and job.has_subgroups]
+        return explain.stale_message(active, job.min_total, unmet)
+
+
+PLUGIN = Gang

@@ -1,0 +1,17 @@
+"""priority: jobs of higher priority (PriorityClass value) are tried first within a queue."""
+
+from __future__ import annotations
+
+from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.model import Job
+
+
+class Priority(Plugin):
+    name = "priority"
+    default_priority = 700
+
+    def job_order_key(self, job: Job) -> tuple[object, ...]:
+        return (-job.priority,)
+
+
+PLUGIN = Priority

@@ -1,0 +1,78 @@
+"""proportion: hierarchical fair share (DRF over gpu/cpu/memory, arguments `kValue` and
+`relcaimerSaturationMultiplier`), the queue order of every action, and the capacity checks: a job may not take
+a queue over its limit at any level (OverLimit), and a non-preemptible job may not take it over its quota
+(NonPreemptibleOverQuota). The fair shares are computed at session open; reclaim's fairness rules use them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from operators.core import keys
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.fairshare import UNLIMITED
+from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.model import Job, QueueState, Task
+from operators.scheduler.decide.ordering import queue_before, queue_facts
+from operators.scheduler.decide.session import Session
+
+
+class Proportion(Plugin):
+    name = "proportion"
+    default_priority = 800
+    required = True
+    argument_names = frozenset({"kValue", "relcaimerSaturationMultiplier"})
+
+    # The plain functions (called on every job-tree pop).
+    queue_facts = staticmethod(queue_facts)
+    queue_before = staticmethod(queue_before)
+
+    @classmethod
+    def check_arguments(cls, arguments: Mapping[str, Any]) -> None:
+        for arg in ("kValue", "relcaimerSaturationMultiplier"):
+            if arguments.get(arg) is not None:
+                try:
+                    float(arguments[arg])
+                except (TypeError, ValueError):
+                    raise ValueError(f"proportion argument {arg} must be a number, got {arguments[arg]!r}") from None
+
+    @staticmethod
+    def capacity_error(session: Session, job: Job, tasks: Iterable[Task],
+                       freed: dict[QueueState, list[int]] | None) -> explain.JobError | None:
+        """OverLimit / NonPreemptibleOverQuota at the leaf queue and every ancestor, on the current state.
+
+        `freed` (per queue: what victims could still release under it) lowers the allocation the limits are
+        checked against; victims are preemptible, so they never make room under a non-preemptible quota.
+        """
+        assert job.queue is not None
+        if job.preemptible and session.unlimited(job.queue):
+            return None  # no limit anywhere up the hierarchy, and the quota check is for non-preemptible jobs
+        req = session.job_request(tasks)
+        lineage = job.queue.lineage()
+        for q in lineage:
+            minus = freed.get(q) if freed is not None else None
+            for r in range(3):
+                limit = q.rec.limit[r]
+                if limit == UNLIMITED or req[r] <= 0:
+                    continue
+                if q.allocated[r] - (minus[r] if minus is not None else 0) + req[r] > limit:
+                    msg = explain.over_limit(q.rec.title, r, limit, q.allocated[r], req[r])
+                    return explain.JobError(keys.REASON_OVER_LIMIT, (msg,), _details(q, job, req))
+        if not job.preemptible:
+            for q in lineage:
+                for r in range(3):
+                    quota = q.rec.quota[r]
+                    if quota != UNLIMITED and req[r] > 0 and q.allocated_np[r] + req[r] > quota:
+                        msg = explain.non_preemptible_over_quota(q.rec.title, r, quota, q.allocated_np[r], req[r])
+                        return explain.JobError(keys.REASON_NON_PREEMPTIBLE_OVER_QUOTA, (msg,),
+                                                _details(q, job, req))
+        return None
+
+
+def _details(q: QueueState, job: Job, req: list[int]) -> dict[str, object]:
+    np_req = [0, 0, 0] if job.preemptible else req
+    return explain.queue_details(q.name, q.request, q.rec.quota, q.allocated, q.allocated_np, q.rec.limit,
+                                 req, np_req)
+
+
+PLUGIN = Proportion

@@ -1,0 +1,450 @@
+"""topology: a gang (or a sub-group) with a topology constraint is placed inside one domain of a Topology.
+
+The PodGroup's `spec.topologyConstraint` (and each SubGroup's) names a Topology and a required and/or preferred
+level. Through the node-subset hook every attempt of `allocate_job` (allocate, and the simulations of reclaim,
+preempt and consolidation, so a preemptor's victims free one domain) is tried in the candidate domains of
+`topology_domains.plan`, best first:
+- required level: each domain of that level whose free resources cover the attempt, fullest first; none fits:
+  the job stays pending with `Not enough resources for the workload: no domain of level <L> can hold the job
+  (...); best <L> <value> lacks ...`;
+- preferred level: the fitting domains of that level, then of each coarser level up to the required one, or the
+  whole cluster;
+- a job with pods already placed (and a required level) stays in the domain holding them;
+- sub-group constraints: each constrained sub-group's pods go to one domain of its own level (inside the job's
+  domain and its parent sub-group's), the combinations of the best few domains per sub-group tried in order.
+A Topology or level that does not exist leaves the job pending with `PodSchedulingErrors: Requested topology ...`.
+A job whose required-level domains all had the resources in total but could not hold its pods on their nodes is
+told which domains were tried (at session close). A pod placed on its own (a victim moved by consolidation or by
+reclaim/preempt) stays in the domain of its job's placed pods at the required level (`filter_node`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from operators.core import keys
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.model import ACTIVE_ALLOCATED, Job, NodeState, Task
+from operators.scheduler.decide.records import SubGroupSpec, TopologyConstraintSpec
+from operators.scheduler.decide.topology_domains import (
+    NONE,
+    ConstraintError,
+    Domain,
+    Plan,
+    Resolved,
+    Resources,
+    domains_of,
+    level_label,
+    plan_domains,
+    resolve,
+    with_free,
+)
+from operators.scheduler.decide.units import GPU
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+UNSCHEDULABLE_WORKLOAD = "Not enough resources for the workload"  # KAI's reason for topology shortfalls
+OUTSIDE = "node is outside the topology domain chosen for the pod's sub-group"
+# Domain combinations tried per attempt when sub-groups carry their own constraints (best few of each).
+MAX_COMBINATIONS = 32
+PER_GROUP = 4
+
+
+class _Group:
+    """A constrained sub-group: its resolved constraint and the podsets (leaf sub-groups) under it."""
+
+    __slots__ = ("leaves", "name", "resolved")
+
+    def __init__(self, name: str, resolved: Resolved, leaves: frozenset[str]) -> None:
+        self.name, self.resolved, self.leaves = name, resolved, leaves
+
+
+class _Rules:
+    """What a job asks: the job-level constraint and the constrained sub-groups (parents before children)."""
+
+    __slots__ = ("groups", "job")
+
+    def __init__(self, job: Resolved | None, groups: list[_Group]) -> None:
+        self.job, self.groups = job, groups
+
+
+class _Choice:
+    """One node subset of an attempt, with the nodes each constrained podset may use inside it.
+
+    The placer iterates a subset once, right before the attempt on it (`Placer.restrict`): that is when the
+    podsets' nodes become the ones `filter_node` enforces.
+    """
+
+    __slots__ = ("job", "nodes", "plugin", "podsets")
+
+    def __init__(self, plugin: Topology, job: str, nodes: Sequence[int], podsets: dict[str, frozenset[int]]) -> None:
+        self.plugin, self.job, self.nodes, self.podsets = plugin, job, nodes, podsets
+
+    def __iter__(self) -> Iterator[int]:
+        self.plugin._current = (self.job, self.podsets) if self.podsets else None
+        return iter(self.nodes)
+
+
+class Topology(Plugin):
+    name = "topology"
+    default_priority = 500  # KAI's
+
+    def __init__(self, arguments: Mapping[str, object] | None = None) -> None:
+        super().__init__(arguments)
+        self._rules: dict[str, _Rules | ConstraintError | None] = {}
+        self._structure: dict[tuple[str, int], tuple[Domain, ...]] = {}
+        self._labels: dict[str, Mapping[str, str]] | None = None
+        self._current: tuple[str, dict[str, frozenset[int]]] | None = None
+        # Jobs whose last attempt had candidate domains of a required level: (level name, domains tried).
+        self._tried: dict[str, tuple[str, list[str]]] = {}
+        self._indexes: dict[frozenset[str], list[int]] = {}  # a domain's nodes -> their indexes, sorted
+        # Free resources per node, refreshed for the nodes statements touched since (None: recompute all).
+        self._free: dict[str, Resources] | None = None
+        self._dirty: set[int] = set()
+        # The node a statement last placed each task on (what a rolled-back placement left).
+        self._at: dict[Task, int] = {}
+        # Domains with their free totals per (topology, level), and how far into `_changes` (the names of the nodes
+        # whose free resources changed, in order) each is up to date: only domains holding a changed node are
+        # summed again (over their nodes in name order, as a full sum does, so the totals are the same floats).
+        self._domain_free: dict[tuple[str, int], tuple[list[Domain], dict[str, int], int]] = {}
+        self._changes: list[str] = []
+        self._binding: frozenset[tuple[str, str]] | None = None
+
+    # --- what a job asks ------------------------------------------------------------------------
+
+    def _rules_of(self, session: Session, job: Job) -> _Rules | ConstraintError | None:
+        key = job.key
+        if key in self._rules:
+            return self._rules[key]
+        rec = job.rec
+        out: _Rules | ConstraintError | None = None
+        try:
+            constrained = [s for s in rec.subgroups if s.topology is not None and s.topology.active]
+            whole = _resolve(rec.topology, session)
+            if whole is not None or constrained:
+                out = _Rules(whole, _groups(rec.subgroups, constrained, session))
+        except ConstraintError as exc:
+            out = exc
+        self._rules[key] = out
+        return out
+
+    def _domains(self, session: Session, resolved: Resolved, level: int) -> tuple[Domain, ...]:
+        key = (resolved.topology.name, level)
+        hit = self._structure.get(key)
+        if hit is None:
+            if self._labels is None:
+                self._labels = {n.name: n.rec.labels for n in session.nodes if n.ok}
+            hit = self._structure[key] = domains_of(resolved.topology, level, self._labels)
+        return hit
+
+    # --- hooks ----------------------------------------------------------------------------------
+
+    def in_use(self, session: Session) -> bool:
+        """Some PodGroup of the session names a topology constraint (its own, or one of its SubGroups')."""
+        for job in session.feature_jobs:
+            rec = job.rec
+            if rec.topology is not None:
+                return True
+            if rec.subgroups and any(s.topology is not None and s.topology.active for s in rec.subgroups):
+                return True
+        return False
+
+    def node_subsets(self, session: Session, job: Job) -> Iterable[Iterable[int]] | None:
+        self._current = None
+        rules = self._rules_of(session, job)
+        if rules is None:
+            return None
+        if isinstance(rules, ConstraintError):
+            _explain(session, job, keys.REASON_POD_SCHEDULING_ERRORS, rules.message)
+            return []
+        tasks = session.tasks_to_allocate(job)
+        free = self._free_now(session)
+        names = session.node_by_name
+        universes: list[tuple[Domain | None, frozenset[str] | None]]
+        if rules.job is not None:
+            placed = _placed(session, job.tasks) if rules.job.required is not None else ()
+            job_plan = self._plan(session, rules.job, None, free, _request(session, tasks), placed)
+            if not job_plan.candidates:
+                _explain(session, job, UNSCHEDULABLE_WORKLOAD, job_plan.explanation)
+                return []
+            universes = [(c.domain, c.nodes) for c in job_plan.candidates]
+            if rules.job.required is not None and rules.job.preferred is None:
+                self._tried[job.key] = (level_label(rules.job.topology, rules.job.required),
+                                        [c.describe() for c in job_plan.candidates])
+        else:
+            universes = [(None, None)]
+        everything = range(len(session.nodes))
+
+        def indexes(nodes: frozenset[str] | None) -> Sequence[int]:
+            if nodes is None:
+                return everything
+            hit = self._indexes.get(nodes)
+            if hit is None:
+                hit = self._indexes[nodes] = sorted(names[n].idx for n in nodes)
+            return hit
+
+        if not rules.groups:
+            return [indexes(nodes) for _, nodes in universes]
+        out: list[_Choice] = []
+        first_failure = ""
+        for _, nodes in universes:
+            combos, failure = self._combinations(session, job, rules.groups, tasks, free, nodes)
+            first_failure = first_failure or failure
+            subset = indexes(nodes)
+            for combo in combos:
+                podsets = {leaf: frozenset(names[n].idx for n in group_nodes)
+                           for group, group_nodes in combo for leaf in group.leaves}
+                out.append(_Choice(self, job.key, subset, podsets))
+                if len(out) >= MAX_COMBINATIONS:
+                    return out
+        if not out and first_failure:
+            _explain(session, job, UNSCHEDULABLE_WORKLOAD, first_failure)
+        return out
+
+    def on_allocate(self, session: Session, task: Task, kind: str) -> None:
+        if self._free is None:
+            return
+        if kind == "pipeline":  # a pipelined pod may have left a node: the one a statement placed it on, or its own
+            origin = self._at.get(task)
+            if origin is None:
+                origin = self._open_node(session, task)
+                if origin is None:
+                    self._free = None
+                    return
+            if origin >= 0:
+                self._dirty.add(origin)
+        if task.node < 0:
+            self._free = None
+            return
+        self._dirty.add(task.node)
+        if kind != "rollback":  # allocate or pipeline: remembered for the placement's rollback
+            self._at[task] = task.node
+
+    def on_deallocate(self, session: Session, task: Task, kind: str) -> None:
+        if self._free is None:
+            return
+        if kind == "rollback":  # a placement undone: it left the node it was placed on (back at its origin, if any)
+            placed = self._at.pop(task, None)
+            if placed is None:
+                self._free = None
+                return
+            self._dirty.add(placed)
+        if task.node >= 0:
+            self._dirty.add(task.node)
+        elif kind != "rollback":
+            self._free = None
+
+    def _open_node(self, session: Session, task: Task) -> int | None:
+        """The node a task not placed by this session's statements was on at session open (-1: none), or None
+        when that is not known here (a pod binding through a BindRequest)."""
+        rec = task.rec
+        if rec.node_name:
+            node = session.node_by_name.get(rec.node_name)
+            return node.idx if node is not None else None
+        if self._binding is None:
+            self._binding = frozenset((b.namespace, b.pod_name) for b in session.snapshot.bindrequests)
+        return None if (rec.namespace, rec.name) in self._binding else -1
+
+    def _free_now(self, session: Session) -> dict[str, Resources]:
+        if self._free is None:
+            self._free = _free(session.nodes)
+            self._domain_free.clear()
+            self._changes.clear()
+        elif self._dirty:
+            nodes = session.nodes
+            self._free.update(_free([nodes[i] for i in self._dirty]))
+            for i in sorted(self._dirty):
+                if not nodes[i].ok:
+                    self._free.pop(nodes[i].name, None)
+                self._changes.append(nodes[i].name)
+        self._dirty.clear()
+        return self._free
+
+    def _domains_free(self, session: Session, resolved: Resolved, level: int,
+                      free: Mapping[str, Resources]) -> Sequence[Domain]:
+        """The domains of the level with their free totals, summed again only where a node changed."""
+        key = (resolved.topology.name, level)
+        hit = self._domain_free.get(key)
+        if hit is None:
+            domains = list(with_free(self._domains(session, resolved, level), free))
+            where = {n: i for i, d in enumerate(domains) for n in d.nodes}
+            self._domain_free[key] = (domains, where, len(self._changes))
+            return domains
+        domains, where, seen = hit
+        if seen < len(self._changes):
+            stale = {i for n in self._changes[seen:] if (i := where.get(n)) is not None}
+            for i in stale:
+                domains[i] = with_free((domains[i],), free)[0]
+            self._domain_free[key] = (domains, where, len(self._changes))
+        return domains
+
+    def filter_node(self, session: Session, task: Task, node: NodeState) -> str | None:
+        job = task.job
+        if job is None:
+            return None
+        if session.placer.subset is not None:
+            # An attempt of allocate_job on one of the subsets above: sub-groups keep to their chosen domains.
+            current = self._current
+            if current is None or job.key != current[0] or task.podset is None:
+                return None
+            allowed = current[1].get(task.podset.name)
+            return OUTSIDE if allowed is not None and node.idx not in allowed else None
+        # A pod placed on its own (a victim moved by consolidation or reclaim/preempt): it stays in the domain of
+        # its job's (or sub-group's) placed pods at the required level.
+        rules = self._rules_of(session, job)
+        if rules is None or isinstance(rules, ConstraintError):
+            return None
+        pins: list[tuple[Resolved, frozenset[str] | None]] = [(g.resolved, g.leaves) for g in rules.groups]
+        if rules.job is not None:
+            pins.append((rules.job, None))
+        for resolved, leaves in pins:
+            if resolved.required is None or (leaves is not None and (task.podset is None
+                                                                     or task.podset.name not in leaves)):
+                continue
+            anchor = next((t for t in job.tasks if t is not task and t.node >= 0 and t.status in ACTIVE_ALLOCATED
+                           and (leaves is None or (t.podset is not None and t.podset.name in leaves))), None)
+            if anchor is None:
+                continue
+            there, here = session.nodes[anchor.node].rec.labels, node.rec.labels
+            for label, _ in resolved.topology.levels[:resolved.required + 1]:
+                if label not in here or here[label] != there.get(label):
+                    level = level_label(resolved.topology, resolved.required)
+                    return f"node is outside the {level} of the pods already placed for the workload"
+        return None
+
+    def on_session_close(self, session: Session) -> None:
+        """A job that had domains to try at its required level and still failed: say which were tried."""
+        for job in session.feature_jobs:
+            tried = self._tried.get(job.key)
+            out = session.outcomes.get(job.key)
+            if tried is None or out is None or out.failure is None or not any(p.pending for p in job.podsets):
+                continue
+            level, domains = tried
+            shown = ", ".join(domains[:3]) + (f" and {len(domains) - 3} more" if len(domains) > 3 else "")
+            _explain(session, job, UNSCHEDULABLE_WORKLOAD,
+                     f"no domain of level {level} could hold the job's pods on its nodes (tried {shown})")
+
+    # --- planning -------------------------------------------------------------------------------
+
+    def _plan(self, session: Session, resolved: Resolved, within: frozenset[str] | None,
+              free: Mapping[str, Resources], request: Resources, placed: Iterable[str]) -> Plan:
+        def domains_at(level: int) -> Sequence[Domain]:
+            if within is None:
+                return self._domains_free(session, resolved, level, free)
+            domains = self._domains(session, resolved, level)
+            if within is not None:
+                domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,
+                                       order=tuple(n for n in d.order if n in within))
+                                for d in domains if d.nodes & within)
+            return with_free(domains, free)
+        return plan_domains(resolved, domains_at, request, placed)
+
+    def _combinations(self, session: Session, job: Job, groups: list[_Group], tasks: Sequence[Task],
+                      free: Mapping[str, Resources], universe: frozenset[str] | None,
+                      ) -> tuple[list[list[tuple[_Group, frozenset[str]]]], str]:
+        """Domain choices per constrained sub-group (parents first) inside `universe`, best first."""
+        by_leaf: dict[str, list[Task]] = {}
+        for t in tasks:
+            if t.podset is not None:
+                by_leaf.setdefault(t.podset.name, []).append(t)
+        active = [g for g in groups if any(leaf in by_leaf for leaf in g.leaves)]
+        failure = ""
+
+        def options(group: _Group, within: frozenset[str] | None) -> list[frozenset[str]]:
+            nonlocal failure
+            mine = [t for leaf in group.leaves for t in by_leaf.get(leaf, ())]
+            placed = _placed(session, [t for t in job.tasks if t.podset is not None
+                                       and t.podset.name in group.leaves]) if group.resolved.required is not None \
+                else ()
+            p = self._plan(session, group.resolved, within, free, _request(session, mine), placed)
+            if not p.candidates:
+                failure = failure or f"sub-group {group.name}: {p.explanation}"
+            return [c.nodes if c.nodes is not None else (within or frozenset(self._labels or {}))
+                    for c in p.candidates[:PER_GROUP]]
+
+        out: list[list[tuple[_Group, frozenset[str]]]] = []
+
+        def walk(i: int, chosen: list[tuple[_Group, frozenset[str]]]) -> None:
+            if len(out) >= MAX_COMBINATIONS:
+                return
+            if i == len(active):
+                out.append(list(chosen))
+                return
+            group = active[i]
+            within = universe
+            for other, nodes in chosen:  # a constrained ancestor's domain (chosen earlier) bounds this one
+                if group.leaves <= other.leaves:
+                    within = nodes if within is None else within & nodes
+            for nodes in options(group, within):
+                chosen.append((group, nodes))
+                walk(i + 1, chosen)
+                chosen.pop()
+
+        walk(0, [])
+        return out, failure
+
+
+def _resolve(constraint: TopologyConstraintSpec | None, session: Session) -> Resolved | None:
+    if constraint is None:
+        return None
+    return resolve(constraint, session.snapshot.topologies)
+
+
+def _groups(specs: Sequence[SubGroupSpec], constrained: Sequence[SubGroupSpec], session: Session) -> list[_Group]:
+    children: dict[str, list[str]] = {}
+    for s in specs:
+        children.setdefault(s.parent, []).append(s.name)
+
+    def leaves(name: str) -> frozenset[str]:
+        kids = children.get(name)
+        if not kids:
+            return frozenset({name})
+        return frozenset(itertools.chain.from_iterable(leaves(k) for k in kids))
+
+    depth: dict[str, int] = {}
+    parents = {s.name: s.parent for s in specs}
+    for s in specs:
+        d, p, seen = 0, s.parent, {s.name}
+        while p and p not in seen:
+            seen.add(p)
+            d, p = d + 1, parents.get(p, "")
+        depth[s.name] = d
+    out = []
+    for s in sorted(constrained, key=lambda s: (depth[s.name], s.name)):
+        assert s.topology is not None
+        resolved = _resolve(s.topology, session)
+        if resolved is not None:
+            out.append(_Group(s.name, resolved, leaves(s.name)))
+    return out
+
+
+def _explain(session: Session, job: Job, reason: str, message: str) -> None:
+    errors = session.outcome(job).errors
+    error = explain.JobError(reason, (message,))
+    if error not in errors:
+        errors.append(error)
+
+
+def _free(nodes: Iterable[NodeState]) -> dict[str, Resources]:
+    """Idle plus releasing resources of the schedulable nodes (shared GPUs count by their free portions)."""
+    return {n.rec.name: Resources((n.idle_gpu + n.rel_gpu) * GPU + (sum(g.free for g in n.groups.values()
+                                                                         if not g.fully_releasing)
+                                                                     if n.groups else 0),
+                                  n.idle_cpu + n.rel_cpu, n.idle_mem + n.rel_mem)
+            for n in nodes if n.ok}
+
+
+def _request(session: Session, tasks: Iterable[Task]) -> Resources:
+    gpu, cpu, memory = session.job_request(tasks)
+    return Resources(gpu, cpu, memory) if (gpu or cpu or memory) else NONE
+
+
+def _placed(session: Session, tasks: Iterable[Task]) -> list[str]:
+    return sorted({session.nodes[t.node].name for t in tasks if t.node >= 0 and t.status in ACTIVE_ALLOCATED})
+
+
+PLUGIN = Topology

@@ -1,0 +1,703 @@
+"""Slim frozen records parsed once per watch event from Kubernetes objects (plain camelCase dicts).
+
+The live loop keeps one record per object and rebuilds the snapshot from them every cycle, so everything that
+is costly (quantity parsing, affinity parsing, the placement signature) is done here, once.
+Units used throughout the scheduler core are integers (`units`): cpu in millicores, memory in bytes, other
+resources in whole units, a node's GPUs in devices, GPU requests and queue GPU amounts in micro-GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from operators.core import keys
+from operators.core.durations import parse_delay
+from operators.core.resources import (
+    GpuRequest,
+    GpuRequestError,
+    QuantityError,
+    gpu_request,
+    node_gpu_memory_mib,
+    parse_quantity,
+    pod_container_requests,
+)
+from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
+
+UNLIMITED = -1
+DEFAULT_MAX_PODS = 110
+# Resources with a dedicated field; everything else requested is a "scalar" checked generically.
+_BASE_RESOURCES = frozenset({"cpu", "memory", "pods", keys.GPU_RESOURCE})
+_GPU_GROUP_PREFIX = keys.GPU_GROUP_LABEL + "/"
+_ZERO = Decimal(0)
+
+
+def parse_time(value: Any) -> float:
+    """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
+    if not value or not isinstance(value, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _q(value: Any, scale: int = 1) -> int:
+    """A quantity in core units (`scale` per unit), rounded up; 0 when malformed."""
+    try:
+        return ceil_scaled(parse_quantity(value), scale)
+    except (QuantityError, TypeError, ArithmeticError):
+        return 0
+
+
+# --- label selectors and node affinity ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One matchExpressions entry; also used for matchLabels (operator In with one value)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            return self.key in labels and labels[self.key] in self.values
+        if op == "NotIn":
+            return self.key not in labels or labels[self.key] not in self.values
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        if op in ("Gt", "Lt"):
+            if self.key not in labels or len(self.values) != 1:
+                return False
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if op == "Gt" else have < want
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()  # only metadata.name is defined by Kubernetes
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if not self.expressions and not self.fields:
+            return False  # an empty term selects nothing (Kubernetes semantics)
+        if not all(r.matches(labels) for r in self.expressions):
+            return False
+        return all(r.key == "metadata.name" and r.matches({"metadata.name": name}) for r in self.fields)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    selector: LabelSelector
+    namespaces: tuple[str, ...]  # empty = the pod's own namespace (resolved at parse time)
+    topology_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    """A preferredDuringScheduling pod (anti-)affinity term: scores nodes, never filters them."""
+
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+def _requirements(raw: Any) -> tuple[Requirement, ...]:
+    out = []
+    for item in raw or ():
+        out.append(Requirement(str(item.get("key", "")), str(item.get("operator", "In")),
+                               tuple(str(v) for v in item.get("values") or ())))
+    return tuple(out)
+
+
+def parse_label_selector(raw: Mapping[str, Any] | None) -> LabelSelector:
+    raw = raw or {}
+    reqs = [Requirement(k, "In", (str(v),)) for k, v in sorted((raw.get("matchLabels") or {}).items())]
+    reqs.extend(_requirements(raw.get("matchExpressions")))
+    return LabelSelector(tuple(reqs))
+
+
+def _pod_affinity_terms(raw: Any, namespace: str) -> tuple[PodAffinityTerm, ...]:
+    out = []
+    for term in raw or ():
+        namespaces = tuple(sorted(term.get("namespaces") or ())) or (namespace,)
+        out.append(PodAffinityTerm(parse_label_selector(term.get("labelSelector")), namespaces,
+                                   str(term.get("topologyKey", ""))))
+    return tuple(out)
+
+
+def _weighted_pod_affinity_terms(raw: Any, namespace: str) -> tuple[WeightedPodAffinityTerm, ...]:
+    out = []
+    for item in raw or ():
+        if not isinstance(item, Mapping):
+            continue
+        try:
+            weight = int(item.get("weight") or 0)
+        except (TypeError, ValueError):
+            weight = 0
+        if weight == 0:
+            continue  # a zero weight adds nothing to any node's score
+        for term in _pod_affinity_terms([item.get("podAffinityTerm") or {}], namespace):
+            out.append(WeightedPodAffinityTerm(weight, term))
+    return tuple(out)
+
+
+# --- placement constraints -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """What makes placement differ between pods apart from resources; hashable, used as the signature.
+
+    Pods with equal constraints (and equal requests) share feasible-node sets and failure results in a cycle.
+    """
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None  # None = no required node affinity
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[tuple[str, int, str], ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    configmaps: tuple[str, ...] = ()  # required ConfigMaps (namespace-qualified "ns/name")
+    # preferredDuringScheduling terms: part of equality and hash like every field, so cached masks stay exact.
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    _hard: Constraints | None = field(default=None, compare=False, hash=False, repr=False)
+    _hash: int | None = field(default=None, init=False, compare=False, hash=False, repr=False)
+
+    def __hash__(self) -> int:
+        # Hashed for every fit signature lookup; the nested term tuples are hashed once, on first use.
+        h = self._hash
+        if h is None:
+            h = hash((self.node_selector, self.node_affinity, self.tolerations, self.host_ports, self.pod_affinity,
+                      self.pod_anti_affinity, self.configmaps, self.preferred_pod_affinity,
+                      self.preferred_pod_anti_affinity))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __reduce__(self) -> tuple[type[Constraints], tuple[object, ...]]:
+        # Rebuilt through __init__ in a copy or an unpickling process, whose string hashes differ.
+        return Constraints, (self.node_selector, self.node_affinity, self.tolerations, self.host_ports,
+                             self.pod_affinity, self.pod_anti_affinity, self.configmaps,
+                             self.preferred_pod_affinity, self.preferred_pod_anti_affinity)
+
+    @property
+    def has_static(self) -> bool:
+        return bool(self.node_selector or self.node_affinity is not None or self.configmaps)
+
+    @property
+    def has_dynamic(self) -> bool:
+        return bool(self.host_ports or self.pod_affinity or self.pod_anti_affinity)
+
+    @property
+    def has_preferred(self) -> bool:
+        return bool(self.preferred_pod_affinity or self.preferred_pod_anti_affinity)
+
+    @property
+    def hard(self) -> Constraints:
+        """These constraints without the preferred terms, which never filter a node: the key of what depends
+        only on feasibility (node masks, fit failures, fit summaries), so pods differing only in preferences
+        share it."""
+        if not (self.preferred_pod_affinity or self.preferred_pod_anti_affinity):
+            return self
+        hard = self._hard
+        if hard is None:
+            hard = replace(self, preferred_pod_affinity=(), preferred_pod_anti_affinity=(), _hard=None)
+            object.__setattr__(self, "_hard", hard)
+        return hard
+
+
+NO_CONSTRAINTS = Constraints()
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    ready: bool
+    cpu: int  # millicores
+    memory: int  # bytes
+    gpus: int
+    max_pods: int
+    scalars: tuple[tuple[str, int], ...]
+    gpu_memory_mib: int | None
+    gpu_count_label: int | None
+    created: float = 0.0  # epoch seconds (autoscaler provisioning prefers nodes newer than a gang's request)
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    phase: str
+    node_name: str
+    deleting: bool
+    gated: bool
+    scheduler_name: str
+    pod_group: str
+    subgroup: str
+    labels: Mapping[str, str]
+    cpu: int  # millicores
+    memory: int  # bytes
+    gpu: GpuRequest
+    scalars: tuple[tuple[str, int], ...]
+    gpu_groups: tuple[str, ...]
+    constraints: Constraints
+    task_priority: int | None
+    is_leader: bool
+    nominated_node: str
+    is_reservation: bool
+    gpu_error: str = ""
+    owner_kinds: tuple[str, ...] = ()
+    # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
+    preemption_delay: float | None = None
+    # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
+    # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
+    fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fit_key", (self.constraints.hard, self.cpu, self.memory, self.gpu, self.scalars,
+                                             self.nominated_node))
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraintSpec:
+    """Where a gang (or one subgroup) must or should land: a Topology's name and levels named by label or alias.
+
+    Empty strings mean unset. `required`: every pod in one domain of that level, or none placed; `preferred`:
+    the smallest domain of that level that fits, else a coarser one.
+    """
+
+    topology: str
+    required: str = ""
+    preferred: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.topology and (self.required or self.preferred))
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroupSpec:
+    name: str
+    min_member: int  # a leaf's minimum of pods
+    parent: str
+    # A parent's minimum of direct children that meet their own minimum; None: all of them.
+    min_sub_group: int | None = None
+    topology: TopologyConstraintSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupRecord:
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    queue: str
+    min_member: int
+    priority_class: str
+    preemptibility: str
+    subgroups: tuple[SubGroupSpec, ...]
+    last_start: str | None
+    stale_since: str | None
+    scheduling_backoff: int
+    mark_unschedulable: bool
+    unschedulable_pools: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # Autoscaler opt-in from the workload's annotations: class name and ProvisioningRequest parameters.
+    provisioning_class: str = ""
+    provisioning_parameters: tuple[tuple[str, str], ...] = ()
+    # spec.minSubGroup: how many root SubGroups must meet their own minimum; None: all of them.
+    min_sub_group: int | None = None
+    # spec.preemptionDelay in seconds; None: unset or malformed (the pods' own value may apply).
+    preemption_delay: float | None = None
+    # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
+    last_eviction: float = 0.0
+    topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
+    # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
+    # derived from the fields above, so a session tests one flag per PodGroup.
+    optional_features: bool = field(default=False, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "optional_features", bool(
+            self.subgroups or self.min_sub_group is not None or self.preemption_delay is not None
+            or self.topology is not None))
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """Per-resource vectors are (gpu, cpu millicores, memory bytes); -1 = unlimited."""
+
+    name: str
+    uid: str
+    created: float
+    parent: str
+    priority: int
+    display_name: str
+    quota: tuple[int, int, int]  # micro-GPUs, millicores, bytes
+    limit: tuple[int, int, int]
+    weight: tuple[float, float, float]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # spec.preemptMinRuntime / spec.reclaimMinRuntime in seconds; None = unset (inherit from the parent).
+    preempt_min_runtime: float | None = None
+    reclaim_min_runtime: float | None = None
+    # Autoscaler opt-in for every workload of the queue (a workload's own annotation wins).
+    provisioning_class: str = ""
+    provisioning_parameters: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def title(self) -> str:
+        return self.display_name or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class BindRequestRecord:
+    namespace: str
+    name: str
+    pod_name: str
+    selected_node: str
+    failed: bool
+    gpu_groups: tuple[str, ...]
+    resource_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClassRecord:
+    name: str
+    value: int
+    global_default: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapRecord:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRecord:
+    """A Topology: its levels from the coarsest to the finest, each (node label, alias or "")."""
+
+    name: str
+    levels: tuple[tuple[str, str], ...]
+
+
+# --- parsers -------------------------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def node_record(obj: Mapping[str, Any]) -> NodeRecord:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+    taints = tuple(Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+                   for t in spec.get("taints") or ())
+    scalars = tuple(sorted((k, _q(v)) for k, v in alloc.items() if k not in _BASE_RESOURCES))
+    raw_count = labels.get(keys.NODE_GPU_COUNT)
+    try:
+        gpu_count = int(raw_count) if raw_count is not None else None
+    except ValueError:
+        gpu_count = None
+    max_pods = _q(alloc["pods"]) if "pods" in alloc else DEFAULT_MAX_PODS
+    return NodeRecord(
+        name=str(meta.get("name", "")), labels=labels, taints=taints,
+        unschedulable=bool(spec.get("unschedulable")), ready=ready,
+        cpu=_q(alloc.get("cpu", 0), MILLI), memory=_q(alloc.get("memory", 0)),
+        gpus=_whole(alloc.get(keys.GPU_RESOURCE, 0)), max_pods=max_pods, scalars=scalars,
+        gpu_memory_mib=node_gpu_memory_mib(labels), gpu_count_label=gpu_count,
+        created=parse_time(meta.get("creationTimestamp")))
+
+
+def _required_configmaps(spec: Mapping[str, Any], namespace: str, shared_prefix: str) -> tuple[str, ...]:
+    names: set[str] = set()
+    for vol in spec.get("volumes") or ():
+        cm = vol.get("configMap")
+        if cm and not cm.get("optional"):
+            names.add(str(cm.get("name", "")))
+    for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+        for src in container.get("envFrom") or ():
+            ref = src.get("configMapRef")
+            if ref and not ref.get("optional"):
+                names.add(str(ref.get("name", "")))
+        for env in container.get("env") or ():
+            ref = (env.get("valueFrom") or {}).get("configMapKeyRef")
+            if ref and not ref.get("optional"):
+                names.add(str(ref.get("name", "")))
+    # The GPU-sharing ConfigMaps are created by the binder after scheduling, so they cannot be required.
+    if shared_prefix:
+        names = {n for n in names if not n.startswith(shared_prefix)}
+    return tuple(sorted(f"{namespace}/{n}" for n in names if n))
+
+
+def _constraints(spec: Mapping[str, Any], namespace: str, annotations: Mapping[str, str]) -> Constraints:
+    affinity = spec.get("affinity") or {}
+    node_aff = (affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms: tuple[NodeSelectorTerm, ...] | None = None
+    if node_aff is not None:
+        terms = tuple(NodeSelectorTerm(_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+                      for t in node_aff.get("nodeSelectorTerms") or ())
+    tolerations = tuple(sorted(
+        (Toleration(str(t.get("key", "") or ""), str(t.get("operator", "Equal") or "Equal"),
+                    str(t.get("value", "") or ""), str(t.get("effect", "") or ""))
+         for t in spec.get("tolerations") or ()), key=lambda t: (t.key, t.operator, t.value, t.effect)))
+    ports = sorted({(str(p.get("protocol", "TCP")), int(p["hostPort"]), str(p.get("hostIP", "") or "0.0.0.0"))
+                    for c in spec.get("containers") or () for p in c.get("ports") or () if p.get("hostPort")})
+    pod_aff, pod_anti = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
+    pa = pod_aff.get("requiredDuringSchedulingIgnoredDuringExecution")
+    paa = pod_anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+    selector = tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items()))
+    shared_prefix = annotations.get(keys.SHARED_GPU_CONFIGMAP, "")
+    c = Constraints(selector, terms, tolerations, tuple(ports), _pod_affinity_terms(pa, namespace),
+                    _pod_affinity_terms(paa, namespace), _required_configmaps(spec, namespace, shared_prefix),
+                    preferred_pod_affinity=_weighted_pod_affinity_terms(
+                        pod_aff.get("preferredDuringSchedulingIgnoredDuringExecution"), namespace),
+                    preferred_pod_anti_affinity=_weighted_pod_affinity_terms(
+                        pod_anti.get("preferredDuringSchedulingIgnoredDuringExecution"), namespace))
+    return NO_CONSTRAINTS if c == NO_CONSTRAINTS else c
+
+
+def pod_record(obj: Mapping[str, Any]) -> PodRecord:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    namespace = str(meta.get("namespace") or "default")
+    labels = dict(meta.get("labels") or {})
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    try:
+        requests = pod_container_requests(spec)
+    except QuantityError:
+        requests = {}
+    gpu_error = ""
+    try:
+        gpu = gpu_request(annotations, requests)
+    except GpuRequestError as exc:
+        gpu, gpu_error = GpuRequest(), str(exc)
+    is_reservation = labels.get("app") == keys.RESERVATION_APP_LABEL_VALUE
+    groups: list[str] = []
+    if keys.GPU_GROUP_LABEL in labels:
+        groups.append(labels[keys.GPU_GROUP_LABEL])
+    groups.extend(sorted(k[len(_GPU_GROUP_PREFIX):] for k in labels if k.startswith(_GPU_GROUP_PREFIX)))
+    raw_priority = labels.get(keys.TASK_PRIORITY_LABEL)
+    try:
+        task_priority = int(raw_priority) if raw_priority is not None else None
+    except ValueError:
+        task_priority = None
+    is_leader = (labels.get(keys.RAY_NODE_TYPE_LABEL) == "head"
+                 or labels.get(keys.KUBEFLOW_JOB_ROLE) in ("master", "launcher"))
+    scalars = tuple(sorted((str(k), ceil_scaled(v, 1)) for k, v in requests.items()
+                           if k not in _BASE_RESOURCES and v > 0))
+    return PodRecord(
+        namespace=namespace, name=str(meta.get("name", "")), uid=str(meta.get("uid") or meta.get("name", "")),
+        created=parse_time(meta.get("creationTimestamp")), phase=str(status.get("phase") or "Pending"),
+        node_name=str(spec.get("nodeName") or ""), deleting=bool(meta.get("deletionTimestamp")),
+        gated=bool(spec.get("schedulingGates")), scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        pod_group=annotations.get(keys.POD_GROUP_NAME, ""), subgroup=labels.get(keys.SUBGROUP_LABEL, ""),
+        labels=labels, cpu=ceil_scaled(requests.get("cpu", _ZERO), MILLI),
+        memory=ceil_scaled(requests.get("memory", _ZERO), 1),
+        gpu=gpu, scalars=scalars, gpu_groups=tuple(dict.fromkeys(groups)),
+        constraints=_constraints(spec, namespace, annotations), task_priority=task_priority,
+        is_leader=is_leader, nominated_node=str(status.get("nominatedNodeName") or ""),
+        is_reservation=is_reservation, gpu_error=gpu_error,
+        owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
+        preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
+                                 else annotations.get(keys.PREEMPTION_DELAY)))
+
+
+def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
+    """`topologyConstraint` {topology, requiredTopologyLevel, preferredTopologyLevel}; None when it sets nothing."""
+    if not isinstance(raw, Mapping):
+        return None
+    spec = TopologyConstraintSpec(str(raw.get("topology") or "").strip(),
+                                  str(raw.get("requiredTopologyLevel") or "").strip(),
+                                  str(raw.get("preferredTopologyLevel") or "").strip())
+    return spec if spec.topology or spec.required or spec.preferred else None
+
+
+def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    subgroups = tuple(SubGroupSpec(str(s.get("name", "")), max(int(s.get("minMember") or 1), 1),
+                                   str(s.get("parent") or ""), _count(s.get("minSubGroup")),
+                                   topology_constraint(s.get("topologyConstraint")))
+                      for s in spec.get("subGroups") or ())
+    pools = tuple(str(c.get("nodePool", "")) for c in status.get("schedulingConditions") or ()
+                  if c.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL)
+    backoff = spec.get("schedulingBackoff")
+    return PodGroupRecord(
+        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
+        uid=str(meta.get("uid") or meta.get("name", "")), created=parse_time(meta.get("creationTimestamp")),
+        queue=str(spec.get("queue") or ""), min_member=int(spec.get("minMember") or 1),
+        priority_class=str(spec.get("priorityClassName") or ""), preemptibility=str(spec.get("preemptibility") or ""),
+        subgroups=subgroups, last_start=annotations.get(keys.LAST_START_TIMESTAMP),
+        stale_since=annotations.get(keys.STALE_PODGROUP_TIMESTAMP),
+        scheduling_backoff=int(backoff) if backoff is not None else -1,
+        mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
+        labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
+        provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
+        preemption_delay=_delay(spec.get("preemptionDelay")),
+        last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
+        topology=topology_constraint(spec.get("topologyConstraint")))
+
+
+def _whole(value: Any) -> int:
+    """A count of devices: the quantity's integer part (a node has no partial GPU); 0 when malformed."""
+    try:
+        return int(parse_quantity(value))
+    except (QuantityError, TypeError, ArithmeticError):
+        return 0
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _delay(value: Any) -> float | None:
+    try:
+        return parse_delay(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _provisioning_class(annotations: Mapping[str, Any]) -> str:
+    return str(annotations.get(keys.PROVISIONING_CLASS_ANNOTATION) or "").strip()
+
+
+def _provisioning_parameters(annotations: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    prefix = keys.PROVISIONING_PARAMETER_PREFIX
+    return tuple(sorted((str(k)[len(prefix):], str(v)) for k, v in annotations.items()
+                        if str(k).startswith(prefix) and len(str(k)) > len(prefix)))
+
+
+def _queue_vector(resources: Mapping[str, Any], field_name: str) -> tuple[int, int, int]:
+    def one(name: str, scale: int) -> int:
+        raw = (resources.get(name) or {}).get(field_name)
+        if raw is None:
+            return 0
+        value = float(raw)
+        return UNLIMITED if value == UNLIMITED else queue_amount(value, scale)
+    # Queue GPUs are devices (the core counts micro-GPUs), cpu millicores, memory megabytes (the core: bytes).
+    return one("gpu", GPU), one("cpu", 1), one("memory", MB)
+
+
+def _weights(resources: Mapping[str, Any]) -> tuple[float, float, float]:
+    def one(name: str) -> float:
+        raw = (resources.get(name) or {}).get("overQuotaWeight")
+        return 0.0 if raw is None else float(raw)
+    return one("gpu"), one("cpu"), one("memory")
+
+
+def _duration(value: Any) -> float | None:
+    """A Go duration string ("20s", "1m30s") or seconds; None when unset or malformed."""
+    if value is None or value == "":
+        return None
+    from operators.scheduler.decide.durations import parse_duration
+    try:
+        return parse_duration(value if isinstance(value, int | float) else str(value))
+    except ValueError:
+        return None
+
+
+def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    resources = spec.get("resources") or {}
+    priority = spec.get("priority")
+    return QueueRecord(
+        name=str(meta.get("name", "")), uid=str(meta.get("uid") or meta.get("name", "")),
+        created=parse_time(meta.get("creationTimestamp")), parent=str(spec.get("parentQueue") or ""),
+        priority=int(priority) if priority is not None else 100, display_name=str(spec.get("displayName") or ""),
+        quota=_queue_vector(resources, "quota"), limit=_queue_vector(resources, "limit"),
+        weight=_weights(resources), labels=dict(meta.get("labels") or {}),
+        preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
+        reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
+        provisioning_class=_provisioning_class(meta.get("annotations") or {}),
+        provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}))
+
+
+def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    limit = spec.get("backoffLimit")
+    failed = status.get("phase") == keys.BIND_PHASE_FAILED and (
+        limit is None or int(status.get("failedAttempts") or 0) >= int(limit))
+    return BindRequestRecord(
+        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
+        pod_name=str(spec.get("podName") or meta.get("name", "")), selected_node=str(spec.get("selectedNode") or ""),
+        failed=failed, gpu_groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or ()),
+        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR))
+
+
+def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:
+    meta = _meta(obj)
+    return PriorityClassRecord(str(meta.get("name", "")), int(obj.get("value") or 0), bool(obj.get("globalDefault")))
+
+
+def configmap_record(obj: Mapping[str, Any]) -> ConfigMapRecord:
+    meta = _meta(obj)
+    return ConfigMapRecord(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+
+
+def topology_record(obj: Mapping[str, Any]) -> TopologyRecord:
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    levels = tuple((str(level.get("nodeLabel") or ""), str(level.get("alias") or ""))
+                   for level in spec.get("levels") or () if isinstance(level, Mapping))
+    return TopologyRecord(str(meta.get("name", "")), levels)

@@ -1,0 +1,170 @@
+"""The session's state declarations and the accounting shared by all its parts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.fairshare import UNLIMITED
+from operators.scheduler.decide.framework import Framework
+from operators.scheduler.decide.model import (
+    ACTIVE_ALLOCATED,
+    ACTIVE_USED,
+    ALIVE,
+    GATED,
+    PIPELINED,
+    Job,
+    NodeState,
+    PodSet,
+    QueueState,
+    Task,
+)
+from operators.scheduler.decide.placement.gpus import fraction_units
+from operators.scheduler.decide.placement.predicates import PodIndex
+from operators.scheduler.decide.placement.scoring import NodeIndex
+from operators.scheduler.decide.placement.search import Placer
+from operators.scheduler.decide.snapshot import Snapshot
+from operators.scheduler.decide.units import GPU, gpu_memory_share
+
+DEFAULT_SUBGROUP = "default"
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class FailedAttempt:
+    """Why a job's last allocation attempt failed, explained lazily at session close."""
+
+    task: Task
+    found: int
+    required: int
+    subgroup: str | None  # set for the sub-group gang message
+    gang: bool
+    summary: str  # the failing task's per-node fit summary, taken at the moment of failure
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    errors: list[explain.JobError] = field(default_factory=list)
+    failure: FailedAttempt | None = None
+
+
+class Accounting:
+    """The session's state (declared here, set at open) and the accounting every part of the session shares:
+    a task's queue vector, podset counters, queue allocation, and per-job outcomes."""
+
+    config: SchedulerConfig
+    now: float
+    now_text: str
+    snapshot: Snapshot
+    decisions: Decisions
+    outcomes: dict[str, JobOutcome]
+    last_start: dict[str, str]
+    framework: Framework
+    nodes: list[NodeState]
+    node_by_name: dict[str, NodeState]
+    min_gpu_memory: int
+    queues: dict[str, QueueState]
+    other_usage: list[int]
+    jobs: list[Job]
+    feature_jobs: list[Job]
+    total: tuple[int, int, int]
+    index: NodeIndex
+    pod_index: PodIndex | None
+    placer: Placer
+    _unlimited_cache: dict[QueueState, bool]
+    _summaries: dict[tuple[object, ...], str]
+    _free_dirty: set[int]
+    _pending_jobs: list[Job] | None
+    _victims: list[Job]
+    _touched: set[Job]
+
+    def tasks_to_allocate(self, job: Job) -> list[Task]:
+        """The pods of the job's next attempt (the gang plugin's rule)."""
+        return self.framework.gang.tasks_to_allocate(job)
+
+    @property
+    def min_runtime_enabled(self) -> bool:
+        return "minruntime" in self.framework.names
+
+    def task_vector(self, task: Task) -> tuple[int, int, int]:
+        """(micro-GPUs, cpu millicores, memory bytes) a task counts for its queue.
+
+        A shared pod counts its per-device portion times its devices: the portion it holds on its node once
+        placed, else its gpu-fraction, else (gpu-memory, not placed) its MiB over the smallest device's MiB,
+        rounded up to a micro-GPU. Callers on hot paths inline the whole-GPU / CPU-only case
+        (`rec.gpu.whole * GPU, rec.cpu, rec.memory`) and call this only for shared pods."""
+        rec = task.rec
+        gpu = rec.gpu
+        v0 = gpu.whole * GPU
+        if gpu.is_shared:
+            if task.node >= 0 and task.portion:
+                v0 += task.portion * gpu.num_devices
+            elif gpu.portion is not None:
+                v0 += fraction_units(gpu.portion) * gpu.num_devices
+            elif gpu.memory_mib is not None:
+                v0 += gpu_memory_share(gpu.num_devices * gpu.memory_mib, self.min_gpu_memory)
+        return v0, rec.cpu, rec.memory
+
+    def job_request(self, tasks: Iterable[Task]) -> list[int]:
+        """The summed task_vector() of `tasks`."""
+        t0 = t1 = t2 = 0
+        for t in tasks:
+            rec = t.rec
+            if rec.gpu.is_shared:
+                v0, v1, v2 = self.task_vector(t)
+            else:  # task_vector() of a whole-GPU or CPU-only task, inlined (hot path)
+                v0, v1, v2 = rec.gpu.whole * GPU, rec.cpu, rec.memory
+            t0 += v0
+            t1 += v1
+            t2 += v2
+        return [t0, t1, t2]
+
+    @staticmethod
+    def _count(ps: PodSet, status: str, sign: int) -> None:
+        if status in ACTIVE_ALLOCATED:
+            ps.active_allocated += sign
+        if status == PIPELINED:
+            ps.pipelined += sign
+        if status in ACTIVE_USED:
+            ps.active_used += sign
+        if status in ALIVE:
+            ps.alive += sign
+        if status == GATED:
+            ps.gated += sign
+
+    @staticmethod
+    def _add_queue(queue: QueueState, vec: tuple[int, int, int], preemptible: bool, sign: int) -> None:
+        v0, v1, v2 = sign * vec[0], sign * vec[1], sign * vec[2]
+        q: QueueState | None = queue
+        while q is not None:
+            alloc = q.allocated
+            alloc[0] += v0
+            alloc[1] += v1
+            alloc[2] += v2
+            if not preemptible:
+                anp = q.allocated_np
+                anp[0] += v0
+                anp[1] += v1
+                anp[2] += v2
+            q = q.parent
+
+    def unlimited(self, queue: QueueState) -> bool:
+        """No limit on any resource at this queue or any ancestor (limits are fixed for the session)."""
+        cache = self._unlimited_cache
+        hit = cache.get(queue)
+        if hit is None:
+            hit = cache[queue] = all(limit == UNLIMITED for q in queue.lineage() for limit in q.rec.limit)
+        return hit
+
+    def outcome(self, job: Job) -> JobOutcome:
+        out = self.outcomes.get(job.key)
+        if out is None:
+            out = self.outcomes[job.key] = JobOutcome()
+        return out

@@ -1,0 +1,130 @@
+"""Session close: explanations and annotations turned into decisions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from operators.core import keys
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.decisions import AnnotationUpdate, Decisions, NotReady, QueueShare, Unschedulable
+from operators.scheduler.decide.fairshare import UNLIMITED
+from operators.scheduler.decide.model import GATED, PENDING, SUCCEEDED, Job, QueueState, Task
+from operators.scheduler.decide.session.accounting import Accounting, JobOutcome
+from operators.scheduler.decide.units import GPU
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+
+class Closing(Accounting):
+    """Session close: the stale-gang annotation, NotReady / Unschedulable explanations, last-start
+    annotations and queue shares."""
+
+    def close(self) -> Decisions:
+        d = self.decisions
+        for hook in self.framework.session_close:
+            hook(cast("Session", self))
+        pool = self.config.node_pool_name
+        annotations = d.annotations
+        now_text = self.now_text
+        gang = self.framework.gang
+        builtin_gang = self.framework.builtin_gang
+        for job in self.jobs:
+            # The stale-timestamp annotation (stale: some active pod, a podset below its minimum, no Succeeded
+            # pod; the task scan only if needed) and the counters test below, in one pass over the podsets.
+            below = active = False
+            settled = True
+            for p in job.podsets:
+                if p.active_used < p.min_available:
+                    below = True
+                if p.active_used:
+                    active = True
+                if p.alive != p.active_allocated:
+                    settled = False
+            if builtin_gang:  # the gang plugin's is_stale(), inlined
+                stale = below and active and not any(t.status == SUCCEEDED for t in job.tasks)
+            else:
+                stale = gang.is_stale(job)
+            since = job.rec.stale_since
+            if stale:
+                if since is None:
+                    annotations.append(AnnotationUpdate(job.namespace, job.name, keys.STALE_PODGROUP_TIMESTAMP,
+                                                        now_text))
+            elif since is not None:
+                annotations.append(AnnotationUpdate(job.namespace, job.name, keys.STALE_PODGROUP_TIMESTAMP, None))
+            if settled:
+                continue  # alive - active-allocated = Pending + Gated: nothing to explain (most jobs)
+            pending = [t for t in job.tasks if t.status == PENDING]
+            gated = any(t.status == GATED for t in job.tasks)
+            if not pending and not gated:
+                continue
+            if job.queue is not None and not gang.job_ready(job):
+                d.not_ready.append(NotReady(job.namespace, job.name, gang.not_ready_message(job)))
+                continue
+            if not pending:
+                continue
+            d.unschedulable.append(self._unschedulable(job, pending, pool))
+        for job_key, stamp in sorted(self.last_start.items()):
+            ns, name = job_key.split("/", 1)
+            d.annotations.append(AnnotationUpdate(ns, name, keys.LAST_START_TIMESTAMP, stamp))
+        d.queues = [self._queue_share(q) for q in sorted(self.queues.values(), key=lambda q: q.name)]
+        return d
+
+    def fit_summary(self, task: Task) -> str:
+        """Per-node histogram for a task that found no node, on the current (virtual) state.
+
+        Computed once per placement signature and cycle: later failures of identical tasks reuse it, which
+        keeps failing gangs cheap at the price of counts that may lag by the nodes filled meanwhile.
+        """
+        if task.rec.gpu_error:
+            return task.rec.gpu_error
+        key = task.fit_key
+        summary = self._summaries.get(key)
+        if summary is None:
+            fit_reasons = self.placer.fit_reasons
+            per_node: dict[tuple[str, ...], int] = {}
+            for n in self.nodes:
+                reasons = tuple(fit_reasons(task, n))
+                per_node[reasons] = per_node.get(reasons, 0) + 1
+            # One flat list: the histogram is the same, counted in C instead of one Counter.update per node.
+            summary = explain.fit_summary([[r for reasons, k in per_node.items() for r in reasons * k]])
+            self._summaries[key] = summary
+        return summary
+
+    def _unschedulable(self, job: Job, pending: list[Task], pool: str) -> Unschedulable:
+        out = self.outcomes.get(job.key) or JobOutcome()
+        errors = list(out.errors)
+        task_summary: dict[str, str] = {}
+        failure = out.failure
+        if failure is not None:
+            task_summary[failure.task.name] = failure.summary
+            msg = self.framework.gang.failure_message(failure)
+            errors.append(explain.JobError(keys.REASON_POD_SCHEDULING_ERRORS, (msg,)))
+        message = explain.job_message(errors)
+        backoff = job.rec.scheduling_backoff
+        # explain.pod_message() per pod: the failing task's summary, else the job message (computed once).
+        other = explain.with_pool_prefix(explain.pod_message(None, errors) if not errors else message, pool, backoff)
+        pod_messages = dict.fromkeys([t.rec.name for t in pending], other)
+        for name, text in task_summary.items():  # at most one: the failing task
+            if name in pod_messages:
+                pod_messages[name] = explain.with_pool_prefix(explain.pod_message(text, errors), pool, backoff)
+        has_allocated = False
+        for p in job.podsets:
+            if p.active_allocated > 0:
+                has_allocated = True
+                break
+        rec = job.rec
+        return Unschedulable(rec.namespace, rec.name, pool, explain.with_pool_prefix(message, pool, backoff),
+                             tuple([e.to_reason() for e in errors]), pod_messages, has_allocated,
+                             rec.mark_unschedulable)
+
+    def _queue_share(self, q: QueueState) -> QueueShare:
+        def vec(v: tuple[int, ...] | list[int]) -> dict[str, float]:
+            # Core units (micro-GPUs, millicores, bytes) -> Queue units (GPUs, millicores, MB), 3 decimals.
+            def conv(x: int, r: int) -> float:
+                if x == UNLIMITED:
+                    return -1.0
+                return round(x / GPU if r == 0 else x * (1.0 if r == 1 else 1e-6), 3)
+            return {"gpu": conv(v[0], 0), "cpu": conv(v[1], 1), "memory": conv(v[2], 2)}
+        return QueueShare(q.name, vec(q.fair_share), vec(q.allocated), vec(q.request), vec(q.rec.quota),
+                          vec(q.rec.limit))

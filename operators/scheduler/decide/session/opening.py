@@ -1,0 +1,365 @@
+"""State derivation at session open: task statuses, node usage, jobs, podsets, queue accounting, fair shares."""
+
+from __future__ import annotations
+
+import time
+from operator import attrgetter
+
+from operators.core import keys
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.fairshare import QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.decide.model import (
+    ACTIVE_USED,
+    BINDING,
+    BOUND,
+    FAILED,
+    GATED,
+    ON_NODE,
+    PENDING,
+    QUEUE_ALLOCATED,
+    RELEASING,
+    RUNNING,
+    SUCCEEDED,
+    UNKNOWN,
+    VICTIM_STATUSES,
+    GpuGroup,
+    Job,
+    NodeState,
+    PodSet,
+    QueueState,
+    Task,
+)
+from operators.scheduler.decide.placement.gpus import portion_on_node
+from operators.scheduler.decide.placement.predicates import PodIndex
+from operators.scheduler.decide.records import PodRecord, SubGroupSpec
+from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
+from operators.scheduler.decide.units import GPU
+
+
+class Opening(Accounting):
+    """State derivation at session open: nodes, queues, task statuses, jobs and podsets, queue
+    accounting and fair shares, all from one pass over the snapshot."""
+
+    def _open_nodes(self) -> None:
+        self.nodes: list[NodeState] = []
+        for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
+            scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
+            self.nodes.append(NodeState(
+                idx=i, rec=rec, ok=rec.ready and not rec.unschedulable, cap_cpu=rec.cpu, cap_mem=rec.memory,
+                cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
+                idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus))
+        self.node_by_name = {n.name: n for n in self.nodes}
+        memories = [n.rec.gpu_memory_mib for n in self.nodes if n.rec.gpu_memory_mib]
+        self.min_gpu_memory = min(memories) if memories else 100
+
+    def _open_queues(self) -> None:
+        recs = {q.name: q for q in self.snapshot.queues}
+        self.queues: dict[str, QueueState] = {}
+
+        def resolve(name: str, seen: frozenset[str]) -> QueueState | None:
+            if name in self.queues:
+                return self.queues[name]
+            rec = recs.get(name)
+            if rec is None or name in seen:
+                return None  # orphans (missing parent, or a cycle) are dropped with their subtree
+            parent = None
+            if rec.parent:
+                parent = resolve(rec.parent, seen | {name})
+                if parent is None:
+                    return None
+            q = QueueState(rec=rec, parent=parent, depth=parent.depth + 1 if parent else 0)
+            if parent is not None:
+                parent.children.append(q)
+            self.queues[name] = q
+            return q
+
+        for name in sorted(recs):
+            resolve(name, frozenset())
+        for q in self.queues.values():
+            q.children.sort(key=lambda c: (c.rec.created, c.rec.uid, c.name))
+
+    def _task_status(self, pod: PodRecord, binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]]
+                     ) -> tuple[str, str, tuple[str, ...]]:
+        """(status, node, gpu groups): Succeeded/Failed keep their phase; Running is Releasing when deleting;
+        Pending is Releasing when deleting, Bound with a node, Binding with a live BindRequest, else Gated or
+        Pending; any other phase is Unknown."""
+        phase = pod.phase
+        if phase in (SUCCEEDED, FAILED):
+            return phase, pod.node_name, pod.gpu_groups
+        if phase == RUNNING:
+            return (RELEASING if pod.deleting else RUNNING), pod.node_name, pod.gpu_groups
+        if phase == PENDING:
+            if pod.deleting:
+                return RELEASING, pod.node_name, pod.gpu_groups
+            if pod.node_name:
+                return BOUND, pod.node_name, pod.gpu_groups
+            bind = binds.get((pod.namespace, pod.name))
+            if bind is not None:
+                return BINDING, bind[0], bind[1] or pod.gpu_groups
+            return (GATED if pod.gated else PENDING), "", ()
+        return UNKNOWN, pod.node_name, pod.gpu_groups
+
+    def _open_pods_and_jobs(self) -> None:
+        # The hottest code of session open (one pass over every pod and every PodGroup): common cases are
+        # inlined; the general rules live in _task_status / _occupy / _count / task_vector (sums are exact
+        # integers, so the order does not matter).
+        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
+                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        other = self.other_usage = [0, 0, 0]
+        by_group: dict[tuple[str, str], list[Task]] = {}
+        name = self.config.scheduler_name
+        node_by_name = self.node_by_name
+        occupy = self._occupy
+        for pod in self.snapshot.pods:
+            # Fast paths for the two common cases; everything else goes through the full rules.
+            phase = pod.phase
+            if phase == RUNNING and not pod.deleting:
+                status, node_name, groups = RUNNING, pod.node_name, pod.gpu_groups
+            elif phase == PENDING and not (pod.deleting or pod.node_name or pod.gated) and (
+                    not binds or (pod.namespace, pod.name) not in binds):
+                status, node_name, groups = PENDING, "", ()
+            else:
+                status, node_name, groups = self._task_status(pod, binds)
+            task = Task(pod, status)
+            if node_name and status in ON_NODE:
+                node = node_by_name.get(node_name)
+                if node is not None:
+                    gpu = pod.gpu
+                    if (status != RELEASING and not pod.scalars and not pod.is_reservation
+                            and not pod.constraints.host_ports and not gpu.is_shared):
+                        # _occupy() for a plain running pod.
+                        task.node = node.idx
+                        node.n_pods += 1
+                        node.idle_cpu -= pod.cpu
+                        node.idle_mem -= pod.memory
+                        if gpu.whole:
+                            node.idle_gpu -= gpu.whole
+                        task.groups = groups
+                    else:
+                        occupy(task, node, groups)
+                    if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
+                        other[0] += pod.gpu.whole * GPU
+                        other[1] += pod.cpu
+                        other[2] += pod.memory
+            if pod.pod_group:
+                key = (pod.namespace, pod.pod_group)
+                members = by_group.get(key)
+                if members is None:
+                    by_group[key] = [task]
+                else:
+                    members.append(task)
+        for n in self.nodes:  # whole devices of fully releasing shared GPUs count as releasing
+            for g in n.groups.values():
+                if g.fully_releasing:
+                    n.rel_gpu += 1
+        priorities = {p.name: p.value for p in self.snapshot.priority_classes}
+        default = next((p.value for p in sorted(self.snapshot.priority_classes, key=lambda p: p.name)
+                        if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
+        self.jobs: list[Job] = []
+        jobs_append = self.jobs.append
+        # Jobs asking for an optional feature (SubGroups, a topology constraint, a preemption delay on the
+        # PodGroup or its first pod): the plugins of those features look only at these, not at every job.
+        self.feature_jobs: list[Job] = []
+        feature_append = self.feature_jobs.append
+        victims_append = self._victims.append
+        lineages = {q: q.lineage() for q in self.queues.values()}
+        node_pool = self.snapshot.node_pool
+        queues = self.queues
+        count = self._count
+        task_vector = self.task_vector
+        explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+        threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        no_members: list[Task] = []
+        task_order_key = self.framework.task_order_key
+        queue_parents = {q.name: q.parent for q in self.snapshot.queues}
+        for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
+            if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
+                continue  # one attempt per node pool
+            queue = queues.get(pg.queue)
+            priority = priorities.get(pg.priority_class, default)
+            if pg.preemptibility in explicit:
+                preemptible = pg.preemptibility == keys.PREEMPTIBLE
+            else:
+                preemptible = priority < threshold
+            if pg.subgroups:
+                podsets = self._podsets(pg.subgroups, pg.min_member)
+                podset_list = list(podsets.values())
+            else:  # _podsets() of a PodGroup without sub-groups, without the dict
+                podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
+                podsets = None
+            job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
+                      podsets=podset_list, has_subgroups=bool(pg.subgroups))
+            jobs_append(job)
+            members = by_group.get((pg.namespace, pg.name), no_members)
+            if len(members) > 1:
+                members.sort(key=task_order_key)
+            a0 = a1 = a2 = r0 = r1 = r2 = 0
+            job_tasks = job.tasks
+            victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
+            for task in members:
+                rec = task.rec
+                if podsets is None:
+                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                else:
+                    ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
+                if ps is None:
+                    continue  # a pod whose subgroup is not in the PodGroup is ignored
+                task.job, task.podset = job, ps
+                job_tasks.append(task)
+                ps.tasks.append(task)
+                status = task.status
+                if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                    victim = True
+                if status == PENDING:
+                    ps.alive += 1
+                    task.fit_key = rec.fit_key
+                    ps.pending.append(task)
+                elif status == RUNNING:
+                    ps.active_allocated += 1
+                    ps.active_used += 1
+                    ps.alive += 1
+                else:
+                    count(ps, status, +1)
+                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED):
+                    gpu = rec.gpu
+                    if gpu.is_shared:
+                        v0, v1, v2 = task_vector(task)
+                    else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
+                        v0, v1, v2 = gpu.whole * GPU, rec.cpu, rec.memory
+                    r0 += v0
+                    r1 += v1
+                    r2 += v2
+                    if status != PENDING:
+                        a0 += v0
+                        a1 += v1
+                        a2 += v2
+            if victim and preemptible and queue is not None:
+                victims_append(job)
+            if podsets is None:
+                job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
+            else:
+                job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
+            if pg.optional_features or (job_tasks and job_tasks[0].rec.preemption_delay is not None):
+                feature_append(job)
+            if queue is None:
+                self.outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
+                continue
+            for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
+                alloc = q.allocated
+                alloc[0] += a0
+                alloc[1] += a1
+                alloc[2] += a2
+                if not preemptible:
+                    anp = q.allocated_np
+                    anp[0] += a0
+                    anp[1] += a1
+                    anp[2] += a2
+                req = q.request
+                req[0] += r0
+                req[1] += r1
+                req[2] += r2
+
+    @staticmethod
+    def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
+        if not subgroups:
+            return {DEFAULT_SUBGROUP: PodSet(DEFAULT_SUBGROUP, max(min_member, 1))}
+        parents = {s.parent for s in subgroups}
+        return {s.name: PodSet(s.name, max(s.min_member, 1)) for s in subgroups if s.name not in parents}
+
+    def _occupy(self, task: Task, node: NodeState, groups: tuple[str, ...]) -> None:
+        """Account a pod already on a node (snapshot state)."""
+        rec = task.rec
+        releasing = task.status == RELEASING
+        task.node = node.idx
+        node.n_pods += 1
+        if releasing:
+            node.rel_cpu += rec.cpu
+            node.rel_mem += rec.memory
+        node.idle_cpu -= rec.cpu
+        node.idle_mem -= rec.memory
+        if rec.scalars and node.scalars:
+            for name, qty in rec.scalars:
+                s = node.scalars.get(name)
+                if s:
+                    s[1] -= qty
+                    if releasing:
+                        s[2] += qty
+        if rec.constraints.host_ports:
+            ports = node.ports if node.ports is not None else {}
+            for p in rec.constraints.host_ports:
+                ports[p] = ports.get(p, 0) + 1
+            node.ports = ports
+        if rec.is_reservation:
+            # The reservation pod holds its shared GPU; the group accounts for it, not a whole-GPU request.
+            for gid in groups:
+                if gid not in node.groups:
+                    node.groups[gid] = GpuGroup(gid)
+                    node.idle_gpu -= 1
+            return
+        if rec.gpu.whole:
+            node.idle_gpu -= rec.gpu.whole
+            if releasing:
+                node.rel_gpu += rec.gpu.whole
+        if rec.gpu.is_shared:
+            portion = portion_on_node(rec.gpu, node) or 0
+            task.portion = portion
+            ids = list(groups[: rec.gpu.num_devices])
+            while len(ids) < rec.gpu.num_devices:  # not yet labelled: still holds a device
+                ids.append(f"unknown/{rec.namespace}/{rec.name}/{len(ids)}")
+            task.groups = tuple(ids)
+            for gid in ids:
+                g = node.groups.get(gid)
+                if g is None:
+                    g = node.groups[gid] = GpuGroup(gid)
+                    node.idle_gpu -= 1
+                if releasing:
+                    g.releasing += portion
+                else:
+                    g.used += portion
+                g.pods += 1
+        else:
+            task.groups = groups
+
+    def _open_fair_shares(self) -> None:
+        started = time.perf_counter()  # the proportion plugin's OnSessionOpen time, for metrics only
+        ready = [n for n in self.nodes if n.rec.ready]
+        self.total = (
+            max(0, sum(n.cap_gpu for n in ready) * GPU - self.other_usage[0]),
+            max(0, sum(n.cap_cpu for n in ready) - self.other_usage[1]),
+            max(0, sum(n.cap_mem for n in ready) - self.other_usage[2]),
+        )
+        specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
+                                   q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
+                                   q.rec.created, q.rec.uid) for q in self.queues.values()}
+        shares = fair_shares(specs, self.total, self.config.k_value)
+        for q in self.queues.values():
+            q.fair_share = shares[q.name]
+            q.alloc_share = (
+                allocatable_share(q.rec.quota[0], q.fair_share[0], q.rec.limit[0], self.total[0]),
+                allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], self.total[1]),
+                allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], self.total[2]),
+            )
+        self.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
+
+    def _open_pod_index(self) -> PodIndex | None:
+        # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
+        distinct = {id(c): c for c in map(attrgetter("constraints"), self.snapshot.pods)}
+        needed = any(c.pod_anti_affinity or c.pod_affinity or c.has_preferred for c in distinct.values())
+        if not needed:
+            return None
+        index = PodIndex()
+        for pod_task in self._tasks_on_nodes():
+            index.add(pod_task.rec, pod_task.node)
+        return index
+
+    def _tasks_on_nodes(self) -> list[Task]:
+        # Rebuilt on demand (rare: only when inter-pod affinity is in play).
+        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
+                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        out = []
+        for pod in self.snapshot.pods:
+            status, node_name, _ = self._task_status(pod, binds)
+            node = self.node_by_name.get(node_name) if node_name else None
+            if node is not None and status in ACTIVE_USED:
+                out.append(Task(rec=pod, status=status, node=node.idx))
+        return out

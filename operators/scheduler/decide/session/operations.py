@@ -1,0 +1,300 @@
+"""Statement operations and their accounting; `Statement`, the undoable operations of one job attempt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from operators.core import keys
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.decisions import Bind, Eviction, Pipelined
+from operators.scheduler.decide.model import (
+    ALLOCATED,
+    PENDING,
+    PIPELINED,
+    QUEUE_ALLOCATED,
+    RELEASING,
+    GpuGroup,
+    Job,
+    Task,
+)
+from operators.scheduler.decide.placement.gpus import format_portion
+from operators.scheduler.decide.placement.search import Placement
+from operators.scheduler.decide.session.accounting import Accounting
+from operators.scheduler.decide.units import GPU
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
+
+
+class Operations(Accounting):
+    """What statement operations do to the session state: place / unplace a task (node resources, GPU
+    groups, ports, pod index, node index), status moves with their podset and queue accounting, evictions, and
+    the decisions a commit turns the surviving operations into."""
+
+    def _place(self, task: Task, placement: Placement, status: str) -> tuple[int, ...]:
+        node = self.nodes[placement.node]
+        rec = task.rec
+        ic = min(rec.cpu, max(node.idle_cpu, 0))
+        im = min(rec.memory, max(node.idle_mem, 0))
+        whole = rec.gpu.whole
+        ig = min(whole, max(node.idle_gpu, 0))
+        taken = (ic, rec.cpu - ic, im, rec.memory - im, ig, whole - ig)
+        node.idle_cpu -= ic
+        node.rel_cpu -= taken[1]
+        node.idle_mem -= im
+        node.rel_mem -= taken[3]
+        node.idle_gpu -= ig
+        node.rel_gpu -= taken[5]
+        node.n_pods += 1
+        if rec.scalars and node.scalars:
+            for name, qty in rec.scalars:
+                s = node.scalars[name]
+                s[1] -= qty
+        choice = placement.gpu
+        if choice is not None:
+            for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):
+                if new:
+                    if from_rel:
+                        node.rel_gpu -= 1
+                    else:
+                        node.idle_gpu -= 1
+                    node.groups[gid] = GpuGroup(gid)
+                g = node.groups[gid]
+                g.used += placement.portion
+                g.pods += 1
+            task.groups = choice.groups
+            task.portion = placement.portion
+        if rec.constraints.host_ports:
+            ports = node.ports if node.ports is not None else {}
+            for p in rec.constraints.host_ports:
+                ports[p] = ports.get(p, 0) + 1
+            node.ports = ports
+        task.node = node.idx
+        self._set_status(task, status)
+        if self.pod_index is not None:
+            self.pod_index.add(rec, node.idx)
+        self._free_dirty.add(node.idx)
+        self.index.update(node)
+        return taken
+
+    def _unplace(self, task: Task, placement: Placement, taken: tuple[int, ...], prev: str) -> None:
+        node = self.nodes[placement.node]
+        rec = task.rec
+        if self.pod_index is not None:
+            self.pod_index.remove(rec)
+        self._set_status(task, prev)
+        node.idle_cpu += taken[0]
+        node.rel_cpu += taken[1]
+        node.idle_mem += taken[2]
+        node.rel_mem += taken[3]
+        node.idle_gpu += taken[4]
+        node.rel_gpu += taken[5]
+        node.n_pods -= 1
+        if rec.scalars and node.scalars:
+            for name, qty in rec.scalars:
+                node.scalars[name][1] += qty
+        choice = placement.gpu
+        if choice is not None:
+            for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):
+                g = node.groups[gid]
+                g.used -= placement.portion
+                g.pods -= 1
+                if new:
+                    del node.groups[gid]
+                    if from_rel:
+                        node.rel_gpu += 1
+                    else:
+                        node.idle_gpu += 1
+            task.groups = ()
+            task.portion = 0
+        if rec.constraints.host_ports and node.ports is not None:
+            for p in rec.constraints.host_ports:
+                node.ports[p] -= 1
+        task.node = -1
+        self._free_dirty.add(node.idx)
+        self.index.update(node)
+
+    def _set_status(self, task: Task, status: str) -> None:
+        """Move a task between statuses, keeping podset counters, pending lists and queue accounting."""
+        if task.job is not None:
+            self._touched.add(task.job)
+        old = task.status
+        if old == status:
+            return
+        ps, job = task.podset, task.job
+        if ps is not None:
+            self._count(ps, old, -1)
+            self._count(ps, status, +1)
+            if old == PENDING:
+                ps.pending.remove(task)
+            if status == PENDING:
+                ps.pending.append(task)
+                ps.pending.sort(key=self.framework.task_order_key)
+        if job is not None and job.queue is not None:
+            # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
+            was = old in QUEUE_ALLOCATED or old == PIPELINED
+            now = status in QUEUE_ALLOCATED or status == PIPELINED
+            if was != now:
+                self._add_queue(job.queue, self.task_vector(task), job.preemptible, +1 if now else -1)
+        task.status = status
+
+    def _evict(self, task: Task) -> None:
+        node = self.nodes[task.node]
+        rec = task.rec
+        node.rel_cpu += rec.cpu
+        node.rel_mem += rec.memory
+        if not rec.is_reservation:
+            node.rel_gpu += rec.gpu.whole
+        for gid in task.groups:
+            g = node.groups.get(gid)
+            if g is not None:
+                g.used -= task.portion
+                g.releasing += task.portion
+                if g.fully_releasing:
+                    node.rel_gpu += 1
+        self._set_status(task, RELEASING)
+        self._free_dirty.add(node.idx)
+        self.index.update(node)
+
+    def _unevict(self, task: Task, prev: str) -> None:
+        node = self.nodes[task.node]
+        rec = task.rec
+        node.rel_cpu -= rec.cpu
+        node.rel_mem -= rec.memory
+        if not rec.is_reservation:
+            node.rel_gpu -= rec.gpu.whole
+        for gid in task.groups:
+            g = node.groups.get(gid)
+            if g is not None:
+                if g.fully_releasing:
+                    node.rel_gpu -= 1
+                g.releasing -= task.portion
+                g.used += task.portion
+        self._set_status(task, prev)
+        self._free_dirty.add(node.idx)
+        self.index.update(node)
+
+    def _restore_origin(self, task: Task, origin: tuple[int, tuple[str, ...], int]) -> None:
+        """Undo of a move: the task is back (Releasing) on the node it was evicted from."""
+        task.node, task.groups, task.portion = origin
+        if task.job is not None:
+            self._touched.add(task.job)
+        if self.pod_index is not None:
+            self.pod_index.add(task.rec, task.node)
+
+    def _commit(self, ops: list[Op]) -> None:
+        started: set[str] = set()
+        pipelined_jobs: set[str] = set()
+        for op in ops:
+            task, job = op.task, op.task.job
+            pg = job.name if job else ""
+            node = self.nodes[task.node].name if task.node >= 0 else ""
+            if op.kind == "allocate":
+                self.decisions.binds.append(self._bind(task, node, pg))
+                if job is not None:
+                    started.add(job.key)
+            elif op.kind == "pipeline":
+                self.decisions.pipelined.append(Pipelined(
+                    task.namespace, task.name, pg, node, explain.pipelined_message(task.namespace, task.name, node),
+                    task.groups))
+                if job is not None:
+                    pipelined_jobs.add(job.key)
+            else:
+                self.decisions.evictions.append(Eviction(task.namespace, task.name, pg, op.action, op.for_job,
+                                                         op.message))
+        for job in {op.task.job.key: op.task.job for op in ops if op.task.job is not None}.values():
+            if job.key in started and job.key not in pipelined_jobs and job.allocated_at_open == 0 \
+                    and not job.bound_in_session:
+                self.last_start[job.key] = self.now_text
+            if job.key in started:
+                job.bound_in_session = True
+
+    def _bind(self, task: Task, node: str, pod_group: str) -> Bind:
+        rec = task.rec
+        if rec.gpu.is_shared:
+            return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
+                        format_portion(task.portion), rec.gpu.num_devices)
+        return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
+                    format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole)
+
+
+@dataclass(slots=True)
+class Op:
+    kind: str  # allocate | pipeline | evict
+    task: Task
+    prev_status: str
+    placement: Placement | None = None
+    taken: tuple[int, ...] = ()  # (idle cpu, rel cpu, idle mem, rel mem, idle gpu, rel gpu)
+    action: str = ""
+    for_job: str = ""
+    message: str = ""
+    # Where an evicted (Releasing) task was before it was pipelined elsewhere (a consolidation move):
+    # (node, gpu groups, portion), restored on rollback so the undone eviction finds its node again.
+    moved_from: tuple[int, tuple[str, ...], int] | None = None
+
+
+class Statement:
+    """Ordered, undoable operations of one job attempt (KAI framework.Statement)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.ops: list[Op] = []
+
+    def allocate(self, task: Task, placement: Placement) -> None:
+        prev = task.status
+        session = self.session
+        taken = session._place(task, placement, ALLOCATED)
+        self.ops.append(Op("allocate", task, prev, placement, taken))
+        for handler in session.framework.on_allocate:
+            handler(session, task, "allocate")
+
+    def pipeline(self, task: Task, placement: Placement) -> None:
+        prev = task.status
+        moved_from = (task.node, task.groups, task.portion) if task.node >= 0 else None
+        session = self.session
+        taken = session._place(task, placement, PIPELINED)
+        self.ops.append(Op("pipeline", task, prev, placement, taken, moved_from=moved_from))
+        for handler in session.framework.on_allocate:
+            handler(session, task, "pipeline")
+
+    def evict(self, task: Task, action: str, for_job: str, message: str) -> None:
+        prev = task.status
+        session = self.session
+        session._evict(task)
+        self.ops.append(Op("evict", task, prev, action=action, for_job=for_job, message=message))
+        for handler in session.framework.on_deallocate:
+            handler(session, task, "evict")
+
+    def checkpoint(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, checkpoint: int) -> None:
+        session = self.session
+        while len(self.ops) > checkpoint:
+            op = self.ops.pop()
+            if op.kind == "evict":
+                session._unevict(op.task, op.prev_status)
+                for handler in session.framework.on_allocate:
+                    handler(session, op.task, "rollback")
+            else:
+                assert op.placement is not None
+                session._unplace(op.task, op.placement, op.taken, op.prev_status)
+                if op.moved_from is not None:
+                    session._restore_origin(op.task, op.moved_from)
+                for handler in session.framework.on_deallocate:
+                    handler(session, op.task, "rollback")
+
+    def discard(self) -> None:
+        self.rollback(0)
+
+    def pipeline_all(self, job: Job) -> None:
+        """Turn this statement's binds for `job` into pipelines (a gang never starts half-bound)."""
+        for op in self.ops:
+            if op.kind == "allocate" and op.task.job is job:
+                op.kind = "pipeline"
+                self.session._set_status(op.task, PIPELINED)
+
+    def commit(self) -> None:
+        self.session._commit(self.ops)
+        self.ops = []

@@ -1,0 +1,133 @@
+"""The immutable cluster snapshot one scheduling cycle works on.
+
+`build_snapshot` only collects records (parsed once per watch event by the `*_record` parsers) and applies the
+shard selector, so the live loop can call it every cycle; all derived state is built by the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from operators.core import keys
+from operators.scheduler.decide.records import (
+    BindRequestRecord,
+    ConfigMapRecord,
+    NodeRecord,
+    PodGroupRecord,
+    PodRecord,
+    PriorityClassRecord,
+    QueueRecord,
+    TopologyRecord,
+    bindrequest_record,
+    configmap_record,
+    node_record,
+    pod_record,
+    podgroup_record,
+    priorityclass_record,
+    queue_record,
+    topology_record,
+)
+
+__all__ = [
+    "Snapshot",
+    "bindrequest_record",
+    "build_snapshot",
+    "configmap_record",
+    "node_record",
+    "pod_record",
+    "podgroup_record",
+    "priorityclass_record",
+    "queue_record",
+    "record_for",
+    "snapshot_from_objects",
+    "topology_record",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[NodeRecord, ...]
+    pods: tuple[PodRecord, ...]
+    podgroups: tuple[PodGroupRecord, ...]
+    queues: tuple[QueueRecord, ...]
+    bindrequests: tuple[BindRequestRecord, ...] = ()
+    priority_classes: tuple[PriorityClassRecord, ...] = ()
+    configmaps: frozenset[str] = frozenset()  # "namespace/name"
+    node_pool: str = ""
+    topologies: tuple[TopologyRecord, ...] = ()
+
+
+def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:
+    # The default shard takes objects without the label; shard X takes objects labelled X.
+    return labels.get(label_key, "") == partition
+
+
+def build_snapshot(
+    *,
+    nodes: Iterable[NodeRecord] = (),
+    pods: Iterable[PodRecord] = (),
+    podgroups: Iterable[PodGroupRecord] = (),
+    queues: Iterable[QueueRecord] = (),
+    bindrequests: Iterable[BindRequestRecord] = (),
+    priority_classes: Iterable[PriorityClassRecord] = (),
+    configmaps: Iterable[ConfigMapRecord] = (),
+    topologies: Iterable[TopologyRecord] = (),
+    node_pool_label: str = keys.NODE_POOL_LABEL,
+    partition: str = "",
+) -> Snapshot:
+    return Snapshot(
+        nodes=tuple(n for n in nodes if _in_shard(n.labels, node_pool_label, partition)),
+        pods=tuple(pods),
+        podgroups=tuple(p for p in podgroups if _in_shard(p.labels, node_pool_label, partition)),
+        # Queues are shared: an unlabelled Queue is in every shard, a labelled one only in its own.
+        queues=tuple(q for q in queues if q.labels.get(node_pool_label, "") in ("", partition)),
+        bindrequests=tuple(bindrequests),
+        priority_classes=tuple(priority_classes),
+        configmaps=frozenset(f"{c.namespace}/{c.name}" for c in configmaps),
+        node_pool=partition,
+        topologies=tuple(sorted(topologies, key=lambda t: t.name)),
+    )
+
+
+_PARSERS: dict[str, Any] = {
+    "Node": node_record, "Pod": pod_record, "PodGroup": podgroup_record, "Queue": queue_record,
+    "BindRequest": bindrequest_record, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
+    "Topology": topology_record,
+}
+
+
+def record_for(obj: Mapping[str, Any]) -> object | None:
+    """The record of any supported object, or None for kinds the scheduler does not read."""
+    parser = _PARSERS.get(str(obj.get("kind", "")))
+    return parser(obj) if parser else None
+
+
+def flatten(objects: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Expand `kind: List` (and `*List`) objects into their items."""
+    out: list[Mapping[str, Any]] = []
+    for obj in objects:
+        if not isinstance(obj, Mapping):
+            continue
+        if str(obj.get("kind", "")).endswith("List") and isinstance(obj.get("items"), list):
+            out.extend(flatten(obj["items"]))
+        else:
+            out.append(obj)
+    return out
+
+
+def snapshot_from_objects(
+    objects: Iterable[Mapping[str, Any]], *, node_pool_label: str = keys.NODE_POOL_LABEL, partition: str = "",
+) -> Snapshot:
+    buckets: dict[type, list[Any]] = {}
+    for obj in flatten(objects):
+        rec = record_for(obj)
+        if rec is not None:
+            buckets.setdefault(type(rec), []).append(rec)
+    return build_snapshot(
+        nodes=buckets.get(NodeRecord, []), pods=buckets.get(PodRecord, []),
+        podgroups=buckets.get(PodGroupRecord, []), queues=buckets.get(QueueRecord, []),
+        bindrequests=buckets.get(BindRequestRecord, []), priority_classes=buckets.get(PriorityClassRecord, []),
+        configmaps=buckets.get(ConfigMapRecord, []), topologies=buckets.get(TopologyRecord, []),
+        node_pool_label=node_pool_label, partition=partition)

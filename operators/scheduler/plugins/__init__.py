@@ -1,1 +1,0 @@
-"""Built-in scheduler plugins: one module each, exposing its class as `PLUGIN` (see `operators.scheduler.framework`)."""

@@ -1,0 +1,1 @@
+"""The scheduler's I/O: informers -> snapshot -> `decide` -> BindRequests, evictions, status; and the commands."""
