@@ -29,6 +29,7 @@ from operators.insight.core import (
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.model import Job, NodeState
+from operators.scheduler.decide.plugins.subgroups.tree import DEFAULT_LEAF, SubGroupTree, build_tree
 from operators.scheduler.decide.records import (
     NodeRecord,
     PodGroupRecord,
@@ -39,7 +40,6 @@ from operators.scheduler.decide.records import (
 )
 from operators.scheduler.decide.session import Session, rfc3339
 from operators.scheduler.decide.snapshot import Snapshot
-from operators.scheduler.decide.subgroup_tree import DEFAULT_LEAF, SubGroupTree, build_tree
 from operators.scheduler.decide.units import GPU, MB, gpu_fraction, gpu_memory_share
 
 # Bounds on the extra cycles one `kai why` may run (each is a full scheduling cycle on the snapshot).

@@ -2,7 +2,7 @@
 
 A plugin is a class deriving from `Plugin` that implements any subset of the extension points below (each a
 small Protocol; a plugin takes part in an extension point by defining its method). Built-in plugins are the
-modules of `operators.scheduler.decide.plugins`, each exposing its class as `PLUGIN`; they are found by listing that
+packages of `operators.scheduler.decide.plugins`, each with its class as `plugin.PLUGIN`; they are found by listing that
 package, so adding one touches no session code. A plugin from outside the package is named in the configuration
 with `class: "package.module:Class"` next to `enabled`, `priority` and `arguments`.
 
@@ -205,13 +205,14 @@ _builtin: dict[str, type[Plugin]] | None = None
 
 
 def builtin_plugins() -> dict[str, type[Plugin]]:
-    """Every module of `operators.scheduler.decide.plugins` with a `PLUGIN` class, by plugin name (found once)."""
+    """Every package of `operators.scheduler.decide.plugins` whose `plugin` module has a `PLUGIN` class (or a
+    module with one), by plugin name (found once)."""
     global _builtin
     if _builtin is None:
         package = importlib.import_module(_PACKAGE)
         found: dict[str, type[Plugin]] = {}
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-            module = importlib.import_module(f"{_PACKAGE}.{info.name}")
+            module = importlib.import_module(f"{_PACKAGE}.{info.name}" + (".plugin" if info.ispkg else ""))
             cls = getattr(module, "PLUGIN", None)
             if isinstance(cls, type) and issubclass(cls, Plugin):
                 found[cls.name] = cls
@@ -383,8 +384,8 @@ class Framework:
             first("queue_facts") or ordering.queue_facts)
         self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = first("queue_before") or ordering.queue_before
         job_keys = [p for p in plugins if callable(getattr(p, "job_order_key", None))]
-        if [(p.name, type(p).__module__) for p in job_keys] == [
-                ("priority", f"{_PACKAGE}.priority"), ("elastic", f"{_PACKAGE}.elastic")]:
+        known = builtin_plugins()
+        if [(p.name, type(p)) for p in job_keys] == [("priority", known["priority"]), ("elastic", known["elastic"])]:
             self.job_order_key: Callable[[Job], tuple[object, ...]] = ordering.job_order_key  # the same, fused
         else:
             self.job_order_key = _fused_job_key([p.job_order_key for p in job_keys])  # type: ignore[attr-defined]

@@ -21,10 +21,10 @@ from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decide.decisions import Decisions, Reason, Unschedulable
-from operators.scheduler.decide.preemption_delay import effective_delay, verdict
+from operators.scheduler.decide.plugins.preemptiondelay.delay import effective_delay, verdict
+from operators.scheduler.decide.plugins.subgroups.tree import build_tree
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord, QueueRecord, parse_time
 from operators.scheduler.decide.snapshot import Snapshot
-from operators.scheduler.decide.subgroup_tree import build_tree
 
 API_GROUP = "autoscaling.x-k8s.io"
 API_VERSION = "v1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from operators.core.durations import parse_go_duration
-from operators.scheduler.decide.preemption_delay import effective_delay, format_duration, verdict
+from operators.scheduler.decide.plugins.preemptiondelay.delay import effective_delay, format_duration, verdict
 from operators.scheduler.decide.records import parse_time, pod_record, podgroup_record
 
 T0 = parse_time("2026-01-01T00:00:00Z")

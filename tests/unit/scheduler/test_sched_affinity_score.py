@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from operators.scheduler.decide.model import NodeState
-from operators.scheduler.decide.placement import affinity_score as aff
 from operators.scheduler.decide.placement.predicates import PodIndex
+from operators.scheduler.decide.plugins.podaffinity import score as aff
 from operators.scheduler.decide.records import node_record, pod_record
 
 CHINA = {"region": "China"}

@@ -195,7 +195,7 @@ def test_a_node_subset_given_again_reuses_its_masks() -> None:
 
 
 def test_plugins_with_nothing_to_do_in_a_session_leave_its_hooks() -> None:
-    from operators.scheduler.decide.plugins.gang import Gang
+    from operators.scheduler.decide.plugins.gang.plugin import Gang
     from operators.scheduler.decide.session import Session
     from operators.scheduler.decide.snapshot import snapshot_from_objects
 

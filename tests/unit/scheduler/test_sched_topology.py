@@ -319,7 +319,7 @@ def test_domain_free_totals_kept_per_session_decide_as_summing_every_time(monkey
     # A busy cluster: running pods everywhere, gangs requiring or preferring a rack, preemptors, failed attempts
     # rolled back and pipelined moves. The plugin sums a domain again only where a node changed; forcing a full
     # sum at every look must give the same decisions, byte for byte.
-    from operators.scheduler.decide.plugins import topology as plugin
+    from operators.scheduler.decide.plugins.topology import plugin
 
     objs: list[dict[str, Any]] = [queue("q"), queue("r"), *racks(4, zones=2, per_zone=3, per_rack=3)]
     nodes = [o["metadata"]["name"] for o in objs if o["kind"] == "Node"]

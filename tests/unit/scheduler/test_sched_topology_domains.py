@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.scheduler.decide.records import TopologyConstraintSpec, TopologyRecord
-from operators.scheduler.decide.snapshot import snapshot_from_objects
-from operators.scheduler.decide.topology_domains import (
+from operators.scheduler.decide.plugins.topology.domains import (
     ConstraintError,
     Resources,
     domains_of,
@@ -14,6 +12,8 @@ from operators.scheduler.decide.topology_domains import (
     plan,
     resolve,
 )
+from operators.scheduler.decide.records import TopologyConstraintSpec, TopologyRecord
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.units import GPU
 
 ZONE, RACK, HOST = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"

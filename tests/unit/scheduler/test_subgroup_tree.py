@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from operators.scheduler.decide.plugins.subgroups.tree import DEFAULT_LEAF, ROOT, build_tree
 from operators.scheduler.decide.records import SubGroupSpec, podgroup_record
-from operators.scheduler.decide.subgroup_tree import DEFAULT_LEAF, ROOT, build_tree
 
 
 def leaves(n: int, size: int = 2, parent: str = "", prefix: str = "w") -> list[SubGroupSpec]:

@@ -1,1 +1,1 @@
-"""Built-in scheduler plugins: one module each, exposing its class as `PLUGIN` (see `..decide.framework`)."""
+"""Built-in scheduler plugins: one package each, its class `PLUGIN` in `<name>/plugin.py` (see `..framework`)."""

@@ -15,7 +15,7 @@ from operators.scheduler.decide import explain
 from operators.scheduler.decide.decisions import AnnotationUpdate
 from operators.scheduler.decide.framework import Plugin
 from operators.scheduler.decide.model import PENDING, Job
-from operators.scheduler.decide.preemption_delay import REASON, DelayVerdict, effective_delay, verdict
+from operators.scheduler.decide.plugins.preemptiondelay.delay import REASON, DelayVerdict, effective_delay, verdict
 from operators.scheduler.decide.session import Session
 
 DISRUPTIVE = frozenset({"preempt", "reclaim", "consolidation"})

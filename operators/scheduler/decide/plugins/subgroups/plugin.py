@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from operators.scheduler.decide.framework import Plugin
 from operators.scheduler.decide.model import SUCCEEDED, Job, PodSet, Task
 from operators.scheduler.decide.ordering import tasks_to_allocate as flat_tasks_to_allocate
-from operators.scheduler.decide.plugins.gang import Gang
+from operators.scheduler.decide.plugins.gang.plugin import Gang
+from operators.scheduler.decide.plugins.subgroups.tree import SubGroupTree, build_tree
 from operators.scheduler.decide.session import FailedAttempt, Session
-from operators.scheduler.decide.subgroup_tree import SubGroupTree, build_tree
 
 UNFIT_COST = 1000.0
 MAX_CHOICES = 8  # leaf choices tried per failed gang attempt (the first included)

@@ -28,8 +28,7 @@ from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.framework import Plugin
 from operators.scheduler.decide.model import ACTIVE_ALLOCATED, Job, NodeState, Task
-from operators.scheduler.decide.records import SubGroupSpec, TopologyConstraintSpec
-from operators.scheduler.decide.topology_domains import (
+from operators.scheduler.decide.plugins.topology.domains import (
     NONE,
     ConstraintError,
     Domain,
@@ -42,6 +41,7 @@ from operators.scheduler.decide.topology_domains import (
     resolve,
     with_free,
 )
+from operators.scheduler.decide.records import SubGroupSpec, TopologyConstraintSpec
 from operators.scheduler.decide.units import GPU
 
 if TYPE_CHECKING:

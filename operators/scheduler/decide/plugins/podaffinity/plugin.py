@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from operators.scheduler.decide.framework import Plugin
-from operators.scheduler.decide.placement import affinity_score as aff
+from operators.scheduler.decide.plugins.podaffinity import score as aff
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.model import NodeState, Task

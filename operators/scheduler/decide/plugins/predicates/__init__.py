@@ -1,0 +1,4 @@
+"""predicates: the node predicates of KAI's predicates plugin.
+
+The plugin class is `plugin.PLUGIN`.
+"""
