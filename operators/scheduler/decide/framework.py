@@ -1,10 +1,11 @@
 """The scheduler's plugin framework: named extension points, the plugin registry, and the hooks of one session.
 
 A plugin is a class deriving from `Plugin` that implements any subset of the extension points below (each a
-small Protocol; a plugin takes part in an extension point by defining its method). Built-in plugins are the
-packages of `operators.scheduler.decide.plugins`, each with its class as `plugin.PLUGIN`; they are found by listing that
-package, so adding one touches no session code. A plugin from outside the package is named in the configuration
-with `class: "package.module:Class"` next to `enabled`, `priority` and `arguments`.
+small Protocol) and registers them explicitly in `hooks()`: a `Hooks`, one field per point typed by its Protocol,
+so mypy checks the signatures and a misspelt point or method stops the configuration from loading. Built-in
+plugins are the packages of `operators.scheduler.decide.plugins`, each with its class as `plugin.PLUGIN`; they are
+found by listing that package, so adding one touches no session code. A plugin from outside the package is named
+in the configuration with `class: "package.module:Class"` next to `enabled`, `priority` and `arguments`.
 
 The configuration (`plugins: {name: {enabled, priority, arguments, class}}`) selects the enabled set and its
 order (higher priority first, then name); `Framework.build` resolves the hooks once per session into plain lists
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -52,12 +54,23 @@ class Plugin:
     def check_arguments(cls, arguments: Mapping[str, Any]) -> None:
         """Raise ValueError with an actionable message for arguments the plugin cannot use."""
 
+    def hooks(self) -> Hooks:
+        """The extension points this plugin implements, each with the object that implements it (usually self)."""
+        return Hooks()
+
 
 # --- extension points (a plugin implements any subset) -------------------------------------------------------
 
 
-class SessionHooks(Protocol):
+class SessionOpen(Protocol):
+    """Once per session, before any action: build the plugin's state for this session."""
+
     def on_session_open(self, session: Session) -> None: ...
+
+
+class SessionClose(Protocol):
+    """Once per session, after the actions: turn the plugin's state into decisions (conditions, annotations)."""
+
     def on_session_close(self, session: Session) -> None: ...
 
 
@@ -190,13 +203,78 @@ class Elastic(Protocol):
     def elastic_state(self, job: Job) -> int: ...
 
 
-class EventHandler(Protocol):
-    """Fired by statement operations: `on_allocate` when a task takes a placement (allocate, pipeline, and the
-    rollback of an eviction), `on_deallocate` when it gives one up (eviction, and the rollback of an allocate or
-    pipeline). `kind` is allocate | pipeline | evict | rollback."""
+class AllocateEvent(Protocol):
+    """Fired by statement operations when a task takes a placement (allocate, pipeline, and the rollback of an
+    eviction). `kind` is allocate | pipeline | rollback."""
 
     def on_allocate(self, session: Session, task: Task, kind: str) -> None: ...
+
+
+class DeallocateEvent(Protocol):
+    """Fired by statement operations when a task gives a placement up (eviction, and the rollback of an allocate
+    or pipeline). `kind` is evict | rollback."""
+
     def on_deallocate(self, session: Session, task: Task, kind: str) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hooks:
+    """What a plugin registers (`Plugin.hooks()`): per extension point, the object implementing that point's
+    Protocol (usually the plugin itself), or None. The field types let mypy check a plugin's methods against the
+    points it registers them at; a keyword naming no point, or a registered object without the point's methods,
+    is an error when the configuration is loaded (`Framework.check`), naming the plugin and the hook."""
+
+    session_open: SessionOpen | None = None
+    session_close: SessionClose | None = None
+    scope: SessionScope | None = None
+    queue_order: QueueOrder | None = None
+    job_order: JobOrder | None = None
+    task_order: TaskOrder | None = None
+    node_prefilter: NodePreFilter | None = None
+    node_filter: NodeFilter | None = None
+    node_score: NodeScore | None = None
+    node_subsets: NodeSubsets | None = None
+    job_gate: JobGate | None = None
+    victim_filter: VictimFilter | None = None
+    scenario_validator: ScenarioValidator | None = None
+    capacity: Capacity | None = None
+    gang: Gang | None = None
+    gang_choices: GangChoices | None = None
+    elastic: Elastic | None = None
+    allocate_event: AllocateEvent | None = None
+    deallocate_event: DeallocateEvent | None = None
+
+
+def _point_methods() -> dict[str, tuple[str, ...]]:
+    """Extension point (a `Hooks` field) -> the method names of its Protocol."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, hint in typing.get_type_hints(Hooks).items():
+        protocol = typing.get_args(hint)[0]
+        out[name] = tuple(m for m, v in vars(protocol).items() if callable(v) and not m.startswith("_"))
+    return out
+
+
+EXTENSION_POINTS: Mapping[str, tuple[str, ...]] = _point_methods()
+
+
+def hooks_of(plugin: Plugin) -> Hooks:
+    """The plugin's registered hooks, checked: ValueError naming the plugin and the hook when it registers a point
+    that does not exist or an object that lacks a method of the point's Protocol."""
+    try:
+        hooks = plugin.hooks()
+    except TypeError as exc:  # Hooks(...) got a keyword that names no extension point
+        raise ValueError(f"plugin {plugin.name}: {exc} (extension points: {', '.join(EXTENSION_POINTS)})") from None
+    if not isinstance(hooks, Hooks):
+        raise ValueError(f"plugin {plugin.name}: hooks() must return a Hooks, got {type(hooks).__name__}")
+    for point, methods in EXTENSION_POINTS.items():
+        target = getattr(hooks, point)
+        if target is None:
+            continue
+        missing = [m for m in methods if not callable(getattr(target, m, None))]
+        if missing:
+            raise ValueError(f"plugin {plugin.name} registers hook {point} but does not implement "
+                             f"{', '.join(missing)}")
+    return hooks
 
 
 # --- registry ---------------------------------------------------------------------------------------------------
@@ -353,69 +431,83 @@ class Framework:
         self.plugins = list(plugins)
         self.names = frozenset(p.name for p in plugins)
         self.builtin_gang = False
-        self._resolve(self.plugins)
+        self._resolve([(p, hooks_of(p)) for p in self.plugins])
 
     def settle(self, session: Session) -> bool:
         """Drop the hooks of the plugins that say (`in_use`) they have nothing to do in this session; True when
         some were dropped. Call once, after the session-open hooks. The gang rules' inlining stays off if a
         session-open hook turned it off."""
-        active = [p for p in self.plugins
-                  if not callable(getattr(p, "in_use", None)) or p.in_use(session)]  # type: ignore[attr-defined]
-        if len(active) == len(self.plugins):
+        active = [(p, h) for p, h in self._registered if h.scope is None or h.scope.in_use(session)]
+        if len(active) == len(self._registered):
             return False
         inline = self.builtin_gang
         self._resolve(active)
         self.builtin_gang = self.builtin_gang and inline
         return True
 
-    def _resolve(self, plugins: Sequence[Plugin]) -> None:
+    def _resolve(self, registered: Sequence[tuple[Plugin, Hooks]]) -> None:
         from operators.scheduler.decide import ordering
 
-        def all_of(method: str) -> list[Any]:
-            return [getattr(p, method) for p in plugins if callable(getattr(p, method, None))]
+        self._registered = list(registered)
+        hooks = [h for _, h in registered]
 
-        def first(method: str) -> Any:
-            hooks = all_of(method)
-            return hooks[0] if hooks else None
+        def first(point: str) -> Any:
+            return next((target for h in hooks if (target := getattr(h, point)) is not None), None)
 
-        self.session_open: list[Callable[[Session], None]] = all_of("on_session_open")
-        self.session_close: list[Callable[[Session], None]] = all_of("on_session_close")
+        self.session_open: list[Callable[[Session], None]] = [
+            h.session_open.on_session_open for h in hooks if h.session_open is not None]
+        self.session_close: list[Callable[[Session], None]] = [
+            h.session_close.on_session_close for h in hooks if h.session_close is not None]
+        queue_order: QueueOrder | None = first("queue_order")
         self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = (
-            first("queue_facts") or ordering.queue_facts)
-        self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = first("queue_before") or ordering.queue_before
-        job_keys = [p for p in plugins if callable(getattr(p, "job_order_key", None))]
+            queue_order.queue_facts if queue_order is not None else ordering.queue_facts)
+        self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = (
+            queue_order.queue_before if queue_order is not None else ordering.queue_before)
+        job_keys = [(p, h.job_order) for p, h in registered if h.job_order is not None]
         known = builtin_plugins()
-        if [(p.name, type(p)) for p in job_keys] == [("priority", known["priority"]), ("elastic", known["elastic"])]:
+        if [(p.name, type(p)) for p, _ in job_keys] == [("priority", known["priority"]),
+                                                        ("elastic", known["elastic"])]:
             self.job_order_key: Callable[[Job], tuple[object, ...]] = ordering.job_order_key  # the same, fused
         else:
-            self.job_order_key = _fused_job_key([p.job_order_key for p in job_keys])  # type: ignore[attr-defined]
-        self.task_order_key: Callable[[Task], tuple[object, ...]] = first("task_order_key") or ordering.task_order_key
-        self.prefilters: list[Callable[[Session, Task], str | None]] = all_of("prefilter")
-        self.node_filters: list[Callable[[Session, Task, NodeState], str | None]] = all_of("filter_node")
+            self.job_order_key = _fused_job_key([o.job_order_key for _, o in job_keys])
+        task_order: TaskOrder | None = first("task_order")
+        self.task_order_key: Callable[[Task], tuple[object, ...]] = (
+            task_order.task_order_key if task_order is not None else ordering.task_order_key)
+        self.prefilters: list[Callable[[Session, Task], str | None]] = [
+            h.node_prefilter.prefilter for h in hooks if h.node_prefilter is not None]
+        self.node_filters: list[Callable[[Session, Task, NodeState], str | None]] = [
+            h.node_filter.filter_node for h in hooks if h.node_filter is not None]
         self.scorers: list[tuple[Callable[[Session, Task], bool], Callable[[Session, Task, NodeState], float],
                                  float]] = [
-            (p.scores_task, p.score_node, float(p.arguments.get("weight", 1.0)))  # type: ignore[attr-defined]
-            for p in plugins if callable(getattr(p, "score_node", None))]
-        self.node_subsets: list[Callable[[Session, Job], Iterable[Iterable[int]] | None]] = all_of("node_subsets")
-        self.job_gates: list[Callable[[Session, Job, str], bool]] = all_of("may_try")
-        self.victim_filters: list[Callable[[Session, Job, Job, str], bool]] = all_of("may_evict")
-        self.scenario_validators: list[Callable[[Session, Job, Sequence[Job], str], bool]] = all_of(
-            "validate_scenario")
+            (h.node_score.scores_task, h.node_score.score_node, float(p.arguments.get("weight", 1.0)))
+            for p, h in registered if h.node_score is not None]
+        self.node_subsets: list[Callable[[Session, Job], Iterable[Iterable[int]] | None]] = [
+            h.node_subsets.node_subsets for h in hooks if h.node_subsets is not None]
+        self.job_gates: list[Callable[[Session, Job, str], bool]] = [
+            h.job_gate.may_try for h in hooks if h.job_gate is not None]
+        self.victim_filters: list[Callable[[Session, Job, Job, str], bool]] = [
+            h.victim_filter.may_evict for h in hooks if h.victim_filter is not None]
+        self.scenario_validators: list[Callable[[Session, Job, Sequence[Job], str], bool]] = [
+            h.scenario_validator.validate_scenario for h in hooks if h.scenario_validator is not None]
         self.capacity: list[Callable[[Session, Job, Iterable[Task], dict[QueueState, list[int]] | None],
-                                     JobError | None]] = all_of("capacity_error")
-        gangs = [p for p in plugins if callable(getattr(p, "tasks_to_allocate", None))]
-        if not gangs:
+                                     JobError | None]] = [
+            h.capacity.capacity_error for h in hooks if h.capacity is not None]
+        gang: Gang | None = first("gang")
+        if gang is None:
             raise ValueError("no enabled plugin implements the gang rules (enable the gang plugin)")
-        self.gang: Gang = gangs[0]  # type: ignore[assignment]
+        self.gang: Gang = gang
         # Flat per-podset rules (`flat_rules = True`) are inlined in the session's hot loops; others are called.
         self.builtin_gang = bool(getattr(self.gang, "flat_rules", False))
-        choices = getattr(self.gang, "gang_choices", None)
+        # The gang plugin's other ways to meet its rule (only the plugin whose gang rules are in force).
+        choices = next((h.gang_choices for h in hooks if h.gang is gang), None)
         self.gang_choices: Callable[[Session, Job], Iterator[None] | None] | None = (
-            choices if callable(choices) else None)
-        elastic = first("elastic_state")
-        self.elastic_state: Callable[[Job], int] = elastic if elastic is not None else _no_elastic
-        self.on_allocate: list[Callable[[Session, Task, str], None]] = all_of("on_allocate")
-        self.on_deallocate: list[Callable[[Session, Task, str], None]] = all_of("on_deallocate")
+            choices.gang_choices if choices is not None else None)
+        elastic: Elastic | None = first("elastic")
+        self.elastic_state: Callable[[Job], int] = elastic.elastic_state if elastic is not None else _no_elastic
+        self.on_allocate: list[Callable[[Session, Task, str], None]] = [
+            h.allocate_event.on_allocate for h in hooks if h.allocate_event is not None]
+        self.on_deallocate: list[Callable[[Session, Task, str], None]] = [
+            h.deallocate_event.on_deallocate for h in hooks if h.deallocate_event is not None]
 
     def plugin(self, name: str) -> Plugin | None:
         return next((p for p in self.plugins if p.name == name), None)

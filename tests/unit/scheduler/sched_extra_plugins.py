@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, NodeState, Task
 
 
@@ -13,6 +13,9 @@ class PreferLabel(Plugin):
     """Score plugin: nodes carrying the `label` argument score 1 (times `weight`), for pods labelled `wants`."""
 
     argument_names = frozenset({"label", "weight"})
+
+    def hooks(self) -> Hooks:
+        return Hooks(node_score=self)
 
     def scores_task(self, session: Any, task: Task) -> bool:
         return task.rec.labels.get("wants") == self.arguments["label"]
@@ -26,6 +29,9 @@ class ZoneSubsets(Plugin):
 
     argument_names = None
 
+    def hooks(self) -> Hooks:
+        return Hooks(node_subsets=self)
+
     def node_subsets(self, session: Any, job: Job) -> Iterable[Iterable[int]] | None:
         return [[n.idx for n in session.nodes if n.rec.labels.get("zone") == zone]
                 for zone in self.arguments["zones"]]
@@ -35,6 +41,9 @@ class NoAllocateFor(Plugin):
     """Job gate: jobs whose name starts with the `prefix` argument are never tried by `action`."""
 
     argument_names = None
+
+    def hooks(self) -> Hooks:
+        return Hooks(job_gate=self)
 
     def may_try(self, session: Any, job: Job, action: str) -> bool:
         return not (action == self.arguments["action"] and job.name.startswith(self.arguments["prefix"]))
@@ -46,6 +55,9 @@ class Recorder(Plugin):
     argument_names = None
     net: ClassVar[dict[str, int]] = {}
     kinds: ClassVar[list[str]] = []
+
+    def hooks(self) -> Hooks:
+        return Hooks(allocate_event=self, deallocate_event=self)
 
     def on_allocate(self, session: Any, task: Task, kind: str) -> None:
         self.net[task.name] = self.net.get(task.name, 0) + 1
@@ -61,6 +73,9 @@ class Spare(Plugin):
 
     argument_names = None
 
+    def hooks(self) -> Hooks:
+        return Hooks(victim_filter=self)
+
     def may_evict(self, session: Any, preemptor: Job, victim: Job, action: str) -> bool:
         return victim.name not in self.arguments["spare"]
 
@@ -69,6 +84,9 @@ class AtMostVictims(Plugin):
     """Scenario validator: a scenario may take at most `max` victim jobs."""
 
     argument_names = None
+
+    def hooks(self) -> Hooks:
+        return Hooks(scenario_validator=self)
 
     def validate_scenario(self, session: Any, preemptor: Job, victims: Any, action: str) -> bool:
         return len(victims) <= int(self.arguments["max"])
@@ -79,5 +97,32 @@ class RankOrder(Plugin):
 
     argument_names = frozenset()
 
+    def hooks(self) -> Hooks:
+        return Hooks(task_order=self)
+
     def task_order_key(self, task: Task) -> tuple[object, ...]:
         return (int(task.rec.labels.get("rank", "0")), task.name)
+
+
+class MisspeltPoint(Plugin):
+    """Registers a node filter under a point name that does not exist (`node_filer`)."""
+
+    argument_names = None
+
+    def hooks(self) -> Hooks:
+        return Hooks(node_filer=self)  # type: ignore[call-arg]  # the mistake under test
+
+    def filter_node(self, session: Any, task: Task, node: NodeState) -> str | None:
+        return None
+
+
+class MisspeltMethod(Plugin):
+    """Registers a node filter whose method is misspelt (`filter_nodes`, not the point's `filter_node`)."""
+
+    argument_names = None
+
+    def hooks(self) -> Hooks:
+        return Hooks(node_filter=self)  # type: ignore[arg-type]  # the mistake under test
+
+    def filter_nodes(self, session: Any, task: Task, node: NodeState) -> str | None:
+        return None

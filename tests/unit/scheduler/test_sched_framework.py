@@ -98,6 +98,17 @@ def test_unusable_plugin_settings_are_refused_with_what_to_change(entries: dict[
         config_from_mapping({"plugins": entries})
 
 
+@pytest.mark.parametrize(("cls", "message"), [
+    ("MisspeltPoint", r"plugins cannot start: plugin x: .*unexpected keyword argument 'node_filer'"),
+    ("MisspeltMethod", "plugins cannot start: plugin x registers hook node_filter but does not implement filter_node"),
+])
+def test_a_misspelt_hook_is_an_error_when_the_configuration_loads(cls: str, message: str) -> None:
+    # Hooks are registered explicitly (Plugin.hooks): a point that does not exist, or a registered object without
+    # the point's method, stops the configuration from loading instead of being silently ignored.
+    with pytest.raises(ValueError, match=message):
+        config_from_mapping({"plugins": {"x": {"class": f"sched_extra_plugins:{cls}"}}})
+
+
 def test_plugin_settings_of_layers_merge_per_plugin() -> None:
     base = plugins(minruntime={"enabled": False}, preferlabel={"class": "sched_extra_plugins:PreferLabel",
                                                               "arguments": {"label": "fast"}})

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job
 
 
 class Elastic(Plugin):
     name = "elastic"
     default_priority = 600
+
+    def hooks(self) -> Hooks:
+        return Hooks(job_order=self, elastic=self)
 
     def elastic_state(self, job: Job) -> int:
         return job.elastic_state()

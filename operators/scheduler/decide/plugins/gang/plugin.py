@@ -8,7 +8,7 @@ minimum, evicted by stalegangeviction after the grace period).
 from __future__ import annotations
 
 from operators.scheduler.decide import explain
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import SUCCEEDED, Job, Task
 from operators.scheduler.decide.ordering import tasks_to_allocate
 from operators.scheduler.decide.session import FailedAttempt
@@ -23,6 +23,9 @@ class Gang(Plugin):
     flat_rules = True
 
     tasks_to_allocate = staticmethod(tasks_to_allocate)
+
+    def hooks(self) -> Hooks:
+        return Hooks(gang=self)
 
     @staticmethod
     def job_ready(job: Job) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.plugins.podaffinity import score as aff
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ class PodAffinity(Plugin):
                 raise ValueError(f"hardPodAffinityWeight must be an integer from 0 to 100, got {raw!r}")
         if "normalize" in arguments:
             _flag(arguments["normalize"])
+
+    def hooks(self) -> Hooks:
+        return Hooks(scope=self, node_score=self)
 
     def in_use(self, session: Session) -> bool:
         """Some pod has an inter-pod (anti-)affinity term: without one the session has no pod index and no task

@@ -13,7 +13,7 @@ from __future__ import annotations
 from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.decisions import AnnotationUpdate
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import PENDING, Job
 from operators.scheduler.decide.plugins.preemptiondelay.delay import REASON, DelayVerdict, effective_delay, verdict
 from operators.scheduler.decide.session import Session
@@ -32,6 +32,9 @@ def job_delay(job: Job) -> float:
 class PreemptionDelay(Plugin):
     name = "preemptiondelay"
     default_priority = 450
+
+    def hooks(self) -> Hooks:
+        return Hooks(session_open=self, scope=self, job_gate=self, session_close=self)
 
     def __init__(self, arguments: dict[str, object] | None = None) -> None:
         super().__init__(arguments)

@@ -11,7 +11,7 @@ from typing import Any
 from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.fairshare import UNLIMITED
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
 from operators.scheduler.decide.ordering import queue_before, queue_facts
 from operators.scheduler.decide.session import Session
@@ -26,6 +26,9 @@ class Proportion(Plugin):
     # The plain functions (called on every job-tree pop).
     queue_facts = staticmethod(queue_facts)
     queue_before = staticmethod(queue_before)
+
+    def hooks(self) -> Hooks:
+        return Hooks(queue_order=self, capacity=self)
 
     @classmethod
     def check_arguments(cls, arguments: Mapping[str, Any]) -> None:

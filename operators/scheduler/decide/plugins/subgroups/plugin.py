@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import SUCCEEDED, Job, PodSet, Task
 from operators.scheduler.decide.ordering import tasks_to_allocate as flat_tasks_to_allocate
 from operators.scheduler.decide.plugins.gang.plugin import Gang
@@ -40,6 +40,9 @@ class SubGroups(Plugin):
     # Without a minSubGroup PodGroup in the session the flat rules apply, inlined by the session; with one, its
     # readiness and staleness are this plugin's (`on_session_open` turns the inlining off).
     flat_rules = True
+
+    def hooks(self) -> Hooks:
+        return Hooks(session_open=self, scope=self, gang=self, gang_choices=self)
 
     def __init__(self, arguments: dict[str, object] | None = None) -> None:
         super().__init__(arguments)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.ordering import task_order_key
 
 
@@ -13,6 +13,9 @@ class TaskOrder(Plugin):
     required = True
 
     task_order_key = staticmethod(task_order_key)  # the plain function: called for every pod at session open
+
+    def hooks(self) -> Hooks:
+        return Hooks(task_order=self)
 
 
 PLUGIN = TaskOrder

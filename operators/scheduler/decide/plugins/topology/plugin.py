@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from operators.core import keys
 from operators.scheduler.decide import explain
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import ACTIVE_ALLOCATED, Job, NodeState, Task
 from operators.scheduler.decide.plugins.topology.domains import (
     NONE,
@@ -142,6 +142,10 @@ class Topology(Plugin):
         return hit
 
     # --- hooks ----------------------------------------------------------------------------------
+
+    def hooks(self) -> Hooks:
+        return Hooks(scope=self, node_subsets=self, node_filter=self, allocate_event=self, deallocate_event=self,
+                     session_close=self)
 
     def in_use(self, session: Session) -> bool:
         """Some PodGroup of the session names a topology constraint (its own, or one of its SubGroups')."""
