@@ -12,8 +12,8 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 
-from operators.scheduler.decide.fairshare import UNLIMITED
 from operators.scheduler.decide.model import Job, PodSet, QueueState, Task
+from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.units import GPU, RATIO_EPS
 
 # DRF shares are ratios (floats): two that differ by less than the core's one tolerance are equal. Everything

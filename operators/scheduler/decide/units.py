@@ -34,6 +34,9 @@ MB = 1_000_000  # bytes per megabyte (queue memory is in MB)
 # closer than this are equal (their float rounding must not decide). No resource amount is ever compared with it.
 RATIO_EPS = 1e-9
 
+Vector = tuple[int, int, int]  # (gpu, cpu, memory) in core units
+WHOLE: Vector = (GPU, 1, 1)  # one whole unit of each resource, in core units
+
 
 def ceil_scaled(value: Decimal, scale: int) -> int:
     """`value * scale` rounded up to an int (quantity -> core units, the Kubernetes rounding)."""

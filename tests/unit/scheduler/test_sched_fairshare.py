@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.scheduler.decide.fairshare import (
+from operators.scheduler.decide.plugins.proportion.fairshare import (
     QueueSpec,
     ShareInput,
     allocatable_share,

@@ -27,8 +27,8 @@ from operators.scheduler.decide.actions.victims import (
     victim_chunks,
     within_queue_order,
 )
-from operators.scheduler.decide.fairshare import UNLIMITED
 from operators.scheduler.decide.model import Job, QueueState, Task
+from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.units import RATIO_EPS
 
 if TYPE_CHECKING:

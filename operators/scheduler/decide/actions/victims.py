@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.explain import humanize
-from operators.scheduler.decide.fairshare import UNLIMITED, WHOLE
 from operators.scheduler.decide.model import VICTIM_STATUSES, Job, QueueState, Task
 from operators.scheduler.decide.ordering import podset_order_key
-from operators.scheduler.decide.records import parse_time
-from operators.scheduler.decide.units import to_gpus
+from operators.scheduler.decide.records import UNLIMITED, parse_time
+from operators.scheduler.decide.units import WHOLE, to_gpus
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session

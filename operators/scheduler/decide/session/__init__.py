@@ -53,7 +53,7 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()
-        self._open_fair_shares()
+        self._open_total()
         self.index = NodeIndex(self.nodes, config.gpu_placement, config.cpu_placement)
         self.pod_index = self._open_pod_index()
         self.placer = Placer(self.nodes, self.index, snapshot.configmaps, self.pod_index, config.group_id,

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Decisions
-from operators.scheduler.decide.fairshare import UNLIMITED
 from operators.scheduler.decide.framework import Framework
 from operators.scheduler.decide.model import (
     ACTIVE_ALLOCATED,
@@ -27,6 +26,7 @@ from operators.scheduler.decide.placement.gpus import fraction_units
 from operators.scheduler.decide.placement.predicates import PodIndex
 from operators.scheduler.decide.placement.scoring import NodeIndex
 from operators.scheduler.decide.placement.search import Placer
+from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.snapshot import Snapshot
 from operators.scheduler.decide.units import GPU, gpu_memory_share
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, cast
 from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.decisions import AnnotationUpdate, Decisions, NotReady, QueueShare, Unschedulable
-from operators.scheduler.decide.fairshare import UNLIMITED
 from operators.scheduler.decide.model import GATED, PENDING, SUCCEEDED, Job, QueueState, Task
+from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session.accounting import Accounting, JobOutcome
 from operators.scheduler.decide.units import GPU
 

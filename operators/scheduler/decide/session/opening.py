@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from operator import attrgetter
 
 from operators.core import keys
 from operators.scheduler.decide import explain
-from operators.scheduler.decide.fairshare import QueueSpec, allocatable_share, fair_shares
 from operators.scheduler.decide.model import (
     ACTIVE_USED,
     BINDING,
@@ -320,26 +318,15 @@ class Opening(Accounting):
         else:
             task.groups = groups
 
-    def _open_fair_shares(self) -> None:
-        started = time.perf_counter()  # the proportion plugin's OnSessionOpen time, for metrics only
+    def _open_total(self) -> None:
+        # What the queues divide: the ready nodes' capacity less what pods outside the queues use (the
+        # proportion plugin's fair shares are computed from it when the session opens).
         ready = [n for n in self.nodes if n.rec.ready]
         self.total = (
             max(0, sum(n.cap_gpu for n in ready) * GPU - self.other_usage[0]),
             max(0, sum(n.cap_cpu for n in ready) - self.other_usage[1]),
             max(0, sum(n.cap_mem for n in ready) - self.other_usage[2]),
         )
-        specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
-                                   q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
-                                   q.rec.created, q.rec.uid) for q in self.queues.values()}
-        shares = fair_shares(specs, self.total, self.config.k_value)
-        for q in self.queues.values():
-            q.fair_share = shares[q.name]
-            q.alloc_share = (
-                allocatable_share(q.rec.quota[0], q.fair_share[0], q.rec.limit[0], self.total[0]),
-                allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], self.total[1]),
-                allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], self.total[2]),
-            )
-        self.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
 
     def _open_pod_index(self) -> PodIndex | None:
         # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.

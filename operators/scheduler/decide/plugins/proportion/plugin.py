@@ -5,15 +5,17 @@ a queue over its limit at any level (OverLimit), and a non-preemptible job may n
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decide import explain
-from operators.scheduler.decide.fairshare import UNLIMITED
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
 from operators.scheduler.decide.ordering import queue_before, queue_facts
+from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
 
 
@@ -28,7 +30,25 @@ class Proportion(Plugin):
     queue_before = staticmethod(queue_before)
 
     def hooks(self) -> Hooks:
-        return Hooks(queue_order=self, capacity=self)
+        return Hooks(session_open=self, queue_order=self, capacity=self)
+
+    @staticmethod
+    def on_session_open(session: Session) -> None:
+        """Every queue's fair share (hierarchical, DRF) of the session's total, and its allocatable share."""
+        started = time.perf_counter()  # this OnSessionOpen's time, for metrics only
+        total = session.total
+        specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
+                                   q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
+                                   q.rec.created, q.rec.uid) for q in session.queues.values()}
+        shares = fair_shares(specs, total, session.config.k_value)
+        for q in session.queues.values():
+            q.fair_share = shares[q.name]
+            q.alloc_share = (
+                allocatable_share(q.rec.quota[0], q.fair_share[0], q.rec.limit[0], total[0]),
+                allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], total[1]),
+                allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], total[2]),
+            )
+        session.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
 
     @classmethod
     def check_arguments(cls, arguments: Mapping[str, Any]) -> None:

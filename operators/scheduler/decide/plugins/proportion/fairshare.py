@@ -16,12 +16,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from operators.scheduler.decide.units import GPU, RATIO_EPS
+from operators.scheduler.decide.records import UNLIMITED
+from operators.scheduler.decide.units import RATIO_EPS, WHOLE, Vector
 
-UNLIMITED = -1
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
-Vector = tuple[int, int, int]
-WHOLE: Vector = (GPU, 1, 1)  # one whole unit of each resource, in core units
 _EPS = RATIO_EPS
 
 
