@@ -18,6 +18,7 @@ from operators.core import keys
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import AnnotationUpdate, Bind, Decisions
 from operators.scheduler.shell import loop as loop_module
+from operators.scheduler.shell import writer as writer_module
 from operators.scheduler.shell.loop import SchedulerLoop
 
 STAMP = "2026-01-02T03:04:05Z"
@@ -49,6 +50,7 @@ class FakeApi:
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeApi:
     fake = FakeApi()
     monkeypatch.setattr(loop_module, "raw", fake.raw)
+    monkeypatch.setattr(writer_module, "raw", fake.raw)
     monkeypatch.setattr(events_module, "raw", fake.raw)
     return fake
 

@@ -1,0 +1,99 @@
+"""The scheduler's metrics (KAI's names): definitions, and what a cycle and its writes record in them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import Gauge, Histogram
+
+from operators.core.metrics import Counter
+from operators.scheduler.decide.decisions import Decisions, QueueShare, Unschedulable
+
+_BUCKETS = [5 * 2**k for k in range(10)]
+
+E2E_LATENCY = Gauge("kai_e2e_scheduling_latency_milliseconds", "Duration of the last scheduling cycle")
+OPEN_SESSION = Gauge("kai_open_session_latency_milliseconds", "Snapshot assembly time of the last cycle")
+CLOSE_SESSION = Gauge("kai_close_session_latency_milliseconds", "Time spent writing the last cycle's decisions")
+ACTION_LATENCY = Gauge("kai_action_scheduling_latency_milliseconds", "Decision time of the last cycle",
+                       ["action"])
+TASK_LATENCY = Histogram("kai_task_scheduling_latency_milliseconds", "Pod creation to BindRequest",
+                         buckets=_BUCKETS)
+BIND_LATENCY = Histogram("kai_task_bind_latency_milliseconds",
+                         "BindRequest creation to the pod bound, as the pod informer sees it", buckets=_BUCKETS)
+PLUGIN_LATENCY = Gauge("kai_plugin_scheduling_latency_milliseconds", "Plugin time of the last cycle",
+                       ["plugin", "OnSession"])
+SIMULATIONS = Counter("kai_scenarios_simulation_by_action", "Victim scenarios simulated", ["action"])
+FILTERED = Counter("kai_scenarios_filtered_by_action", "Victim scenarios refused without simulation",
+                   ["action"])
+EVICTED_PODS = Counter("kai_pod_group_evicted_pods_total", "Pods evicted per PodGroup",
+                       ["podgroup", "namespace", "uid", "nodepool", "action"])
+DUPLICATES = Counter("kai_scenarios_duplicate_by_action",
+                     "Victim scenarios skipped as equivalent to one that already failed for the same job", ["action"])
+_COUNTERS = {"scenarios_simulation": SIMULATIONS, "scenarios_filtered": FILTERED, "scenarios_duplicate": DUPLICATES}
+for _action in ("reclaim", "preempt", "consolidation"):  # the solver's actions: exposed from the start, at 0
+    SIMULATIONS.labels(_action)
+    FILTERED.labels(_action)
+    DUPLICATES.labels(_action)
+SCHEDULED = Counter("kai_podgroups_scheduled_by_action", "PodGroups that got pods bound", ["action"])
+ACTED_ON = Counter("kai_podgroups_acted_on_by_action", "PodGroups evicted from", ["action"])
+EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the scheduler")
+FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", ["queue_name"])
+              for r, n in (("gpu", "gpu"), ("cpu", "cpu_cores"), ("memory", "memory_gb"))}
+USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", ["queue_name"]) for r in ("gpu", "cpu", "memory")}
+DESERVED = Gauge("kai_queue_deserved_gpus_scheduler", "Deserved GPUs as the scheduler computes them",
+                 ["queue_name"])
+# KAI times its usage-database queries here; without a usage database (time-based fair share is not
+# supported) no query is made and the histogram stays at zero, as KAI's does without one.
+USAGE_QUERY_LATENCY = Histogram("kai_usage_query_latency_milliseconds", "Usage database query latency",
+                                buckets=_BUCKETS)
+# Beyond KAI: pods left Pending by the last cycle, by the first reason of their PodGroup.
+PENDING_PODS = Gauge("kai_pending_pods", "Pods left pending by the last cycle, by reason", ["reason"])
+CYCLES = Counter("kai_scheduler_cycles_total", "Scheduling cycles run")
+LOOP_LAG = Gauge("kai_scheduler_eventloop_lag_seconds", "Event loop lag")
+
+
+def pending_pods_by_reason(unschedulable: Iterable[Unschedulable]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for u in unschedulable:
+        reason = u.reasons[0].reason if u.reasons else "Unschedulable"
+        out[reason] = out.get(reason, 0) + max(len(u.pod_messages), 1)
+    return out
+
+
+def set_pending(unschedulable: Iterable[Unschedulable]) -> None:
+    PENDING_PODS.clear()
+    for reason, count in pending_pods_by_reason(unschedulable).items():
+        PENDING_PODS.labels(reason).set(count)
+
+
+
+
+def record_cycle(decisions: Decisions, open_s: float, close_s: float, total_s: float) -> None:
+    """One cycle: its phases' latencies (seconds of the shell's own work added to the decision's timings), the
+    scenario counters, and the pods it left pending."""
+    CYCLES.inc()
+    OPEN_SESSION.set(open_s * 1000 + decisions.timings.get("open-session", 0.0))
+    for phase, ms in decisions.timings.items():
+        if phase.startswith("plugin/"):
+            PLUGIN_LATENCY.labels(phase.removeprefix("plugin/"), "OnSessionOpen").set(ms)
+        elif phase not in ("open-session", "close-session"):
+            ACTION_LATENCY.labels(phase).set(ms)
+    for name, count in decisions.counters.items():
+        what, _, action = name.partition("/")
+        if what in _COUNTERS:
+            _COUNTERS[what].labels(action).inc(count)
+    CLOSE_SESSION.set(close_s * 1000 + decisions.timings.get("close-session", 0.0))
+    E2E_LATENCY.set(total_s * 1000)
+    set_pending(decisions.unschedulable)
+
+
+def record_queues(queues: Iterable[QueueShare]) -> None:
+    """Per queue: fair share and usage (cpu and memory in cores and GB from the core's milli units), deserved GPUs."""
+    for share in queues:
+        for resource, gauge in FAIR_SHARE.items():
+            value = share.fair_share.get(resource, 0.0)
+            gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
+        for resource, gauge in USAGE.items():
+            value = share.allocated.get(resource, 0.0)
+            gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
+        DESERVED.labels(share.name).set(share.deserved.get("gpu", 0.0))
