@@ -147,6 +147,14 @@ class VictimFilter(Protocol):
     def may_evict(self, session: Session, preemptor: Job, victim: Job, action: str) -> bool: ...
 
 
+class VictimMinRuntime(Protocol):
+    """How long after it started a victim job is protected (seconds; 0: not at all): a protected job offers only
+    its pods above minMember. `reclaimer` is the reclaiming job's queue (reclaim), None for preempt and
+    consolidation. The highest-priority implementing plugin decides; without one nothing is protected."""
+
+    def min_runtime(self, session: Session, victim: QueueState, reclaimer: QueueState | None) -> float: ...
+
+
 class ScenarioValidator(Protocol):
     """Accept or refuse a victim scenario (the victim jobs, in the order taken) after the action's own rules."""
 
@@ -236,6 +244,7 @@ class Hooks:
     node_subsets: NodeSubsets | None = None
     job_gate: JobGate | None = None
     victim_filter: VictimFilter | None = None
+    victim_min_runtime: VictimMinRuntime | None = None
     scenario_validator: ScenarioValidator | None = None
     capacity: Capacity | None = None
     gang: Gang | None = None
@@ -487,6 +496,9 @@ class Framework:
             h.job_gate.may_try for h in hooks if h.job_gate is not None]
         self.victim_filters: list[Callable[[Session, Job, Job, str], bool]] = [
             h.victim_filter.may_evict for h in hooks if h.victim_filter is not None]
+        min_runtime: VictimMinRuntime | None = first("victim_min_runtime")
+        self.min_runtime: Callable[[Session, QueueState, QueueState | None], float] | None = (
+            min_runtime.min_runtime if min_runtime is not None else None)
         self.scenario_validators: list[Callable[[Session, Job, Sequence[Job], str], bool]] = [
             h.scenario_validator.validate_scenario for h in hooks if h.scenario_validator is not None]
         self.capacity: list[Callable[[Session, Job, Iterable[Task], dict[QueueState, list[int]] | None],

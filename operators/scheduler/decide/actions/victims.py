@@ -240,38 +240,16 @@ class MergedVictims:
 # --- min-runtime ---------------------------------------------------------------------------------
 
 
-def _first_defined(start: QueueState | None, attr: str, default: float) -> float:
-    q = start
-    while q is not None:
-        value: float | None = getattr(q.rec, attr)
-        if value is not None:
-            return value
-        q = q.parent
-    return default
-
-
 def preempt_min_runtime(session: Session, victim: QueueState) -> float:
-    if not session.min_runtime_enabled:
-        return 0.0
-    return _first_defined(victim, "preempt_min_runtime", session.config.default_preempt_min_runtime)
+    """The victim queue's protection for preempt and consolidation (the victim-min-runtime hook; 0 without one)."""
+    hook = session.framework.min_runtime
+    return 0.0 if hook is None else hook(session, victim, None)
 
 
 def reclaim_min_runtime(session: Session, reclaimer: QueueState, victim: QueueState) -> float:
-    """`queue`: from the victim's leaf upward; `lca` (default): from the victim-side child of the lowest
-    common ancestor of reclaimer and victim upward."""
-    if not session.min_runtime_enabled:
-        return 0.0
-    start: QueueState | None = victim
-    if session.config.reclaim_min_runtime_resolve != "queue":
-        mine = set(reclaimer.lineage())
-        lineage = victim.lineage()
-        for i, q in enumerate(lineage):
-            if q in mine:
-                start = lineage[i - 1] if i > 0 else q
-                break
-        else:
-            start = lineage[-1]
-    return _first_defined(start, "reclaim_min_runtime", session.config.default_reclaim_min_runtime)
+    """The victim queue's protection against `reclaimer` (the victim-min-runtime hook; 0 without one)."""
+    hook = session.framework.min_runtime
+    return 0.0 if hook is None else hook(session, victim, reclaimer)
 
 
 def protected(session: Session, job: Job, min_runtime: float) -> bool:

@@ -89,10 +89,6 @@ class Accounting:
         """The pods of the job's next attempt (the gang plugin's rule)."""
         return self.framework.gang.tasks_to_allocate(job)
 
-    @property
-    def min_runtime_enabled(self) -> bool:
-        return "minruntime" in self.framework.names
-
     def task_vector(self, task: Task) -> tuple[int, int, int]:
         """(micro-GPUs, cpu millicores, memory bytes) a task counts for its queue.
 
