@@ -42,10 +42,13 @@ from operators.binder.reservation import (
     sync_decisions,
 )
 from operators.core import keys
+from operators.core.api.bindrequest import BindRequestRecord, parse_bindrequest
 from operators.core.cache import BINDREQUESTS, CONFIGMAPS, NODES, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import JSON_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw
 from operators.core.metrics import Counter
+from operators.core.times import rfc3339
+from operators.core.units import MS_PER_SECOND
 from operators.core.workqueue import WorkQueue
 
 log = logging.getLogger("binder")
@@ -114,18 +117,6 @@ def member_record(obj: dict[str, Any]) -> Member | None:
 def reservation_record(obj: dict[str, Any]) -> Member | None:
     member = member_record(obj) if pod_gpu_groups(obj) else None
     return member._replace(device=reserved_device_id(obj) or "") if member is not None else None
-
-
-def bindrequest_record(obj: dict[str, Any]) -> dict[str, Any]:
-    """A BindRequest as the binder keeps it: whole while it may still need a bind; a Succeeded one only as far as
-    its deletion triggers a GPU-group sync (the scheduler deletes it later)."""
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
-    if (obj.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
-        return {**obj, "metadata": meta}
-    spec = obj.get("spec") or {}
-    return {"metadata": {k: meta.get(k) for k in ("name", "namespace", "uid")},
-            "spec": {k: spec.get(k) for k in ("receivedResourceType", "selectedGPUGroups")},
-            "status": {"phase": keys.BIND_PHASE_SUCCEEDED}}
 
 
 def pod_from_member(namespace: str, name: str, member: Member) -> dict[str, Any]:
@@ -198,13 +189,13 @@ class Binder:
         self.reservations: Informer[Member] = Informer(
             watch_api, PODS, reservation_record, namespace=config.reservation_namespace, indexes=by_node)
         self.nodes: Informer[bool] = Informer(watch_api, NODES, lambda _: True)
-        self.bindrequests: Informer[dict[str, Any]] = Informer(watch_api, BINDREQUESTS, bindrequest_record)
+        self.bindrequests: Informer[BindRequestRecord] = Informer(watch_api, BINDREQUESTS, parse_bindrequest)
         # The process's only watches: one per resource (pods twice, on disjoint sets: kai-scheduler's pods
         # cluster-wide, and the reservation namespace, whose pods name no scheduler).
         self.informers = (self.members, self.reservations, self.nodes, self.bindrequests)
         # The latest copy of each open BindRequest as its watch delivered it: the reconcile reads it from here
         # and goes to the API server only when it is missing (start-up, retries after a failure).
-        self.requests: dict[str, dict[str, Any]] = {}
+        self.requests: dict[str, BindRequestRecord] = {}
         # Reservation pods waited for, by key: their device id once the informer shows it.
         self._devices: dict[str, _DeviceWait] = {}
         self.binds = WorkQueue(self.reconcile, workers=config.workers, base_delay=config.base_delay,
@@ -242,33 +233,28 @@ class Binder:
             elif waiter.seen:
                 waiter.future.set_result(None)  # deleted
 
-    def _on_bindrequest(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    def _on_bindrequest(self, _: str, old: BindRequestRecord | None, new: BindRequestRecord | None) -> None:
         if new is not None:
             self.on_bindrequest(new)
         elif old is not None:
             self.on_bindrequest_deleted(old)
 
-    def on_bindrequest(self, obj: dict[str, Any]) -> None:
+    def on_bindrequest(self, br: BindRequestRecord) -> None:
         """A BindRequest was added or changed: keep the latest copy and queue it unless it is finished."""
-        meta = _meta(obj)
-        if not meta.get("name"):
+        if not br.name:
             return
-        key = f"{meta.get('namespace')}/{meta['name']}"
         # Finished requests need no event-driven work: failures are retried with backoff by the queue (and
         # our own status writes would otherwise requeue them at once).
-        if (obj.get("status") or {}).get("phase") in (keys.BIND_PHASE_SUCCEEDED, keys.BIND_PHASE_FAILED) \
-                or meta.get("deletionTimestamp"):
-            self.requests.pop(key, None)
+        if br.finished or br.deleting:
+            self.requests.pop(br.key, None)
             return
-        self.requests[key] = obj
-        self.binds.add(key)
+        self.requests[br.key] = br
+        self.binds.add(br.key)
 
-    def on_bindrequest_deleted(self, body: Mapping[str, Any]) -> None:
-        meta = _meta(body)
-        self.requests.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
-        spec = body.get("spec") or {}
-        if spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION:
-            for group in spec.get("selectedGPUGroups") or []:
+    def on_bindrequest_deleted(self, br: BindRequestRecord) -> None:
+        self.requests.pop(br.key, None)
+        if br.fraction:
+            for group in br.gpu_groups:
                 self.group_syncs.add(group)
 
     def known_groups(self) -> set[str]:
@@ -279,10 +265,9 @@ class Binder:
         with attempts left included)."""
         count = 0
         for br in self.bindrequests.values():
-            if (br.get("status") or {}).get("phase") != keys.BIND_PHASE_SUCCEEDED:
-                key = f"{_meta(br).get('namespace')}/{_meta(br).get('name')}"
-                self.requests.setdefault(key, br)
-                self.binds.add(key)
+            if not br.succeeded:
+                self.requests.setdefault(br.key, br)
+                self.binds.add(br.key)
                 count += 1
         return count
 
@@ -304,30 +289,27 @@ class Binder:
     # --- BindRequest reconcile -----------------------------------------------------------------------
     async def reconcile(self, key: Hashable) -> None:
         namespace, name = str(key).split("/", 1)
-        br = self.requests.get(str(key)) or await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
-        if br is None or _meta(br).get("deletionTimestamp"):
+        br = self.requests.get(str(key)) or await self._get_bindrequest(namespace, name)
+        if br is None or br.deleting:
             return
-        if (br.get("status") or {}).get("phase") == keys.BIND_PHASE_SUCCEEDED or str(key) in self._reporting:
+        if br.succeeded or str(key) in self._reporting:
             return  # done, or bound with its bookkeeping still going out
-        spec = br.get("spec") or {}
-        node_name = str(spec.get("selectedNode") or "")
+        node_name = br.selected_node
         started = time.monotonic()
         pod: dict[str, Any] | None = None
         try:
-            pod = await self._pod(namespace, str(spec.get("podName") or ""),
-                                  fresh=spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION)
+            pod = await self._pod(namespace, br.pod_name, fresh=br.fraction)
             if pod is None:
-                raise BindError(f'pods "{spec.get("podName")}" not found')
-            owner = next((o.get("uid") for o in _meta(br).get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
-            if owner and owner != _meta(pod).get("uid"):
+                raise BindError(f'pods "{br.pod_name}" not found')
+            if br.pod_uid and br.pod_uid != _meta(pod).get("uid"):
                 # The pod was recreated under the same name: this decision was for its predecessor.
-                raise BindError(f'pods "{spec.get("podName")}" not found (uid {owner})')
+                raise BindError(f'pods "{br.pod_name}" not found (uid {br.pod_uid})')
             bound_already = bool((pod.get("spec") or {}).get("nodeName"))
             if not bound_already:
                 # The condition goes first: once the pod has a node, kwok (a kubelet) writes its status, and
                 # a condition patch landing after the binding would race that write (the node agent sees the
                 # pod change again before its own write is visible, and writes twice).
-                if spec.get("receivedResourceType") != keys.RESOURCE_TYPE_FRACTION:
+                if not br.fraction:
                     await self._condition(pod, node_name, None)
                 await self.bind(br, pod)
         except InvalidBindRequest as exc:
@@ -339,7 +321,7 @@ class Binder:
         except Exception as exc:
             RECONCILE_ERRORS.inc()
             BINDS.labels("failure").inc()
-            BIND_LATENCY.observe((time.monotonic() - started) * 1000)
+            BIND_LATENCY.observe((time.monotonic() - started) * MS_PER_SECOND)
             message = error_message(exc)
             log.debug("binding %s to %s failed: %s", key, node_name, message)
             await self._report(br, pod, node_name, message)
@@ -352,7 +334,7 @@ class Binder:
                 del self.requests[str(key)]
         else:
             BINDS.labels("success").inc()
-            BIND_LATENCY.observe((time.monotonic() - started) * 1000)
+            BIND_LATENCY.observe((time.monotonic() - started) * MS_PER_SECOND)
             # The pod is bound: the `Bound` event and the BindRequest status go out in the background, so this
             # worker takes the next BindRequest at once (binds are paced by their own round trips only).
             self._reporting.add(str(key))
@@ -360,7 +342,7 @@ class Binder:
             self._reports.add(task)
             task.add_done_callback(self._reports.discard)
 
-    async def _report_bound(self, key: str, br: Mapping[str, Any], pod: dict[str, Any], node_name: str) -> None:
+    async def _report_bound(self, key: str, br: BindRequestRecord, pod: dict[str, Any], node_name: str) -> None:
         """The bookkeeping of a successful bind; a failed write redoes the request later (which, finding the
         pod bound, only finishes the bookkeeping)."""
         try:
@@ -382,10 +364,8 @@ class Binder:
             return pod_from_member(namespace, name, member)
         return await self._get(f"{PODS.path(namespace)}/{name}")
 
-    async def bind(self, br: Mapping[str, Any], pod: dict[str, Any]) -> None:
-        spec = br.get("spec") or {}
-        node_name = str(spec.get("selectedNode") or "")
-        fraction = spec.get("receivedResourceType") == keys.RESOURCE_TYPE_FRACTION
+    async def bind(self, br: BindRequestRecord, pod: dict[str, Any]) -> None:
+        node_name, fraction = br.selected_node, br.fraction
         node: Mapping[str, Any] | None
         if not fraction and self.nodes.get(node_name):
             node = {"metadata": {"name": node_name}}
@@ -393,7 +373,7 @@ class Binder:
             node = await self._get(f"{NODES.path()}/{node_name}")
         if node is None:
             raise BindError(f'nodes "{node_name}" not found')
-        groups = [str(g) for g in spec.get("selectedGPUGroups") or []]
+        groups = list(br.gpu_groups)
         if fraction and not groups:
             raise InvalidBindRequest("invalid binding request: a Fraction request without selectedGPUGroups")
         try:
@@ -402,10 +382,8 @@ class Binder:
                 # binding alone.
                 await self.sync_node(node_name)
                 devices = [await self.reserve_gpu(group, node, pod) for group in groups]
-                portion = str((spec.get("receivedGPU") or {}).get("portion") or "")
-                await self.write_configmaps(pod, devices, portion)
-            resource_type = str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR)
-            await self._post_binding(pod, node_name, {keys.RECEIVED_RESOURCE_TYPE: resource_type})
+                await self.write_configmaps(pod, devices, br.gpu_portion)
+            await self._post_binding(pod, node_name, {keys.RECEIVED_RESOURCE_TYPE: br.resource_type})
         except Exception:
             fresh = await self._get_pod(pod)
             if fresh is not None and (fresh.get("spec") or {}).get("nodeName") == node_name:
@@ -575,18 +553,16 @@ class Binder:
         return list(unique.values())
 
     # --- status and feedback -------------------------------------------------------------------------
-    async def _report(self, br: Mapping[str, Any], pod: Mapping[str, Any] | None, node_name: str,
+    async def _report(self, br: BindRequestRecord, pod: Mapping[str, Any] | None, node_name: str,
                       error: str | None, *, announce: bool = True) -> None:
         # Pod feedback first: a binder killed after it redoes the request, which writes the missing status
         # (and, seeing PodBound, no second event); a Succeeded status would never be looked at again.
         if announce:
             await self._feedback(pod, node_name, error)
-        meta = _meta(br)
-        status = br.get("status") or {}
         phase = keys.BIND_PHASE_FAILED if error else keys.BIND_PHASE_SUCCEEDED
-        if status.get("phase") != phase or (error and status.get("reason") != error):
+        if br.phase != phase or (error and br.reason != error):
             try:
-                await raw(self.api, "PATCH", f"{BINDREQUESTS.path(meta['namespace'])}/{meta['name']}/status",
+                await raw(self.api, "PATCH", f"{BINDREQUESTS.path(br.namespace)}/{br.name}/status",
                           body={"status": {"phase": phase, "reason": error}}, content_type=MERGE_PATCH)
             except Exception as exc:
                 if not is_not_found(exc):
@@ -618,7 +594,7 @@ class Binder:
         current = next((c for c in conditions if c.get("type") == keys.CONDITION_POD_BOUND), None)
         if current is not None and all(current.get(k) == v for k, v in condition.items()):
             return
-        written = {"type": keys.CONDITION_POD_BOUND, **condition, "lastTransitionTime": _now()}
+        written = {"type": keys.CONDITION_POD_BOUND, **condition, "lastTransitionTime": rfc3339()}
         try:
             await raw(self.api, "PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}/status",
                       body={"status": {"conditions": [written]}}, content_type=STRATEGIC_MERGE)
@@ -638,6 +614,10 @@ class Binder:
             if is_not_found(exc):
                 return None
             raise
+
+    async def _get_bindrequest(self, namespace: str, name: str) -> BindRequestRecord | None:
+        obj = await self._get(f"{BINDREQUESTS.path(namespace)}/{name}")
+        return None if obj is None else parse_bindrequest(obj)
 
     async def _get_pod(self, pod: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
@@ -668,6 +648,3 @@ def _has_pod_bound(pod: Mapping[str, Any]) -> bool:
     return any(c.get("type") == keys.CONDITION_POD_BOUND and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or [])
 
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

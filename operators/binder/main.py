@@ -16,18 +16,10 @@ from typing import Any
 
 from operators.binder.binding import Binder, BinderConfig
 from operators.core import component, keys
+from operators.core.booleans import add_bool_flag
 from operators.core.kube import api_client
 
 log = logging.getLogger("binder")
-
-
-def _bool(value: str) -> bool:
-    lowered = str(value).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
 
 
 def _json_object(value: str) -> dict[str, Any]:
@@ -51,9 +43,9 @@ def parser() -> argparse.ArgumentParser:
                    help="ResourceRequirements JSON added to reservation pods (cpu, memory, ...)")
     p.add_argument("--runtime-class-name", default="")
     # Go-style booleans: `--fake-gpu-nodes`, `--fake-gpu-nodes=true|false`.
-    p.add_argument("--fake-gpu-nodes", type=_bool, nargs="?", const=True, default=False,
-                   help=f"every node is a fake GPU node (nodes labelled {keys.FAKE_GPU_NODE_LABEL}=true are anyway)")
-    p.add_argument("--cdi-enabled", type=_bool, nargs="?", const=True, default=False)
+    add_bool_flag(p, "--fake-gpu-nodes", default=False,
+                  help=f"every node is a fake GPU node (nodes labelled {keys.FAKE_GPU_NODE_LABEL}=true are anyway)")
+    add_bool_flag(p, "--cdi-enabled", default=False)
     # KAI's default is 10; each reconcile here is a chain of API round trips (a plain bind: the PodBound
     # condition, then the binding), so more run at once (asyncio tasks are cheap) to keep up with the API
     # server rather than with one another: a burst binds at 64 / (2 round trips) per round-trip time.

@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from operators.core import keys
+from operators.core.units import MIB
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -217,7 +218,7 @@ def node_gpu_memory_mib(labels: Mapping[str, str] | None) -> int | None:
         value = int(raw)
     except ValueError:
         return None
-    if value >= 1024 * 1024:
-        value //= 1024 * 1024
+    if value >= MIB:  # a TiB in MiB: the label is in bytes
+        value //= MIB
     value -= value % 100
     return value if value > 0 else None

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.binder.binding import Binder, BinderConfig, bindrequest_record, reservation_record
+from operators.binder.binding import Binder, BinderConfig, reservation_record
 from operators.binder.reservation import reservation_pod_manifest
 from operators.core import keys
+from operators.core.api.bindrequest import parse_bindrequest
 
 CONFIG = BinderConfig(allocation_timeout=600)
 
@@ -73,9 +74,9 @@ def bindrequest(name: str, phase: str | None = None, fraction: bool = False) -> 
 def test_bindrequest_events_enqueue_open_requests_and_a_deleted_fraction_syncs_its_groups() -> None:
     b = binder()
     for br in (bindrequest("open"), bindrequest("done", keys.BIND_PHASE_SUCCEEDED, fraction=True)):
-        b.bindrequests._put(f"ns/{br['metadata']['name']}", bindrequest_record(br), "ADDED")
+        b.bindrequests._put(f"ns/{br['metadata']['name']}", parse_bindrequest(br), "ADDED")
     assert b.binds._queued == {"ns/open"}
-    assert "managedFields" not in b.requests["ns/open"]["metadata"]
+    assert b.requests["ns/open"] == parse_bindrequest(bindrequest("open"))  # the latest copy, as a typed record
     b.bindrequests._put("ns/done", None, "DELETED")
     assert b.group_syncs._queued == {"group-1"}
     # Start-up (a restarted binder): every request not Succeeded is enqueued, from the informer.
