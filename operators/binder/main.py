@@ -4,7 +4,8 @@ BindRequests come from an informer whose events only enqueue keys into a bounded
 from the latest watched copy, so a burst of events costs one bind and a plain bind reads nothing. Pods come from
 two informers on disjoint sets (kai-scheduler pods, and the reservation namespace) that also trigger reservation
 garbage collection and report a reservation pod's GPU; nodes from a fourth. Each is the process's only watch of
-what it covers. The I/O itself is in `binding.py`.
+what it covers. The reconcile is in `binding.py`; a bind runs KAI's plugin chain (`plugins/`: pre-bind, bind,
+post-bind, rollback), whose GPU-sharing plugin reserves GPUs through `reservation_pods.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import json
 import logging
 from typing import Any
 
-from operators.binder.binding import Binder, BinderConfig
+from operators.binder.binding import Binder
+from operators.binder.common import BinderConfig
 from operators.core import component, keys
 from operators.core.booleans import add_bool_flag
 from operators.core.kube import api_client

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from operators.binder import binding as binding_module
-from operators.binder.binding import Binder, BinderConfig, Member
+from operators.binder.binding import Binder
+from operators.binder.common import BinderConfig, Member
 from operators.core import events as events_module
 from operators.core import keys
 from operators.core.api.bindrequest import parse_bindrequest

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.binder.binding import Binder, BinderConfig, reservation_record
+from operators.binder.binding import Binder
+from operators.binder.common import BinderConfig, reservation_record
 from operators.binder.reservation import reservation_pod_manifest
 from operators.core import keys
 from operators.core.api.bindrequest import parse_bindrequest
@@ -32,27 +33,27 @@ def key(pod: dict[str, Any]) -> str:
 
 async def test_the_device_arrives_through_the_reservations_informer() -> None:
     b, pod = binder(), reservation()
-    waiting = asyncio.create_task(b._wait_for_device(pod))
+    waiting = asyncio.create_task(b.gpu_reservations.wait_for_device(pod))
     await asyncio.sleep(0)
     b.reservations._put(key(pod), reservation_record(pod), "ADDED")  # created, no GPU reported yet
     await asyncio.sleep(0)
     assert not waiting.done()
     b.reservations._put(key(pod), reservation_record(reservation("GPU-7")), "MODIFIED")
     assert await asyncio.wait_for(waiting, 5) == "GPU-7"
-    assert not b._devices, "a finished wait leaves nothing behind"
+    assert not b.gpu_reservations._devices, "a finished wait leaves nothing behind"
 
 
 async def test_a_device_the_informer_already_showed_is_returned_at_once() -> None:
     b, pod = binder(), reservation("GPU-3")
     b.reservations._put(key(pod), reservation_record(pod), "ADDED")
-    assert await asyncio.wait_for(b._wait_for_device(pod), 5) == "GPU-3"
+    assert await asyncio.wait_for(b.gpu_reservations.wait_for_device(pod), 5) == "GPU-3"
 
 
 async def test_a_reservation_pod_deleted_before_reporting_ends_the_wait_with_none() -> None:
     b, pod = binder(), reservation()
     other = reservation_pod_manifest("node-b", "group-2", suffix="y2", image="img",
                                      namespace=CONFIG.reservation_namespace)
-    waiting = asyncio.create_task(b._wait_for_device(pod))
+    waiting = asyncio.create_task(b.gpu_reservations.wait_for_device(pod))
     await asyncio.sleep(0)
     b.reservations._put(key(other), reservation_record(other), "ADDED")  # another pod: not ours, not a deletion
     b.reservations._put(key(pod), reservation_record(pod), "ADDED")
