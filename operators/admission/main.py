@@ -14,6 +14,7 @@ from typing import Any
 
 from operators.admission.review import mutate_review, validate_review, validate_topology_review
 from operators.core import component
+from operators.core.booleans import add_bool_flag
 from operators.core.metrics import Counter
 from operators.core.webhook import WebhookServer, cert_paths
 
@@ -38,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook-addr", default=":9443", help="host:port (or a bare port) of the HTTPS server")
     p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs",
                    help="directory with tls.crt and tls.key (reloaded when they change)")
-    p.add_argument("--gpu-sharing-enabled", default="false", help="accept gpu-fraction / gpu-memory pods")
+    add_bool_flag(p, "--gpu-sharing-enabled", default=False, help="accept gpu-fraction / gpu-memory pods")
     p.add_argument("--gpu-pod-runtime-class-name", default="",
                    help="runtimeClassName set on every GPU pod (KAI up to v0.15); empty disables")
     p.add_argument("--gpu-fraction-runtime-class-name", default="",
@@ -48,7 +49,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def routes(args: argparse.Namespace) -> dict[str, Review]:
-    sharing = str(args.gpu_sharing_enabled).lower() in ("1", "true", "yes")
+    sharing = bool(args.gpu_sharing_enabled)
     runtime_class = args.gpu_pod_runtime_class_name or None
     fraction_runtime_class = args.gpu_fraction_runtime_class_name or None
     return {

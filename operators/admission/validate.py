@@ -11,7 +11,6 @@ Python's `int()` / `float()`: Python accepts " 5", "+5", "1_0" and "0.1_5", whic
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -22,6 +21,7 @@ from operators.core.gpusharing import (
     ContainerRefError,
     fraction_container_ref,
 )
+from operators.core.numbers import go_parse_float, go_parse_uint
 
 SHARING_DISABLED: Final = (
     "attempting to create a pod %s/%s with gpu sharing request, while GPU sharing is disabled"
@@ -35,39 +35,6 @@ NUM_DEVICES_WITHOUT_PORTION: Final = (
 INVALID_GPU_MEMORY: Final = "gpu-memory annotation value must be a positive integer greater than 0"
 INVALID_GPU_FRACTION: Final = "gpu-fraction annotation value must be a positive number smaller than 1.0"
 INVALID_NUM_DEVICES: Final = "fraction count annotation value must be a positive integer greater than 0"
-
-_UINT64_MAX: Final = 2**64 - 1
-_GO_UINT: Final = re.compile(r"[0-9]+")
-_GO_DECIMAL_FLOAT: Final = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_GO_HEX_FLOAT: Final = re.compile(
-    r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)")
-_GO_SPECIAL_FLOAT: Final = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
-
-
-def go_parse_uint(text: str) -> int | None:
-    """`strconv.ParseUint(text, 10, 64)`: None where Go returns an error."""
-    if not _GO_UINT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if value <= _UINT64_MAX else None
-
-
-def go_parse_float(text: str) -> float | None:
-    """`strconv.ParseFloat(text, 64)`: None where Go returns an error (syntax or overflow to infinity)."""
-    if _GO_DECIMAL_FLOAT.fullmatch(text):
-        value = float(text)
-    elif _GO_SPECIAL_FLOAT.fullmatch(text):
-        return float(text)
-    elif match := _GO_HEX_FLOAT.fullmatch(text):
-        try:
-            value = float.fromhex(match.group(1) + "0x" + match.group(2))
-        except OverflowError:
-            return None
-    else:
-        return None
-    # Go reports ErrRange when a finite literal overflows; Python silently gives inf.
-    return None if math.isinf(value) else value
-
 
 def requests_gpu_sharing(pod: Mapping[str, Any]) -> bool:
     """KAI's `RequestsGPUFraction`: the presence (any value) of `gpu-fraction` or `gpu-memory`."""

@@ -4,7 +4,8 @@ BindRequests come from an informer whose events only enqueue keys into a bounded
 from the latest watched copy, so a burst of events costs one bind and a plain bind reads nothing. Pods come from
 two informers on disjoint sets (kai-scheduler pods, and the reservation namespace) that also trigger reservation
 garbage collection and report a reservation pod's GPU; nodes from a fourth. Each is the process's only watch of
-what it covers. The I/O itself is in `binding.py`.
+what it covers. The reconcile is in `binding.py`; a bind runs KAI's plugin chain (`plugins/`: pre-bind, bind,
+post-bind, rollback), whose GPU-sharing plugin reserves GPUs through `reservation_pods.py`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,13 @@ import json
 import logging
 from typing import Any
 
-from operators.binder.binding import Binder, BinderConfig
+from operators.binder.binding import Binder
+from operators.binder.common import BinderConfig
 from operators.core import component, keys
+from operators.core.booleans import add_bool_flag
 from operators.core.kube import api_client
 
 log = logging.getLogger("binder")
-
-
-def _bool(value: str) -> bool:
-    lowered = str(value).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
 
 
 def _json_object(value: str) -> dict[str, Any]:
@@ -51,9 +45,9 @@ def parser() -> argparse.ArgumentParser:
                    help="ResourceRequirements JSON added to reservation pods (cpu, memory, ...)")
     p.add_argument("--runtime-class-name", default="")
     # Go-style booleans: `--fake-gpu-nodes`, `--fake-gpu-nodes=true|false`.
-    p.add_argument("--fake-gpu-nodes", type=_bool, nargs="?", const=True, default=False,
-                   help=f"every node is a fake GPU node (nodes labelled {keys.FAKE_GPU_NODE_LABEL}=true are anyway)")
-    p.add_argument("--cdi-enabled", type=_bool, nargs="?", const=True, default=False)
+    add_bool_flag(p, "--fake-gpu-nodes", default=False,
+                  help=f"every node is a fake GPU node (nodes labelled {keys.FAKE_GPU_NODE_LABEL}=true are anyway)")
+    add_bool_flag(p, "--cdi-enabled", default=False)
     # KAI's default is 10; each reconcile here is a chain of API round trips (a plain bind: the PodBound
     # condition, then the binding), so more run at once (asyncio tasks are cheap) to keep up with the API
     # server rather than with one another: a burst binds at 64 / (2 round trips) per round-trip time.

@@ -14,7 +14,6 @@ it is:
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import logging
 import time
@@ -26,6 +25,7 @@ from kubernetes_asyncio import client
 
 from operators.core import logs
 from operators.core.kube import MERGE_PATCH, raw
+from operators.core.times import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,6 @@ class ObjectRef:
         meta = obj["metadata"]
         return cls(obj.get("apiVersion", "v1"), obj.get("kind", "Pod"), meta.get("namespace") or "default",
                    meta["name"], meta.get("uid", ""))
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TokenBucket:
@@ -126,7 +122,7 @@ class EventRecorder:
             if verdict is None:
                 return
             if verdict != "create":
-                body = {"count": verdict.count, "lastTimestamp": _now()}
+                body = {"count": verdict.count, "lastTimestamp": rfc3339()}
                 try:
                     await raw(self.api, "PATCH", f"/api/v1/namespaces/{namespace}/events/{verdict.name}",
                               body=body, content_type=MERGE_PATCH)
@@ -134,7 +130,7 @@ class EventRecorder:
                 except Exception:
                     pass  # expired or deleted: create a fresh one below
             name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
-            stamp = _now()
+            stamp = rfc3339()
             event = {
                 "apiVersion": "v1",
                 "kind": "Event",

@@ -14,6 +14,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from operators.core import keys
+from operators.core.numbers import go_parse_float
+from operators.core.units import MIB
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -185,12 +187,8 @@ def gpu_request(annotations: Mapping[str, str] | None, requests: Mapping[str, De
             raise GpuRequestError("fraction count annotation value must be a positive integer greater than 0")
     raw_fraction = annotations.get(keys.GPU_FRACTION)
     if raw_fraction is not None:
-        try:
-            portion = float(raw_fraction)
-        except ValueError as exc:
-            raise GpuRequestError(
-                "gpu-fraction annotation value must be a positive number smaller than 1.0") from exc
-        if not 0 < portion <= 1:
+        portion = go_parse_float(raw_fraction)  # the admission webhook's grammar: what it admits is read here
+        if portion is None or not 0 < portion <= 1:
             raise GpuRequestError("gpu-fraction annotation value must be a positive number smaller than 1.0")
         return _shared_request(0, portion, None, num_devices)
     raw_memory = annotations.get(keys.GPU_MEMORY)
@@ -217,7 +215,7 @@ def node_gpu_memory_mib(labels: Mapping[str, str] | None) -> int | None:
         value = int(raw)
     except ValueError:
         return None
-    if value >= 1024 * 1024:
-        value //= 1024 * 1024
+    if value >= MIB:  # a TiB in MiB: the label is in bytes
+        value //= MIB
     value -= value % 100
     return value if value > 0 else None

@@ -17,6 +17,7 @@ from collections.abc import Hashable
 from typing import Any, cast
 
 from operators.core import component, keys, slim
+from operators.core.booleans import add_bool_flag
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.webhook import verdict
@@ -170,8 +171,7 @@ async def run(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("podgroup-controller")
     component.add_webhook_arguments(p)
-    p.add_argument("--enable-podgroup-webhook", default=True,
-                   type=lambda v: str(v).lower() in ("1", "true", "yes"))
+    add_bool_flag(p, "--enable-podgroup-webhook", default=True)
     return p
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import logging
 import time
 from collections.abc import Hashable
@@ -27,6 +26,7 @@ from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Re
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_conflict, is_not_found, raw, status_of
+from operators.core.times import parse_rfc3339
 from operators.core.workqueue import WorkQueue
 from operators.podgrouper.grouping.grouper import (
     PODGROUP_API_VERSION,
@@ -379,11 +379,8 @@ class PodGrouper:
 
 
 def _age(obj: dict[str, Any]) -> float:
-    created = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not created:
-        return 0.0
-    stamp = dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
-    return (dt.datetime.now(dt.UTC) - stamp).total_seconds()
+    created = parse_rfc3339((obj.get("metadata") or {}).get("creationTimestamp"))
+    return 0.0 if created is None else time.time() - created
 
 
 async def run(args: argparse.Namespace) -> None:

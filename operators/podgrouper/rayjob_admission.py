@@ -22,6 +22,7 @@ from typing import Any
 
 from operators.core import keys
 from operators.core.resources import QuantityError, parse_resource_list, pod_container_requests
+from operators.core.units import MB, MILLI
 from operators.podgrouper.grouping.model import GroupingFailure
 from operators.podgrouper.grouping.ray import cluster_gang
 
@@ -70,9 +71,9 @@ def queue_view(obj: Mapping[str, Any]) -> QueueView:
         allocated = {}
     return QueueView(
         name=str(meta.get("name", "")), parent=str(spec.get("parentQueue") or ""),
-        limit=(limit("gpu", 1.0), limit("cpu", 1.0), limit("memory", 1e6)),
+        limit=(limit("gpu", 1.0), limit("cpu", 1.0), limit("memory", MB)),
         allocated=(float(allocated.get(keys.GPU_RESOURCE, Decimal(0))),
-                   float(allocated.get("cpu", Decimal(0))) * 1000, float(allocated.get("memory", Decimal(0)))))
+                   float(allocated.get("cpu", Decimal(0))) * MILLI, float(allocated.get("memory", Decimal(0)))))
 
 
 def is_candidate(job: Mapping[str, Any], queue_label: str = keys.QUEUE_LABEL) -> bool:
@@ -94,7 +95,7 @@ def _pod_requests(template: Any) -> tuple[float, float, float]:
     spec = template.get("spec") if isinstance(template, Mapping) else None
     requests = pod_container_requests(spec if isinstance(spec, Mapping) else {})
     gpu = requests.get(keys.GPU_RESOURCE, Decimal(0))
-    return float(gpu), float(requests.get("cpu", Decimal(0))) * 1000, float(requests.get("memory", Decimal(0)))
+    return float(gpu), float(requests.get("cpu", Decimal(0))) * MILLI, float(requests.get("memory", Decimal(0)))
 
 
 def gang_request(job: Mapping[str, Any]) -> tuple[int, tuple[float, float, float]]:

@@ -7,13 +7,13 @@ Each pass is cheap (informers in memory); it runs on a change and at least every
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 from typing import Any
 
 from operators.core.cache import QUEUES, Informer, Resource
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_not_found, raw, status_of
+from operators.core.times import rfc3339
 from operators.podgrouper import rayjob_admission as admission
 
 log = logging.getLogger("pod-grouper.rayjobs")
@@ -114,7 +114,7 @@ class RayJobAdmission:
         return ""
 
     async def _unsuspend(self, job: dict[str, Any]) -> None:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = rfc3339()
         await self._mark(job, {"metadata": {"annotations": {admission.ADMITTED_ANNOTATION: now}},
                                "spec": {"suspend": False}})
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import logging
 from collections.abc import Hashable
 from typing import Any
@@ -18,9 +17,11 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from operators.core import component
+from operators.core.booleans import add_bool_flag
 from operators.core.cache import PODGROUPS, QUEUES, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
+from operators.core.times import rfc3339
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
@@ -132,7 +133,7 @@ class QueueController:
         computed = dict(all_queue_statuses(queues, podgroups)[name])
         stored_conditions = (queue.get("status") or {}).get("conditions") or []
         problem = ancestry_problem(name, self._ancestry(name))
-        computed["conditions"] = ancestry_conditions(stored_conditions, problem, _now())
+        computed["conditions"] = ancestry_conditions(stored_conditions, problem, rfc3339())
         patch = status_patch(queue, computed)
         if patch is not None:
             # The watch may deliver the write's echo before the PATCH returns: expect it from now on.
@@ -217,10 +218,6 @@ def _parent(queue: dict[str, Any]) -> str:
     return str((queue.get("spec") or {}).get("parentQueue") or "")
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 async def run(args: argparse.Namespace) -> None:
     async def build(api: Any, _: component.Lifecycle) -> QueueController:
         return QueueController(api, args)
@@ -234,7 +231,7 @@ async def run(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("queue-controller")
     component.add_webhook_arguments(p)
-    p.add_argument("--enable-webhook", default=True, type=lambda v: str(v).lower() in ("1", "true", "yes"))
+    add_bool_flag(p, "--enable-webhook", default=True)
     p.add_argument("--metrics-namespace", default="kai")
     return p
 

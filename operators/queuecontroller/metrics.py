@@ -14,6 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 
 from operators.core import resources
+from operators.core.units import MB, MILLI
 
 UNLIMITED = -1.0
 # Gauge name (without the namespace prefix) -> help text.
@@ -68,8 +69,8 @@ def queue_metric_values(queue: Mapping[str, Any]) -> dict[str, float]:
     return {
         "queue_info": 1.0,
         "queue_deserved_gpus": _quota(queue, "gpu"),
-        "queue_quota_cpu_cores": _scaled(_quota(queue, "cpu"), 1 / 1000),  # spec cpu is in millicores
-        "queue_quota_memory_bytes": _scaled(_quota(queue, "memory"), 1e6),  # spec memory is in megabytes
+        "queue_quota_cpu_cores": _scaled(_quota(queue, "cpu"), 1 / MILLI),  # spec cpu is in millicores
+        "queue_quota_memory_bytes": _scaled(_quota(queue, "memory"), MB),  # spec memory is in megabytes
         "queue_allocated_gpus": gpus,
         "queue_allocated_cpu_cores": float(allocated.get("cpu", Decimal(0))),
         "queue_allocated_memory_bytes": float(allocated.get("memory", Decimal(0))),

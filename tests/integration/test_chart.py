@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from tests.helm_chart import CHART, DEPLOYMENTS, helm_binary
 from tests.support import EXAMPLES, TEST_LABEL, Cluster, load_yaml, own_cluster, wait_for
-from tests.unit.test_chart_render import CHART, DEPLOYMENTS, helm_binary
 
 pytestmark = pytest.mark.cluster
 

@@ -1,9 +1,11 @@
-"""Pydantic models of KAI's custom resources, camelCase on the wire."""
+"""KAI's custom resources: pydantic models (camelCase on the wire; the CRDs are generated from them) and the
+typed records the components exchange."""
 
-from operators.core.api.bindrequest import BindRequest
+from operators.core.api.bindrequest import BindRequest, BindRequestRecord, parse_bindrequest
 from operators.core.api.podgroup import PodGroup
 from operators.core.api.queue import Queue
 from operators.core.api.schedulingshard import Config, SchedulingShard
 from operators.core.api.topology import Topology
 
-__all__ = ["BindRequest", "Config", "PodGroup", "Queue", "SchedulingShard", "Topology"]
+__all__ = ["BindRequest", "BindRequestRecord", "Config", "PodGroup", "Queue", "SchedulingShard", "Topology",
+           "parse_bindrequest"]

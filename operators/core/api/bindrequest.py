@@ -1,11 +1,21 @@
-"""BindRequest, `scheduling.run.ai/v1alpha2` (namespaced): the scheduler's decision for one pod, for the binder."""
+"""BindRequest, `scheduling.run.ai/v1alpha2` (namespaced): the scheduler's decision for one pod, for the binder.
+
+Two views of one resource, kept together so that they cannot drift apart:
+- `BindRequest` (pydantic) is the wire schema: `crds/` is generated from it.
+- `BindRequestRecord` is what the components exchange: the scheduler builds one (`decided`) and posts its `body`;
+  the scheduler and the binder read every watched BindRequest with `parse_bindrequest`. A frozen record, not a
+  validated model: every watched object is parsed, and the API server has validated it against the schema already.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
+from operators.core import keys
 from operators.core.api.base import Int32, ObjectMeta, Opaque, WireModel
 
 API_VERSION: Literal["scheduling.run.ai/v1alpha2"] = "scheduling.run.ai/v1alpha2"
@@ -48,3 +58,89 @@ class BindRequest(WireModel):
     @classmethod
     def from_wire(cls, obj: dict[str, Any]) -> BindRequest:
         return cls.model_validate(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class BindRequestRecord:
+    """One BindRequest: the decision (which pod, which node, which GPUs) and how far the binder got with it."""
+
+    namespace: str
+    name: str
+    pod_name: str  # spec.podName, else the BindRequest's own name (the scheduler names it after the pod)
+    selected_node: str
+    resource_type: str = keys.RESOURCE_TYPE_REGULAR  # spec.receivedResourceType: Regular | Fraction
+    gpu_groups: tuple[str, ...] = ()  # spec.selectedGPUGroups
+    gpu_count: int = 0  # spec.receivedGPU.count
+    gpu_portion: str = ""  # spec.receivedGPU.portion, per device with two decimals ("0.50")
+    pod_uid: str = ""  # the uid of the Pod owning the request: the pod the decision was made for
+    uid: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    phase: str = ""  # status.phase: "" (open), Succeeded or Failed
+    reason: str = ""  # status.reason: why the last attempt failed
+    failed_attempts: int = 0
+    backoff_limit: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def fraction(self) -> bool:
+        """GPU sharing: the binder reserves the GPU groups and writes the pod's ConfigMaps."""
+        return self.resource_type == keys.RESOURCE_TYPE_FRACTION
+
+    @property
+    def succeeded(self) -> bool:
+        return self.phase == keys.BIND_PHASE_SUCCEEDED
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded or Failed: no watch event needs a bind (a failure is retried by the binder's own backoff)."""
+        return self.phase in (keys.BIND_PHASE_SUCCEEDED, keys.BIND_PHASE_FAILED)
+
+    @property
+    def failed(self) -> bool:
+        """Failed for good: Failed with no attempt left under spec.backoffLimit (no limit: the first failure)."""
+        return self.phase == keys.BIND_PHASE_FAILED and (
+            self.backoff_limit is None or self.failed_attempts >= self.backoff_limit)
+
+    @classmethod
+    def decided(cls, namespace: str, pod: str, pod_uid: str, node: str, resource_type: str,
+                gpu_groups: tuple[str, ...] = (), gpu_count: int = 0, gpu_portion: str = "0.00") -> BindRequestRecord:
+        """The request the scheduler is about to create for one pod (named after the pod, owned by it)."""
+        return cls(namespace=namespace, name=pod, pod_name=pod, selected_node=node, resource_type=resource_type,
+                   gpu_groups=tuple(gpu_groups), gpu_count=gpu_count, gpu_portion=gpu_portion, pod_uid=pod_uid)
+
+    def body(self, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The object the scheduler POSTs: labelled with its node (and `labels`, e.g. the shard's node pool),
+        owned by its pod so that it goes with the pod."""
+        return {
+            "apiVersion": f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "kind": KIND,
+            "metadata": {"name": self.name, "namespace": self.namespace,
+                         "labels": {keys.SELECTED_NODE_LABEL: self.selected_node, **(labels or {})},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": self.pod_name,
+                                              "uid": self.pod_uid}]},
+            "spec": {"podName": self.pod_name, "selectedNode": self.selected_node,
+                     "receivedResourceType": self.resource_type,
+                     "receivedGPU": {"count": self.gpu_count, "portion": self.gpu_portion},
+                     "selectedGPUGroups": list(self.gpu_groups)},
+        }
+
+
+def parse_bindrequest(obj: Mapping[str, Any]) -> BindRequestRecord:
+    """The record of a BindRequest as the API server returns it (missing fields take their defaults)."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    received = spec.get("receivedGPU") or {}
+    limit = spec.get("backoffLimit")
+    name = str(meta.get("name") or "")
+    return BindRequestRecord(
+        namespace=str(meta.get("namespace") or "default"), name=name,
+        pod_name=str(spec.get("podName") or name), selected_node=str(spec.get("selectedNode") or ""),
+        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR),
+        gpu_groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or ()),
+        gpu_count=int(received.get("count") or 0), gpu_portion=str(received.get("portion") or ""),
+        pod_uid=next((str(o.get("uid") or "") for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"),
+                     ""),
+        uid=str(meta.get("uid") or ""), deleting=bool(meta.get("deletionTimestamp")),
+        phase=str(status.get("phase") or ""), reason=str(status.get("reason") or ""),
+        failed_attempts=int(status.get("failedAttempts") or 0), backoff_limit=None if limit is None else int(limit))

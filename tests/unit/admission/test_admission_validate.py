@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from operators.admission import validate as v
-from operators.admission.validate import go_parse_float, go_parse_uint, validate_pod
+from operators.admission.validate import validate_pod
+from operators.core.numbers import go_parse_float, go_parse_uint
 
 
 def pod(

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from operators.binder import binding as binding_module
-from operators.binder.binding import Binder, BinderConfig, Member
+from operators.binder.binding import Binder
+from operators.binder.common import BinderConfig, Member
 from operators.core import events as events_module
 from operators.core import keys
+from operators.core.api.bindrequest import parse_bindrequest
 
 
 class FakeApi:
@@ -48,10 +50,10 @@ def binder_with_request(name: str = "p") -> Binder:
     binder = Binder(object(), object(), BinderConfig(base_delay=0.0))  # type: ignore[arg-type]
     binder.members._put(f"ns/{name}", Member("", "Pending", (), f"uid-{name}"), "ADDED")
     binder.nodes._put("n1", True, "ADDED")
-    binder.requests[f"ns/{name}"] = {
+    binder.requests[f"ns/{name}"] = parse_bindrequest({
         "metadata": {"name": name, "namespace": "ns",
                      "ownerReferences": [{"kind": "Pod", "name": name, "uid": f"uid-{name}"}]},
-        "spec": {"podName": name, "selectedNode": "n1", "receivedResourceType": keys.RESOURCE_TYPE_REGULAR}}
+        "spec": {"podName": name, "selectedNode": "n1", "receivedResourceType": keys.RESOURCE_TYPE_REGULAR}})
     return binder
 
 

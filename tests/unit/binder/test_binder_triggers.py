@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from operators.binder.binding import Binder, BinderConfig, bindrequest_record, reservation_record
+from operators.binder.binding import Binder
+from operators.binder.common import BinderConfig, reservation_record
 from operators.binder.reservation import reservation_pod_manifest
 from operators.core import keys
+from operators.core.api.bindrequest import parse_bindrequest
 
 CONFIG = BinderConfig(allocation_timeout=600)
 
@@ -31,27 +33,27 @@ def key(pod: dict[str, Any]) -> str:
 
 async def test_the_device_arrives_through_the_reservations_informer() -> None:
     b, pod = binder(), reservation()
-    waiting = asyncio.create_task(b._wait_for_device(pod))
+    waiting = asyncio.create_task(b.gpu_reservations.wait_for_device(pod))
     await asyncio.sleep(0)
     b.reservations._put(key(pod), reservation_record(pod), "ADDED")  # created, no GPU reported yet
     await asyncio.sleep(0)
     assert not waiting.done()
     b.reservations._put(key(pod), reservation_record(reservation("GPU-7")), "MODIFIED")
     assert await asyncio.wait_for(waiting, 5) == "GPU-7"
-    assert not b._devices, "a finished wait leaves nothing behind"
+    assert not b.gpu_reservations._devices, "a finished wait leaves nothing behind"
 
 
 async def test_a_device_the_informer_already_showed_is_returned_at_once() -> None:
     b, pod = binder(), reservation("GPU-3")
     b.reservations._put(key(pod), reservation_record(pod), "ADDED")
-    assert await asyncio.wait_for(b._wait_for_device(pod), 5) == "GPU-3"
+    assert await asyncio.wait_for(b.gpu_reservations.wait_for_device(pod), 5) == "GPU-3"
 
 
 async def test_a_reservation_pod_deleted_before_reporting_ends_the_wait_with_none() -> None:
     b, pod = binder(), reservation()
     other = reservation_pod_manifest("node-b", "group-2", suffix="y2", image="img",
                                      namespace=CONFIG.reservation_namespace)
-    waiting = asyncio.create_task(b._wait_for_device(pod))
+    waiting = asyncio.create_task(b.gpu_reservations.wait_for_device(pod))
     await asyncio.sleep(0)
     b.reservations._put(key(other), reservation_record(other), "ADDED")  # another pod: not ours, not a deletion
     b.reservations._put(key(pod), reservation_record(pod), "ADDED")
@@ -73,9 +75,9 @@ def bindrequest(name: str, phase: str | None = None, fraction: bool = False) -> 
 def test_bindrequest_events_enqueue_open_requests_and_a_deleted_fraction_syncs_its_groups() -> None:
     b = binder()
     for br in (bindrequest("open"), bindrequest("done", keys.BIND_PHASE_SUCCEEDED, fraction=True)):
-        b.bindrequests._put(f"ns/{br['metadata']['name']}", bindrequest_record(br), "ADDED")
+        b.bindrequests._put(f"ns/{br['metadata']['name']}", parse_bindrequest(br), "ADDED")
     assert b.binds._queued == {"ns/open"}
-    assert "managedFields" not in b.requests["ns/open"]["metadata"]
+    assert b.requests["ns/open"] == parse_bindrequest(bindrequest("open"))  # the latest copy, as a typed record
     b.bindrequests._put("ns/done", None, "DELETED")
     assert b.group_syncs._queued == {"group-1"}
     # Start-up (a restarted binder): every request not Succeeded is enqueued, from the informer.

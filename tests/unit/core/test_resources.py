@@ -56,3 +56,15 @@ def test_node_gpu_memory(label: str, mib: int | None) -> None:
     if label == str(80 * 2**30):
         expected = (80 * 2**30 // 2**20) - (80 * 2**30 // 2**20) % 100
     assert r.node_gpu_memory_mib({"nvidia.com/gpu.memory": label}) == expected
+
+
+@pytest.mark.parametrize(("text", "portion"), [("0x1p-1", 0.5), ("5e-1", 0.5), ("1.", 1.0)])
+def test_gpu_fraction_is_read_with_the_admission_webhooks_grammar(text: str, portion: float) -> None:
+    # What the webhook admits (Go's ParseFloat: hex floats included), the scheduler reads.
+    assert r.gpu_request({"gpu-fraction": text}, {}).portion == portion
+
+
+@pytest.mark.parametrize("text", ["0_5", " 0.5", "nan", "1.5"])
+def test_gpu_fraction_spellings_go_refuses_are_refused(text: str) -> None:
+    with pytest.raises(r.GpuRequestError):
+        r.gpu_request({"gpu-fraction": text}, {})

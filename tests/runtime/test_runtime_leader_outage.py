@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from operators.core import leader
-from tests.unit.core.leaseserver import Exited, LeaseServer, api_for, exit_raises, serve
+from tests.runtime.leaseserver import Exited, LeaseServer, api_for, exit_raises, serve
 
 
 async def test_a_standby_survives_an_unreachable_api_server_and_then_leads(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from operators.core import kube
 from operators.core.cache import PODS, Informer
-from tests.unit.core.watchserver import Session, pod, serving
+from tests.runtime.watchserver import Session, pod, serving
 
 
 class Exited(BaseException):  # not an Exception: the informer's retry loop must not swallow it

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from operators.core.cache import PODS, Informer
-from tests.unit.core.watchserver import Session, WatchServer, bookmark, event, gone, pod, serving
+from tests.runtime.watchserver import Session, WatchServer, bookmark, event, gone, pod, serving
 
 Record = tuple[str, tuple[tuple[str, str], ...]]
 Seen = list[tuple[str, Record | None, Record | None]]

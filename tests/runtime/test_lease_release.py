@@ -16,7 +16,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from operators.core import leader
-from tests.unit.core.leaseserver import served
+from tests.runtime.leaseserver import served
 
 
 class Leases:

@@ -8,9 +8,9 @@ from dataclasses import replace
 import yaml
 
 from operators.scheduler.decide.config import config_from_mapping
-from operators.scheduler.shell.main import parser as scheduler_parser
 from operators.scheduler.decide.shardconfig import unhonoured_config_fields, unhonoured_fields
-from tests.unit.test_chart_render import CHART, HELM, NS, _allows, _rules_of, by_kind, render
+from operators.scheduler.shell.main import parser as scheduler_parser
+from tests.helm_chart import CHART, NS, allows, by_kind, helm_binary, render, rules_of
 
 SHARDS = {"global": {"leaderElection": True}, "schedulingShards": [
     {"name": "a", "partitionLabelValue": "pool-a", "placementStrategy": {"gpu": "spread", "cpu": "binpack"},
@@ -76,11 +76,11 @@ def test_each_node_pool_shard_gets_its_object_deployment_lease_and_service() -> 
 
 
 def test_every_scheduler_may_read_shards_and_report_on_them() -> None:
-    rules = _rules_of(render(), "scheduler")
+    rules = rules_of(render(), "scheduler")
     for resource, verb in (("schedulingshards", "watch"), ("configs", "watch"), ("schedulingshards/status", "patch"),
                            ("configs/status", "patch")):
-        assert _allows(rules, "kai.scheduler", resource, verb), (resource, verb)
-    assert not _allows(rules, "kai.scheduler", "schedulingshards", "patch")
+        assert allows(rules, "kai.scheduler", resource, verb), (resource, verb)
+    assert not allows(rules, "kai.scheduler", "schedulingshards", "patch")
 
 
 def test_bad_shard_values_fail_with_a_clear_error() -> None:
@@ -88,7 +88,7 @@ def test_bad_shard_values_fail_with_a_clear_error() -> None:
                             ([{"name": "default", "partitionLabelValue": "x"}], "unique name other than default"),
                             ([{"name": "a", "partitionLabelValue": "x"}, {"name": "a", "partitionLabelValue": "z"}],
                              "unique name")):
-        proc = subprocess.run([HELM, "template", "kai-scheduler", str(CHART), "-n", NS, "-f", "-"],
+        proc = subprocess.run([helm_binary(), "template", "kai-scheduler", str(CHART), "-n", NS, "-f", "-"],
                               input=yaml.safe_dump({"schedulingShards": shards}), capture_output=True, text=True,
                               timeout=60)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr

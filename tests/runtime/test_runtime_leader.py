@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.unit.core.leaseserver import Exited, exit_raises, leading, lease_api
+from tests.runtime.leaseserver import Exited, exit_raises, leading, lease_api
 
 
 async def test_losing_the_lease_mid_reconcile_cancels_the_work_and_exits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from operators.core import leader
-from tests.unit.core.leaseserver import Exited, exit_raises, leading, lease_api
+from tests.runtime.leaseserver import Exited, exit_raises, leading, lease_api
 
 
 async def test_another_holder_on_the_lease_ends_the_leadership_at_the_next_renewal(

@@ -17,45 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "kai-scheduler"
-NS = "kai-scheduler"
-
-# Deployment name (= pod label app) -> `kai run` component and ServiceAccount, as KAI's operator creates them.
-DEPLOYMENTS = {
-    "admission": ("admission", "admission"),
-    "binder": ("binder", "binder"),
-    "pod-grouper": ("pod-grouper", "pod-grouper"),
-    "podgroup-controller": ("podgroup-controller", "podgroup-controller"),
-    "queue-controller": ("queue-controller", "queue-controller"),
-    "kai-scheduler-default": ("scheduler", "scheduler"),
-}
-
-
-def helm_binary() -> str:
-    """Our pinned helm, built into the cache if it is not there yet (`make test` builds it beforehand)."""
-    from operators.devcluster import build
-
-    return str(build.ensure_binaries().helm)
-
-
-HELM = helm_binary()
-
-
-def render(*sets: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    assert HELM
-    argv = [HELM, "template", "kai-scheduler", str(CHART), "-n", NS]
-    for s in sets:
-        argv += ["--set", s]
-    if values:
-        argv += ["-f", "-"]
-    proc = subprocess.run(argv, capture_output=True, text=True, input=yaml.safe_dump(values or {}), timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
-
-
-def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+from tests.helm_chart import CHART, DEPLOYMENTS, NS, ROOT, allows, by_kind, helm_binary, render, rules_of
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +40,8 @@ def test_chart_crds_are_the_generated_ones() -> None:
 
 # --- lint and render ------------------------------------------------------------------------------------
 def test_helm_lint_is_clean() -> None:
-    assert HELM
     for extra in ([], ["--set", "global.gpuSharing=true", "--set", "scheduler.replicaCount=2"]):
-        proc = subprocess.run([HELM, "lint", "--strict", str(CHART), *extra], capture_output=True, text=True,
+        proc = subprocess.run([helm_binary(), "lint", "--strict", str(CHART), *extra], capture_output=True, text=True,
                               timeout=60)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "[WARNING]" not in proc.stdout and "[ERROR]" not in proc.stdout, proc.stdout
@@ -187,19 +148,6 @@ def test_leader_election_follows_replicas_and_switches() -> None:
 
 
 # --- RBAC -----------------------------------------------------------------------------------------------
-def _rules_of(docs: list[dict[str, Any]], sa: str) -> list[dict[str, Any]]:
-    roles = by_kind(docs, "ClusterRole")
-    rules: list[dict[str, Any]] = []
-    for binding in by_kind(docs, "ClusterRoleBinding").values():
-        if any(s["name"] == sa and s.get("namespace") == NS for s in binding["subjects"]):
-            rules += roles[binding["roleRef"]["name"]]["rules"]
-    return rules
-
-
-def _allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
-    return any(group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules)
-
-
 def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
     docs = render("global.leaderElection=true")
     for kind in ("ClusterRole", "Role"):
@@ -213,7 +161,7 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
                     "get", "list", "watch"}, f"{name} may only read nodes and namespaces"
     for binding in by_kind(docs, "ClusterRoleBinding").values():
         assert binding["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
-    assert _rules_of(docs, "admission") == [], "the webhook never calls the API server"
+    assert rules_of(docs, "admission") == [], "the webhook never calls the API server"
     admission = by_kind(docs, "ServiceAccount")["admission"]
     assert admission["automountServiceAccountToken"] is False
     # What each component does, in one line each (the integration test proves it is enough).
@@ -239,11 +187,11 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
         "queue-controller": [("scheduling.run.ai", "queues", "update"), ("", "pods", "list")],
     }
     for sa, wanted in expect.items():
-        rules = _rules_of(docs, sa)
+        rules = rules_of(docs, sa)
         for group, resource, verb in wanted:
-            assert _allows(rules, group, resource, verb), (sa, group, resource, verb)
+            assert allows(rules, group, resource, verb), (sa, group, resource, verb)
         for group, resource, verb in forbid[sa]:
-            assert not _allows(rules, group, resource, verb), (sa, group, resource, verb)
+            assert not allows(rules, group, resource, verb), (sa, group, resource, verb)
     reservation = by_kind(docs, "Role")["kai-binder-reservation"]
     assert reservation["metadata"]["namespace"] == "kai-resource-reservation"
     assert reservation["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
@@ -253,7 +201,7 @@ def test_pod_grouper_may_read_every_owner_kind_it_has_a_rule_for(default_docs: l
     from operators.podgrouper.grouping import registry
     from operators.podgrouper.grouping.grouper import group_pod  # noqa: F401  (registers every rule)
 
-    rules = _rules_of(default_docs, "pod-grouper")
+    rules = rules_of(default_docs, "pod-grouper")
     readable = {g for r in rules if "get" in r["verbs"] for g in r["apiGroups"]}
     wanted = {group for group, _, _ in registry.registered()}
     assert wanted - {""} <= readable, f"owner groups the pod-grouper cannot read: {sorted(wanted - readable)}"
@@ -494,8 +442,8 @@ def notes(tmp_path: Path, *sets: str, values: dict[str, Any] | None = None) -> s
         (chart / "templates" / "test-notes.yaml").write_text(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: test-notes}\n"
             'data: {notes: {{ include "test.notes" . | toJson }}}\n')
-    argv = [HELM, "template", "kai-scheduler", str(chart), "-n", NS, "--show-only", "templates/test-notes.yaml",
-            "-f", "-"]
+    argv = [helm_binary(), "template", "kai-scheduler", str(chart), "-n", NS, "--show-only",
+            "templates/test-notes.yaml", "-f", "-"]
     for s in sets:
         argv += ["--set", s]
     proc = subprocess.run(argv, capture_output=True, text=True, input=yaml.safe_dump(values or {}), timeout=60)
@@ -524,7 +472,7 @@ def test_notes_name_deprecated_and_ignored_values(tmp_path: Path) -> None:
     (["schedulingShards[0].placementStrategy.gpu=spread"], "name"),
 ])
 def test_schema_refuses_unknown_or_mistyped_keys(sets: list[str], error: str) -> None:
-    argv = [HELM, "template", "kai-scheduler", str(CHART), "-n", NS]
+    argv = [helm_binary(), "template", "kai-scheduler", str(CHART), "-n", NS]
     for s in sets:
         argv += ["--set", s]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)

@@ -1,0 +1,37 @@
+"""Booleans as Kubernetes and KAI accept them: Go's `strconv.ParseBool` spellings, nothing else.
+
+KAI's flags (`--fake-gpu-nodes=true`, `--enable-webhook=false`) and boolean plugin arguments are parsed with
+ParseBool, so a value KAI refuses is refused here too rather than silently read as false.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Final
+
+TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_bool(value: object) -> bool:
+    """A bool, or one of ParseBool's spellings; ValueError naming the value otherwise."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in TRUE:
+        return True
+    if text in FALSE:
+        return False
+    raise ValueError(f"not a boolean (true or false): {value!r}")
+
+
+def _flag_value(text: str) -> bool:
+    try:
+        return parse_bool(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_bool_flag(parser: argparse.ArgumentParser, *flags: str, default: bool, help: str | None = None) -> None:
+    """A Go-style boolean flag: `--flag` (true), `--flag=true|false|1|0|...`."""
+    parser.add_argument(*flags, type=_flag_value, nargs="?", const=True, default=default, help=help)
