@@ -14,6 +14,12 @@ from collections.abc import Iterator, Sequence
 from operators.scheduler.decide.config import SPREAD
 from operators.scheduler.decide.model import NodeState
 
+# KAI's node-order score tiers: each tier outweighs the whole range of the ones below it.
+SHARED_GPU_SCORE = 1000.0  # gpusharing (gpusharingorder): a fractional pod onto a shared GPU with room, binpack
+IDLE_FIT_SCORE = 100.0  # nodeavailability: the pod fits in idle resources (bound now, not pipelined)
+RESOURCE_TYPE_SCORE = 10.0  # resourcetype: a CPU-only pod on a CPU-only node
+BINPACK_SCORE_RANGE = 9.0  # nodeplacement binpack: 0..9 by the used part of the key resource (spread: 0..1 free)
+
 
 class NodeIndex:
     def __init__(self, nodes: Sequence[NodeState], gpu_strategy: str, cpu_strategy: str) -> None:

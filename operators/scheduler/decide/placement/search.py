@@ -21,7 +21,13 @@ from operators.scheduler.decide.placement.gpus import (
     portion_on_node,
     shared_capacity,
 )
-from operators.scheduler.decide.placement.scoring import NodeIndex
+from operators.scheduler.decide.placement.scoring import (
+    BINPACK_SCORE_RANGE,
+    IDLE_FIT_SCORE,
+    RESOURCE_TYPE_SCORE,
+    SHARED_GPU_SCORE,
+    NodeIndex,
+)
 from operators.scheduler.decide.units import GPU
 
 
@@ -236,26 +242,24 @@ class Placer:
     # --- full scoring (an extra score plugin has something to score for the task) -----------------
 
     def builtin_score(self, task: Task, node: NodeState, placement: Placement) -> float:
-        """The built-in plugins' score of a feasible node, the order the indexed search walks: gpusharing 1,000
-        (a fractional pod onto a shared GPU with room, binpack) > node availability 100 (fits in idle resources)
-        > resource type 10 (a CPU-only pod on a CPU-only node) > nodeplacement (binpack 0..9 by the used part of
-        the pod's key resource, spread 0..1 by its free part)."""
+        """The built-in plugins' score of a feasible node, the order the indexed search walks (the tiers of
+        `scoring.py`: gpusharing > node availability > resource type > nodeplacement)."""
         rec = task.rec
         gpu = rec.gpu
         score = 0.0
         if not placement.pipeline:
-            score += 100.0
+            score += IDLE_FIT_SCORE
             if gpu.is_shared and not self.gpu_spread and placement.gpu is not None and not any(placement.gpu.new):
-                score += 1000.0
+                score += SHARED_GPU_SCORE
         cpu_task = gpu.is_empty
         if cpu_task and node.cap_gpu == 0:
-            score += 10.0
+            score += RESOURCE_TYPE_SCORE
         if cpu_task:
             total, free, spread = node.cap_cpu, node.free_cpu, self.index.cpu_spread
         else:
             total, free, spread = node.gpu_total or node.cap_gpu, node.free_gpu, self.index.gpu_spread
         ratio = min(max(free / total, 0.0), 1.0) if total > 0 else 0.0
-        return score + (ratio if spread else 9.0 * (1.0 - ratio))
+        return score + (ratio if spread else BINPACK_SCORE_RANGE * (1.0 - ratio))
 
     def _scored(self, task: Task, mask: bytearray) -> Placement | None:
         """Score every feasible node: built-in score plus the weighted extra scores; ties go by node name."""
