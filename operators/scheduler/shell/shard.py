@@ -11,7 +11,6 @@ nothing here. Without the CRDs installed the instance runs on its flags and conf
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from prometheus_client import Gauge
 from operators.core.api.schedulingshard import CONFIG_NAME, GROUP, VERSION
 from operators.core.cache import Informer, Resource
 from operators.core.kube import MERGE_PATCH, RawError, is_not_found, raw
+from operators.core.times import rfc3339
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Unschedulable
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord
@@ -60,10 +60,6 @@ def kai_object(obj: dict[str, Any]) -> KaiObject:
     meta = obj.get("metadata") or {}
     return KaiObject(name=meta["name"], generation=int(meta.get("generation") or 0), spec=obj.get("spec") or {},
                      conditions=tuple((obj.get("status") or {}).get("conditions") or ()))
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ShardWatcher:
@@ -167,7 +163,7 @@ class ShardWatcher:
         if config is not None and not self.effective.config.partition:
             wanted = status_conditions(config.generation, "", unhonoured_config_fields(config.spec))
             writes.append((f"{CONFIGS.path()}/{config.name}", config.conditions, wanted))
-        now = _now()
+        now = rfc3339()
         due = [(path, existing, wanted) for path, existing, wanted in writes
                if merge_conditions(existing, wanted, now) is not None
                and self._reported.get(path) != (tuple(existing), wanted)]
@@ -176,7 +172,7 @@ class ShardWatcher:
 
     async def _write(self, due: list[tuple[str, Sequence[Mapping[str, Any]], list[dict[str, Any]]]]) -> None:
         for path, existing, wanted in due:
-            merged = merge_conditions(existing, wanted, _now())
+            merged = merge_conditions(existing, wanted, rfc3339())
             try:
                 if merged is not None:
                     await raw(self.api, "PATCH", f"{path}/status", body={"status": {"conditions": merged}},

@@ -9,7 +9,6 @@ written only when they change, and evictions are issued once per pod. What is be
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -18,9 +17,11 @@ from functools import partial
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.bindrequest import BindRequestRecord
 from operators.core.cache import BINDREQUESTS, PODGROUPS, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
+from operators.core.times import rfc3339
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Unschedulable
 from operators.scheduler.decide.snapshot import bindrequest_record
@@ -32,10 +33,6 @@ log = logging.getLogger("scheduler")
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "kai-scheduler"
-
-
-def _now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Writer:
@@ -186,16 +183,12 @@ class Writer:
                          record.uid if record else "")
 
     def _request_body(self, b: Bind, uid: str) -> dict[str, Any]:
-        return {
-            "apiVersion": f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "kind": "BindRequest",
-            "metadata": {"name": b.pod, "namespace": b.namespace, "labels": {
-                keys.SELECTED_NODE_LABEL: b.node,
-                **({self.config.node_pool_label: self.config.partition} if self.config.partition else {})},
-                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": b.pod, "uid": uid}]},
-            "spec": {"podName": b.pod, "selectedNode": b.node, "receivedResourceType": b.resource_type,
-                     "receivedGPU": {"count": b.gpu_count, "portion": b.gpu_portion},
-                     "selectedGPUGroups": list(b.gpu_groups)},
-        }
+        """The BindRequest of one bind, as the binder reads it (core.api.bindrequest), labelled with the shard's
+        node pool when it has a partition value."""
+        partition = self.config.partition
+        record = BindRequestRecord.decided(b.namespace, b.pod, uid, b.node, b.resource_type, b.gpu_groups,
+                                           b.gpu_count, b.gpu_portion)
+        return record.body({self.config.node_pool_label: partition} if partition else None)
 
     def _assume(self, b: Bind) -> bool:
         """Put the BindRequest about to be created into the cache, so every later cycle sees the pod Binding."""
@@ -261,7 +254,7 @@ class Writer:
             return
         condition = {"type": keys.CONDITION_DISRUPTION_TARGET, "status": "True",
                      "reason": keys.REASON_PREEMPTION_BY_SCHEDULER, "message": e.message,
-                     "lastTransitionTime": _now_rfc3339()}
+                     "lastTransitionTime": rfc3339()}
         try:
             await raw(self.api, "PATCH", f"{PODS.path(e.namespace)}/{e.pod}/status",
                       body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
@@ -305,7 +298,7 @@ class Writer:
                 record is None or record.node_name or key in self.bindrequests.store):
             return  # bound or being bound since the cycle decided: an explanation written late would be wrong
         condition = {"type": keys.CONDITION_POD_SCHEDULED, "status": "False", "reason": reason,
-                     "message": message, "lastTransitionTime": _now_rfc3339()}
+                     "message": message, "lastTransitionTime": rfc3339()}
         try:
             await raw(self.api, "PATCH", f"{PODS.path(namespace)}/{pod}/status",
                       body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
@@ -332,7 +325,7 @@ class Writer:
             others = [c for c in existing if c.get("nodePool") != u.node_pool]
             condition = {"type": keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": u.node_pool,
                          "reason": keys.REASON_UNSCHEDULABLE, "message": u.message, "reasons": reasons,
-                         "transitionID": str(transition), "lastTransitionTime": _now_rfc3339(), "status": "True"}
+                         "transitionID": str(transition), "lastTransitionTime": rfc3339(), "status": "True"}
             body = {"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
                     "metadata": {"name": u.pod_group, "namespace": u.namespace},
                     "status": {"schedulingConditions": [*others, condition]}}

@@ -10,13 +10,14 @@ jobs that may lose pods; `clusterfree` keeps the cluster's free resources as run
 
 from __future__ import annotations
 
+from operators.core.times import rfc3339
 from operators.scheduler.decide.config import SPREAD, SchedulerConfig
 from operators.scheduler.decide.decisions import Decisions
 from operators.scheduler.decide.framework import Framework
 from operators.scheduler.decide.model import Job, QueueState
 from operators.scheduler.decide.placement.scoring import NodeIndex
 from operators.scheduler.decide.placement.search import Placer
-from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, FailedAttempt, JobOutcome, rfc3339
+from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, FailedAttempt, JobOutcome
 from operators.scheduler.decide.session.candidates import Candidates
 from operators.scheduler.decide.session.closing import Closing
 from operators.scheduler.decide.session.clusterfree import ClusterFree

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.config import SchedulerConfig
@@ -31,10 +30,6 @@ from operators.scheduler.decide.snapshot import Snapshot
 from operators.scheduler.decide.units import GPU, gpu_memory_share
 
 DEFAULT_SUBGROUP = "default"
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(slots=True)

@@ -8,10 +8,10 @@ Allocation into free capacity is never held. The window counts from the later of
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+
+from operators.core.times import rfc3339
 
 REASON = "PreemptionDelay"
 
@@ -59,10 +59,6 @@ def hold_message(v: DelayVerdict) -> str:
     return (f"waiting until {rfc3339(v.until)} before evicting other workloads (preemption delay "
             f"{format_duration(v.delay)} from {rfc3339(v.since)}, its creation or last eviction); it may still use "
             "free resources")
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(math.floor(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_duration(seconds: float) -> str:
