@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from operators.scheduler.shell import loop as loop_module
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Decisions
-from operators.scheduler.shell.loop import SchedulerLoop
 from operators.scheduler.decide.provisioning import ProvisioningRequestRecord
+from operators.scheduler.shell import loop as loop_module
+from operators.scheduler.shell.loop import SchedulerLoop
 from tests.support import Cluster, api_requests
 
 pytestmark = pytest.mark.cluster
