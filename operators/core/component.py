@@ -134,6 +134,13 @@ class Component(Generic[T]):
     it (at once without election) it serves `webhook(args, built)`, if any, and runs `work`, the work queues fed
     by those informers. Losing the lease exits the process before any other task runs
     (`leader.run_as_leader`). A component with no work (admission: its webhook is its work) serves until stopped.
+
+    The scheduler's shape (its loop holds its informers and waits for them before contending for its Lease)::
+
+        COMPONENT = Component("scheduler", parser, build_loop, ready=lambda loop: loop.synced,
+                              caches=lambda loop: [loop.run_informers(), loop.measure_lag()],
+                              work=lambda loop: [loop.run()], synced=lambda loop: loop.wait_synced(),
+                              lease_name=lambda args: args.lease_name or f"kai-scheduler-{args.shard_name}")
     """
 
     name: str
