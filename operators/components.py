@@ -1,6 +1,7 @@
 """The six components and where their entry points live.
 
-A component is implemented when its package has a `main` module exposing `async def run(args) -> None`.
+A component is implemented when its package has a `main` module exposing `main(argv) -> int`: for every
+component `COMPONENT.main`, its `core.component.Component` (one entry-point shape and one lifecycle).
 `kai run all` starts every implemented one as its own process, as in production where each is its own
 Deployment.
 """

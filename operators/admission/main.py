@@ -1,14 +1,13 @@
 """The admission component: HTTPS endpoints mutating and validating kai-scheduler pods, validating Topologies.
 
-Stateless and active-active (no leader election); a Kopf operator without resource handlers
-(`component.run_operator`) whose runtime is the webhook server. Webhook configurations are static (the chart, or
-`kai dev up`) so they can carry the `schedulerName` matchCondition, namespace exclusions and a short timeout.
+Stateless and active-active (no leader election); a `component.Component` like every component, whose runtime is
+the webhook server. Webhook configurations are static (the chart, or `kai dev up`) so they can carry the
+`schedulerName` matchCondition, namespace exclusions and a short timeout.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +15,7 @@ from operators.admission.review import mutate_review, validate_review, validate_
 from operators.core import component
 from operators.core.booleans import add_bool_flag
 from operators.core.metrics import Counter
-from operators.core.webhook import WebhookServer, cert_paths
+from operators.core.webhook import WebhookServer
 
 MUTATE_PATH = "/mutate--v1-pod"
 VALIDATE_PATH = "/validate--v1-pod"
@@ -36,9 +35,7 @@ def _counted(name: str, handler: Review) -> Review:
 
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("admission")
-    p.add_argument("--webhook-addr", default=":9443", help="host:port (or a bare port) of the HTTPS server")
-    p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs",
-                   help="directory with tls.crt and tls.key (reloaded when they change)")
+    component.add_webhook_arguments(p)
     add_bool_flag(p, "--gpu-sharing-enabled", default=False, help="accept gpu-fraction / gpu-memory pods")
     p.add_argument("--gpu-pod-runtime-class-name", default="",
                    help="runtimeClassName set on every GPU pod (KAI up to v0.15); empty disables")
@@ -62,19 +59,14 @@ def routes(args: argparse.Namespace) -> dict[str, Review]:
     }
 
 
-async def serve(args: argparse.Namespace) -> None:
-    address = args.webhook_addr if ":" in args.webhook_addr else f":{args.webhook_addr}"
-    certfile, keyfile = cert_paths(args.cert_dir)
-    server = WebhookServer(routes(args), address=address, certfile=certfile, keyfile=keyfile)
-    await server.start()
-    await component.serve_probes(args, ready=lambda: server.ready)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await server.stop()
+async def build(args: argparse.Namespace, _: Any, life: component.Lifecycle) -> WebhookServer:
+    return await component.serve_webhook(life, args, routes(args))
+
+
+# Active-active: no Lease; the webhook server is the whole of its work, and it is ready once it listens.
+COMPONENT = component.Component("admission", parser, build, work=lambda _: (), ready=lambda server: server.ready,
+                                leader_election=False)
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "admission", args.log_format)
-    return component.run(lambda: component.run_operator("admission", args, lambda: serve(args)))
+    return COMPONENT.main(argv)

@@ -79,18 +79,16 @@ def config_from_args(args: argparse.Namespace) -> BinderConfig:
     )
 
 
-async def run(args: argparse.Namespace) -> None:
-    async def build(api: Any, life: component.Lifecycle) -> Binder:
-        # Watches pin connections: keep them off the client that does the binds.
-        watch_api = await api_client(args.kubeconfig)
-        life.on_close(watch_api.close)
-        return Binder(api, watch_api, config_from_args(args))
+async def build(args: argparse.Namespace, api: Any, life: component.Lifecycle) -> Binder:
+    # Watches pin connections: keep them off the client that does the binds.
+    watch_api = await api_client(args.kubeconfig)
+    life.on_close(watch_api.close)
+    return Binder(api, watch_api, config_from_args(args))
 
-    await component.run_controller(args, build=build, caches=lambda b: [i.run() for i in b.informers],
-                                   work=lambda b: [b.work()], ready=lambda b: b.ready)
+
+COMPONENT = component.Component("binder", parser, build, caches=lambda b: [i.run() for i in b.informers],
+                                work=lambda b: [b.work()], ready=lambda b: b.ready)
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "binder", args.log_format)
-    return component.run(lambda: run(args))
+    return COMPONENT.main(argv)

@@ -6,10 +6,12 @@ lifecycle (start-up, clean-up on SIGTERM/SIGINT, the exit once the component's w
 credentials of --kubeconfig, or the in-cluster ones). Its start-up handler starts the component's runtime as a
 task; its clean-up handler stops it.
 
-The runtime of every controller (`run_controller`): each resource a process reads comes from one
-`core.cache.Informer` (list + watch, relist on 410, bookmarks, backoff), the only watch of that resource in the
-process; listeners turn its events into keys of a `core.workqueue.WorkQueue`; the probes are served from process
-start; the work queues (and a controller's webhook) run only while the process holds its Lease.
+Every component declares itself as a `Component` (its flags, how to build it, its caches, its work, its readiness,
+its webhook, whether it is leader-elected), and `Component.main` is its entry point: one shape and one lifecycle
+for all six. Each resource a process reads comes from one `core.cache.Informer` (list + watch, relist on 410,
+bookmarks, backoff), the only watch of that resource in the process; listeners turn its events into keys of a
+`core.workqueue.WorkQueue`; the probes are served from process start; the work queues (and a controller's
+webhook) run only while the process holds its Lease.
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import kopf
 
 from operators.core import keys, logs, metrics
 from operators.core.webhook import Handler
+
+if TYPE_CHECKING:
+    from operators.core.webhook import WebhookServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,7 +63,7 @@ def base_parser(component: str, *, metrics_port: int = 8080, probe_port: int = 8
 
 
 def add_webhook_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--webhook-addr", default=":9443", help="host:port of the HTTPS webhook server")
+    p.add_argument("--webhook-addr", default=":9443", help="host:port (or a bare port) of the HTTPS webhook server")
     p.add_argument("--cert-dir", default="/tmp/k8s-webhook-server/serving-certs",
                    help="directory with tls.crt and tls.key (reloaded when they change)")
 
@@ -87,14 +93,22 @@ class Lifecycle:
 
 
 async def serve_webhook(life: Lifecycle, args: argparse.Namespace,
-                        routes: Mapping[str, Handler]) -> None:
-    """Start the component's validating webhook server (TLS from --cert-dir) and stop it on clean-up."""
-    from operators.core.webhook import WebhookServer, cert_paths
-
-    certfile, keyfile = cert_paths(args.cert_dir)
-    server = WebhookServer(routes, address=args.webhook_addr, certfile=certfile, keyfile=keyfile)
+                        routes: Mapping[str, Handler]) -> WebhookServer:
+    """Start the component's webhook server (TLS from --cert-dir; --webhook-addr may be a bare port) and stop it on
+    clean-up."""
+    server = webhook_server(args, routes)
     await server.start()
     life.on_close(server.stop)
+    return server
+
+
+def webhook_server(args: argparse.Namespace, routes: Mapping[str, Handler]) -> WebhookServer:
+    """The webhook server --webhook-addr and --cert-dir describe, not started yet."""
+    from operators.core.webhook import WebhookServer, cert_paths
+
+    address = args.webhook_addr if ":" in args.webhook_addr else f":{args.webhook_addr}"
+    certfile, keyfile = cert_paths(args.cert_dir)
+    return WebhookServer(routes, address=address, certfile=certfile, keyfile=keyfile)
 
 
 def lease_options(args: argparse.Namespace) -> dict[str, float]:
@@ -102,59 +116,97 @@ def lease_options(args: argparse.Namespace) -> dict[str, float]:
             "retry_period": args.leader_elect_retry_period}
 
 
-async def run_controller(args: argparse.Namespace, *, build: Callable[[Any, Lifecycle], Awaitable[T]],
-                         caches: Callable[[T], Iterable[Awaitable[Any]]],
-                         work: Callable[[T], Iterable[Awaitable[Any]]], ready: Callable[[T], bool],
-                         webhook: Callable[[T], Mapping[str, Handler]] | None = None) -> None:
-    """The one runtime of every controller process (pod-grouper, podgroup-controller, queue-controller, binder).
+def _nothing(_: Any) -> Iterable[Awaitable[Any]]:
+    return ()
 
-    From process start: the probes (alive; ready once `ready` holds and, with --leader-elect, while leading) and
-    `caches`, the informers, each the process's only watch of its resource, so a standby keeps them warm. On
-    winning the lease (at once without --leader-elect): the webhook, if any, and `work`, the work queues fed by
-    those informers. Losing the lease exits the process before any other task runs (`leader.run_as_leader`).
-    All of it is the runtime of the process's Kopf operator (`run_operator`).
+
+@dataclass(frozen=True)
+class Component(Generic[T]):
+    """One component process, declared: its flags and the parts of its runtime. Every component's `main` module
+    holds one (`COMPONENT`) and its `main(argv)` is `COMPONENT.main(argv)`: one entry-point shape, one lifecycle.
+
+    The lifecycle (`run`): a Kopf operator without resource handlers (`run_operator`: login, start-up, clean-up on
+    SIGTERM/SIGINT). Its runtime serves the probes from process start (alive; ready once `ready` holds and, when
+    elected, while leading), builds the component (`build`, with the API client and the `Lifecycle` its
+    clean-ups go to) and runs `caches`, the informers, each the process's only watch of its resource, so that a
+    standby keeps them warm. With --leader-elect (for a component with `leader_election`) it then contends for
+    the Lease (named `lease_name(args)`, default --lease-name; first `synced`, if given, is awaited); on winning
+    it (at once without election) it serves `webhook(args, built)`, if any, and runs `work`, the work queues fed
+    by those informers. Losing the lease exits the process before any other task runs
+    (`leader.run_as_leader`). A component with no work (admission: its webhook is its work) serves until stopped.
+
+    The scheduler's shape (its loop holds its informers and waits for them before contending for its Lease)::
+
+        COMPONENT = Component("scheduler", parser, build_loop, ready=lambda loop: loop.synced,
+                              caches=lambda loop: [loop.run_informers(), loop.measure_lag()],
+                              work=lambda loop: [loop.run()], synced=lambda loop: loop.wait_synced(),
+                              lease_name=lambda args: args.lease_name or f"kai-scheduler-{args.shard_name}")
     """
-    await run_operator(args.component, args, lambda: _controller_runtime(
-        args, build=build, caches=caches, work=work, ready=ready, webhook=webhook))
 
+    name: str
+    parser: Callable[[], argparse.ArgumentParser]
+    build: Callable[[argparse.Namespace, Any, Lifecycle], Awaitable[T]]
+    work: Callable[[T], Iterable[Awaitable[Any]]]
+    ready: Callable[[T], bool]
+    caches: Callable[[T], Iterable[Awaitable[Any]]] = _nothing
+    webhook: Callable[[argparse.Namespace, T], Mapping[str, Handler] | None] | None = None
+    leader_election: bool = True  # False: active-active (admission); --leader-elect is then ignored
+    lease_name: Callable[[argparse.Namespace], str] | None = None
+    synced: Callable[[T], Awaitable[Any]] | None = None  # awaited before contending for the Lease
 
-async def _controller_runtime(args: argparse.Namespace, *, build: Callable[[Any, Lifecycle], Awaitable[T]],
-                              caches: Callable[[T], Iterable[Awaitable[Any]]],
-                              work: Callable[[T], Iterable[Awaitable[Any]]], ready: Callable[[T], bool],
-                              webhook: Callable[[T], Mapping[str, Handler]] | None) -> None:
-    from operators.core.kube import api_client
-    from operators.core.leader import run_as_leader
+    def main(self, argv: list[str]) -> int:
+        """`kai run <name> ARGS`: parse the flags, set up logging, run until SIGTERM/SIGINT; the exit code."""
+        args = self.parser().parse_args(argv)
+        setup_logging(args.log_level, self.name, args.log_format)
+        return run(lambda: self.run(args))
 
-    life = Lifecycle()
-    try:
-        await serve_probes(args, ready=lambda: False)
-        api = await api_client(args.kubeconfig)
-        life.on_close(api.close)
-        controller = await build(api, life)
-        await serve_probes(args, ready=lambda: ready(controller))
-        life.spawn(*caches(controller))
+    async def run(self, args: argparse.Namespace) -> None:
+        await run_operator(self.name, args, lambda: self._runtime(args))
 
-        async def lead() -> None:
-            if webhook is not None:
-                await serve_webhook(life, args, webhook(controller))
-            try:
-                # Children of this task: cancelled with it when the lease is lost.
-                await asyncio.gather(*work(controller))
-            except Exception as exc:
-                # Work loops handle their own errors; one that escapes is a bug: restart rather than run half.
-                log.critical("the component's work stopped: %s: %s; exiting", type(exc).__name__, exc, exc_info=True)
-                os._exit(1)
+    def elected(self, args: argparse.Namespace) -> bool:
+        return self.leader_election and bool(getattr(args, "leader_elect", False))
 
-        if args.leader_elect:
-            # Its own client: renewals never wait behind the work's requests for a connection.
-            lease_api = await api_client(args.kubeconfig)
-            life.on_close(lease_api.close)
-            await run_as_leader(lease_api, name=args.lease_name, namespace=args.namespace, work=lead,
-                                **lease_options(args))
-        else:
-            await lead()
-    finally:
-        await life.close()
+    async def _runtime(self, args: argparse.Namespace) -> None:
+        from operators.core.kube import api_client
+        from operators.core.leader import run_as_leader
+
+        life = Lifecycle()
+        elect = self.elected(args)
+        try:
+            await serve_probes(args, ready=lambda: False, elect=elect)
+            api = await api_client(args.kubeconfig)
+            life.on_close(api.close)
+            built = await self.build(args, api, life)
+            await serve_probes(args, ready=lambda: self.ready(built), elect=elect)
+            life.spawn(*self.caches(built))
+
+            async def lead() -> None:
+                routes = self.webhook(args, built) if self.webhook is not None else None
+                if routes is not None:
+                    await serve_webhook(life, args, routes)
+                try:
+                    # Children of this task: cancelled with it when the lease is lost.
+                    works = list(self.work(built))
+                    await (asyncio.gather(*works) if works else asyncio.Event().wait())
+                except Exception as exc:
+                    # Work loops handle their own errors; one that escapes is a bug: restart rather than run half.
+                    log.critical("the component's work stopped: %s: %s; exiting", type(exc).__name__, exc,
+                                 exc_info=True)
+                    os._exit(1)
+
+            if elect:
+                if self.synced is not None:
+                    await self.synced(built)
+                # Its own client: renewals never wait behind the work's requests for a connection.
+                lease_api = await api_client(args.kubeconfig)
+                life.on_close(lease_api.close)
+                lease = self.lease_name(args) if self.lease_name is not None else args.lease_name
+                await run_as_leader(lease_api, name=lease, namespace=args.namespace, work=lead,
+                                    **lease_options(args))
+            else:
+                await lead()
+        finally:
+            await life.close()
 
 
 def kopf_settings(component: str) -> kopf.OperatorSettings:
@@ -267,10 +319,11 @@ class Probes:
 PROBES = Probes()
 
 
-async def serve_probes(args: argparse.Namespace, ready: Callable[[], bool]) -> list[Any]:
-    """Serve the probes (once per process; a later call only replaces the readiness check)."""
+async def serve_probes(args: argparse.Namespace, ready: Callable[[], bool], elect: bool | None = None) -> list[Any]:
+    """Serve the probes (once per process; a later call only replaces the readiness check). `elect`: readiness
+    also needs the Lease (default: --leader-elect)."""
     PROBES.check = ready
-    PROBES.elect = bool(getattr(args, "leader_elect", False))
+    PROBES.elect = bool(getattr(args, "leader_elect", False)) if elect is None else elect
     if not PROBES.runners:
         PROBES.runners = [await metrics.serve(args.metrics_address, ready=PROBES.ready)]
         if args.probe_address and args.probe_address != args.metrics_address:

@@ -158,14 +158,8 @@ class PodGroupController:
         return all(i.synced.is_set() for i in self.informers)
 
 
-async def run(args: argparse.Namespace) -> None:
-    async def build(api: Any, _: component.Lifecycle) -> PodGroupController:
-        return PodGroupController(api, args)
-
-    await component.run_controller(
-        args, build=build, caches=lambda c: [i.run() for i in c.informers], work=lambda c: [c.work.run(), c.resync()],
-        ready=lambda c: c.ready,
-        webhook=(lambda c: {VALIDATE_PATH: c.validate}) if args.enable_podgroup_webhook else None)
+async def build(args: argparse.Namespace, api: Any, _: component.Lifecycle) -> PodGroupController:
+    return PodGroupController(api, args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -175,7 +169,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+COMPONENT = component.Component(
+    "podgroup-controller", parser, build, caches=lambda c: [i.run() for i in c.informers],
+    work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+    webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_podgroup_webhook else None)
+
+
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "podgroup-controller", args.log_format)
-    return component.run(lambda: run(args))
+    return COMPONENT.main(argv)

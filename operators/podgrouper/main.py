@@ -383,15 +383,8 @@ def _age(obj: dict[str, Any]) -> float:
     return 0.0 if created is None else time.time() - created
 
 
-async def run(args: argparse.Namespace) -> None:
-    async def build(api: Any, _: component.Lifecycle) -> PodGrouper:
-        return PodGrouper(api, args)
-
-    await component.run_controller(
-        args, build=build, caches=lambda g: [i.run() for i in g.informers],
-        work=lambda g: [g.work.run(), g.resync(), g.watch_rayjobs(),
-                        RayJobAdmission(g.api, g.events, args.queue_label_key).run()],
-        ready=lambda g: g.ready)
+async def build(args: argparse.Namespace, api: Any, _: component.Lifecycle) -> PodGrouper:
+    return PodGrouper(api, args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -404,7 +397,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+COMPONENT = component.Component(
+    "pod-grouper", parser, build, caches=lambda g: [i.run() for i in g.informers],
+    work=lambda g: [g.work.run(), g.resync(), g.watch_rayjobs(),
+                    RayJobAdmission(g.api, g.events, g.args.queue_label_key).run()],
+    ready=lambda g: g.ready)
+
+
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "pod-grouper", args.log_format)
-    return component.run(lambda: run(args))
+    return COMPONENT.main(argv)

@@ -218,14 +218,8 @@ def _parent(queue: dict[str, Any]) -> str:
     return str((queue.get("spec") or {}).get("parentQueue") or "")
 
 
-async def run(args: argparse.Namespace) -> None:
-    async def build(api: Any, _: component.Lifecycle) -> QueueController:
-        return QueueController(api, args)
-
-    await component.run_controller(
-        args, build=build, caches=lambda c: [c.queues.run(), c.podgroups.run()],
-        work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
-        webhook=(lambda c: {VALIDATE_PATH: c.validate}) if args.enable_webhook else None)
+async def build(args: argparse.Namespace, api: Any, _: component.Lifecycle) -> QueueController:
+    return QueueController(api, args)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -236,7 +230,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+COMPONENT = component.Component(
+    "queue-controller", parser, build, caches=lambda c: [c.queues.run(), c.podgroups.run()],
+    work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+    webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_webhook else None)
+
+
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "queue-controller", args.log_format)
-    return component.run(lambda: run(args))
+    return COMPONENT.main(argv)

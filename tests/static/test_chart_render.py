@@ -80,7 +80,7 @@ def _parse_args(deployment: dict[str, Any]) -> Any:
 def test_every_deployment_flag_is_one_its_component_accepts(default_docs: list[dict[str, Any]]) -> None:
     """The chart passes nothing a component's parser rejects (argparse would exit the container)."""
     parsed = {name: _parse_args(d) for name, d in by_kind(default_docs, "Deployment").items()}
-    assert parsed["admission"].gpu_sharing_enabled == "true"
+    assert parsed["admission"].gpu_sharing_enabled is True
     assert parsed["admission"].gpu_fraction_runtime_class_name == "nvidia"
     assert parsed["admission"].gpu_pod_runtime_class_name == ""
     assert parsed["binder"].resource_reservation_namespace == "kai-resource-reservation"
@@ -374,7 +374,7 @@ def test_a_kai_values_file_renders_with_kais_meaning() -> None:
     parsed = {name: _parse_args(d) for name, d in deployments.items()}
     assert {name: args.log_format for name, args in parsed.items()} == dict.fromkeys(DEPLOYMENTS, "json")
     assert parsed["admission"].gpu_fraction_runtime_class_name == "", "KAI: an empty class disables the injection"
-    assert parsed["admission"].gpu_sharing_enabled == "true"
+    assert parsed["admission"].gpu_sharing_enabled is True
     assert parsed["binder"].runtime_class_name == "nvidia" and parsed["binder"].cdi_enabled is True
     assert parsed["binder"].resource_reservation_pod_resources == {"requests": {"cpu": "1m", "memory": "10Mi"}}
     assert parsed["pod-grouper"].queue_label_key == "example.com/queue"
