@@ -1,5 +1,5 @@
 """The component's entry module (`operators.<component>.main`, see `operators.components`); it lives in the shell."""
 
-from operators.scheduler.shell.main import main, parser, serve
+from operators.scheduler.shell.main import COMPONENT, main, parser
 
-__all__ = ["main", "parser", "serve"]
+__all__ = ["COMPONENT", "main", "parser"]

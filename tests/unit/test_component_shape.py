@@ -10,8 +10,7 @@ import pytest
 from operators import components
 from operators.core.component import Component
 
-# The scheduler adopts the shape with its move into decide/ and shell/ (see `Component`'s docstring).
-ADOPTED = [name for name in components.COMPONENTS if name != "scheduler"]
+ADOPTED = list(components.COMPONENTS)
 
 
 @pytest.mark.parametrize("name", ADOPTED)

@@ -1,22 +1,21 @@
 """The scheduler component: `kai run scheduler`.
 
-A Kopf operator without resource handlers (`component.run_operator`: login, start-up, clean-up) whose runtime is
-the informers, an optional Lease and the cycle loop. A standby keeps its informers warm, so a failover starts
-scheduling within one lease period.
+The components' one shape (`core.component.Component`): a Kopf operator without resource handlers whose runtime
+serves the probes, builds the loop, runs its informers (a standby keeps them warm, so a failover starts
+scheduling within one lease period), waits for them to sync, contends for the shard's Lease
+(`kai-scheduler-<shard>` unless --lease-name) and, leading, runs the cycle loop.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
+from dataclasses import replace
+from typing import Any
 
 from operators.core import component
-from operators.core.kube import api_client
-from operators.core.leader import run_as_leader
 from operators.scheduler.decide.config import add_arguments, config_from_args, random_group_id
-
-log = logging.getLogger("scheduler")
+from operators.scheduler.shell.loop import SchedulerLoop
+from operators.scheduler.shell.shard import ShardWatcher
 
 
 def parser() -> argparse.ArgumentParser:
@@ -28,33 +27,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def serve(args: argparse.Namespace) -> None:
-    from dataclasses import replace
-
-    from operators.scheduler.shell.loop import SchedulerLoop
-    from operators.scheduler.shell.shard import ShardWatcher
-
+async def build(args: argparse.Namespace, api: Any, life: component.Lifecycle) -> SchedulerLoop:
+    """The loop of this shard: its configuration follows the shard's SchedulingShard from the first cycle on."""
     config = replace(config_from_args(args), scheduler_name=args.scheduler_name, group_id=random_group_id)
-    api = await api_client(args.kubeconfig)
-    loop = SchedulerLoop(api, config, shard=ShardWatcher(api, args.shard_name, config))
-    await component.serve_probes(args, ready=lambda: loop.synced)
-    informers = asyncio.create_task(loop.run_informers())
-    lag = asyncio.create_task(loop.measure_lag())
-    try:
-        if args.leader_elect:
-            await loop.wait_synced()
-            lease = args.lease_name or f"kai-scheduler-{args.shard_name}"
-            await run_as_leader(api, name=lease, namespace=args.namespace, work=loop.run,
-                                **component.lease_options(args))
-        else:
-            await loop.run()
-    finally:
-        informers.cancel()
-        lag.cancel()
-        await api.close()
+    return SchedulerLoop(api, config, shard=ShardWatcher(api, args.shard_name, config))
+
+
+def lease_name(args: argparse.Namespace) -> str:
+    return str(args.lease_name or f"kai-scheduler-{args.shard_name}")
+
+
+COMPONENT: component.Component[SchedulerLoop] = component.Component(
+    "scheduler", parser, build, work=lambda loop: [loop.run()], ready=lambda loop: loop.synced,
+    caches=lambda loop: [loop.run_informers(), loop.measure_lag()], synced=lambda loop: loop.wait_synced(),
+    lease_name=lease_name)
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    component.setup_logging(args.log_level, "scheduler", args.log_format)
-    return component.run(lambda: component.run_operator("scheduler", args, lambda: serve(args)))
+    return COMPONENT.main(argv)
