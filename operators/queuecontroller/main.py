@@ -24,6 +24,7 @@ from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
+from operators.queuecontroller.quota_warnings import quota_warnings
 from operators.queuecontroller.status import (
     ORPHAN,
     REASON_PARENT_FOUND,
@@ -206,7 +207,12 @@ class QueueController:
         # A missing parent is accepted (the queue reports it once stored); cycles are refused.
         others = [q for q in self.queues.values() if q["metadata"]["name"] != name]
         errors = validate_queue(queue, [*others, queue])
-        return verdict(review, errors[0] if errors else None, warnings=errors[:1] or None)
+        if errors:
+            return verdict(review, errors[0], warnings=errors[:1])  # KAI returns the refusal as a warning too
+        warnings: list[str] = []
+        if self.args.enable_quota_validation:
+            warnings = quota_warnings(queue, others, update=request.get("operation") == "UPDATE")
+        return verdict(review, None, warnings=warnings or None)
 
     @property
     def ready(self) -> bool:
@@ -236,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
     component.add_webhook_arguments(p)
     p.add_argument("--enable-webhook", default=True, type=lambda v: str(v).lower() in ("1", "true", "yes"))
     p.add_argument("--metrics-namespace", default="kai")
+    # KAI's opt-in: quota comparisons (child above parent, quota above limit) as admission warnings.
+    p.add_argument("--enable-quota-validation", default=False,
+                   type=lambda v: str(v).lower() in ("1", "true", "yes"), nargs="?", const=True)
     return p
 
 
