@@ -82,7 +82,7 @@ class PodGrouper:
         self.api = api
         self.args = args
         self.config = GrouperConfig(queue_label_key=args.queue_label_key,
-                                    deployment_gang_schedule=args.deployment_gang_schedule)
+                                    gang_schedule_deployment=args.gang_schedule_deployment)
         self.pods: Informer[dict[str, Any]] = Informer(
             api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
             indexes={"group": lambda p: [(p["metadata"].get("namespace"), g)]
@@ -416,8 +416,9 @@ def parser() -> argparse.ArgumentParser:
     # tasks are cheap) to keep up with the API server rather than with one another. It sets the request budget
     # (two requests per reconcile); WAITING_FACTOR times as many reconciles run, most waiting for their gang.
     p.add_argument("--max-concurrent-reconciles", type=int, default=32)
-    # KAI v0.18: a new Deployment gets one PodGroup; false keeps the older one PodGroup per pod.
-    p.add_argument("--deployment-gang-schedule", default=True,
+    # KAI v0.18 (its Config field podGrouper.args.gangScheduleDeployment, default true): a new Deployment gets
+    # one PodGroup; false keeps the older one PodGroup per pod.
+    p.add_argument("--gang-schedule-deployment", default=True,
                    type=lambda v: str(v).lower() in ("1", "true", "yes"))
     return p
 

@@ -25,11 +25,11 @@ PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
 def deployment_rule(ctx: Context, top: Obj) -> Metadata:
     """KAI v0.18: a Deployment's pods share one PodGroup `pg-<deployment>-<uid>` owned by the Deployment, minMember 1
     or `kai.scheduler/batch-min-member`. A Deployment whose pods already have a PodGroup each (grouped by an older
-    pod-grouper) keeps that, so running pods are not re-parented; `--deployment-gang-schedule=false` keeps it for
+    pod-grouper) keeps that, so running pods are not re-parented; `--gang-schedule-deployment=false` keeps it for
     every Deployment.
     """
     metadata = base_metadata(ctx, top, default_priority=INFERENCE)
-    if not ctx.config.deployment_gang_schedule or _has_podgroup_per_pod(ctx, top):
+    if not ctx.config.gang_schedule_deployment or _has_podgroup_per_pod(ctx, top):
         metadata.name = pg_name(ctx.pod)
         metadata.owner = owner_reference(ctx.pod)
         return metadata

@@ -84,10 +84,10 @@ def test_a_deployment_grouped_per_pod_stays_so() -> None:
     assert isinstance(odd, GroupingError) and "podgroup pg-only has unexpected owner reference" in odd.message
 
 
-def test_deployment_gang_schedule_off_keeps_one_podgroup_per_pod() -> None:
+def test_gang_schedule_deployment_off_keeps_one_podgroup_per_pod() -> None:
     deploy, rs = deployment({MIN_MEMBER_KEY: "3"})
     pod = replica(rs, 0)
-    result = ok(World().group(pod, [rs, deploy], config=GrouperConfig(deployment_gang_schedule=False)))
+    result = ok(World().group(pod, [rs, deploy], config=GrouperConfig(gang_schedule_deployment=False)))
     assert (result.name, result.spec["minMember"]) == (f"pg-web-7f-0-{pod['metadata']['uid']}", 1)
 
 
