@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -97,6 +98,49 @@ def test_unlimited_quota_under_a_limit_is_accepted_and_its_gpu_pod_is_over_limit
     reason = poll(over_limit, "the GPU pod's PodGroup to be explained as OverLimit", timeout=90)
     assert "Limit is 0 GPUs" in reason["message"], reason
     assert not cluster.get_json("pod", "gpu", namespace=namespace)["spec"].get("nodeName")
+
+
+def restart_queue_controller(cluster: Cluster, argv: Callable[[list[str]], list[str]]) -> list[str]:
+    """Restart the dev cluster's queue-controller with `argv(its current argv)`, wait until it is ready, and
+    return the argv it ran with before."""
+    import urllib.request
+
+    from operators.devcluster import cluster as dev
+
+    state = dev.load_state(cluster.name)
+    assert state is not None
+    probe = dev.component_ports(state.ports["apiserver"] - 443)["queue-controller"]["probe"]
+    before = dev.stop_component(state, "queue-controller")
+    dev.start_component(state, "queue-controller", argv(before))
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{probe}/readyz", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    poll(ready, "the restarted queue-controller to be ready")
+    return before
+
+
+def test_enable_quota_validation_warns_and_still_admits(cluster: Cluster, namespace: str) -> None:
+    original = restart_queue_controller(cluster, lambda argv: [*argv, "--enable-quota-validation=true"])
+    try:
+        parent, child = f"qv-{namespace}", f"qv-child-{namespace}"
+        create(cluster, [queue_doc(parent, gpu={"quota": 2, "limit": -1, "overQuotaWeight": 1})])
+        doc = queue_doc(child, gpu={"quota": 3, "limit": 1, "overQuotaWeight": 1})
+        doc["spec"]["parentQueue"] = parent
+
+        def admitted() -> str | None:  # the webhook may take a moment to answer after the restart
+            proc = cluster.kubectl("create", "-f", "-", input=labelled([doc]), check=False)
+            return proc.stderr if proc.returncode == 0 else None
+
+        warnings = poll(admitted, "the child queue to be admitted", timeout=60)
+        assert "spec.resources.gpu: quota 3 is greater than limit 1" in warnings, warnings
+        assert f"child queue GPU quota (3.00) exceeds parent queue {parent} GPU quota (2.00)" in warnings, warnings
+    finally:
+        restart_queue_controller(cluster, lambda _: original)
 
 
 # --- the pod-grouper ----------------------------------------------------------------------------------------
