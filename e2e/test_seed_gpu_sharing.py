@@ -105,7 +105,7 @@ def test_vllm_deployments_share_one_gpu_and_a_third_goes_elsewhere(cluster: Clus
     assert rows["vllm-test-07"]["GPU-FRACTION"] == "0.7" and rows["vllm-test-02"]["GPU-FRACTION"] == "0.2"
     assert rows["vllm-test-07"]["NODE"] == rows["vllm-test-02"]["NODE"]
     assert rows["vllm-test-07"]["GPU-GROUP"] == rows["vllm-test-02"]["GPU-GROUP"]
-    # Deployments are inference workloads: one PodGroup per pod, priority inference.
+    # Deployments are inference workloads: one PodGroup per Deployment (one replica each), priority inference.
     podgroups = cluster.get_json("podgroups", namespace=ai_workloads)["items"]
     assert len(podgroups) == 2 and {pg["spec"]["priorityClassName"] for pg in podgroups} == {"inference"}
     # 0.5 more does not fit on that GPU (0.9 used): it takes another GPU (a new group).

@@ -106,9 +106,12 @@ def total(lists: Iterable[Mapping[str, Decimal]]) -> ResourceList:
 
 
 def pod_container_requests(pod_spec: Mapping[str, Any]) -> ResourceList:
-    """Effective requests of a pod: sum of containers, max'ed with each init container, plus overhead.
+    """Effective requests of a pod, as Kubernetes computes them (`resourcehelper.PodRequests`), plus overhead.
 
-    A container with a limit but no request gets the limit as request, as the API server defaults it.
+    The main containers and the sidecars (init containers with `restartPolicy: Always`, which keep running) are
+    summed; each init container runs next to the sidecars started before it, so the pod's init peak is the largest
+    of (that init container + those sidecars); the pod needs the larger of the two, per resource. A container with
+    a limit but no request gets the limit as request, as the API server defaults it.
     """
     def container_requests(container: Mapping[str, Any]) -> ResourceList:
         res = container.get("resources") or {}
@@ -117,12 +120,24 @@ def pod_container_requests(pod_spec: Mapping[str, Any]) -> ResourceList:
             requests.setdefault(name, q)
         return requests
 
-    summed = total(container_requests(c) for c in pod_spec.get("containers") or [])
+    running = total(container_requests(c) for c in pod_spec.get("containers") or [])
+    sidecars: ResourceList = {}
+    init_peak: ResourceList = {}
     for init in pod_spec.get("initContainers") or []:
-        for name, q in container_requests(init).items():
-            if q > summed.get(name, Decimal(0)):
-                summed[name] = q
-    return add(summed, parse_resource_list(pod_spec.get("overhead")))
+        requests = container_requests(init)
+        if init.get("restartPolicy") == "Always":
+            running = add(running, requests)
+            sidecars = add(sidecars, requests)
+            during = sidecars
+        else:
+            during = add(requests, sidecars)
+        for name, q in during.items():
+            if q > init_peak.get(name, Decimal(0)):
+                init_peak[name] = q
+    for name, q in init_peak.items():
+        if q > running.get(name, Decimal(0)):
+            running[name] = q
+    return add(running, parse_resource_list(pod_spec.get("overhead")))
 
 
 @dataclass(frozen=True, slots=True)

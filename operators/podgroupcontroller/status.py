@@ -46,9 +46,9 @@ def is_allocated(pod: Obj) -> bool:
 
 
 def _container_requests(pod: Obj) -> ResourceList:
-    # Init containers are not counted (they do not hold resources while the pod runs).
-    spec = pod.get("spec") or {}
-    return resources.pod_container_requests({"containers": spec.get("containers") or []})
+    # What Kubernetes reserves for the pod (KAI v0.18 counts it so too): the init peak or the main containers plus
+    # the sidecars, whichever is larger, and the overhead.
+    return resources.pod_container_requests(pod.get("spec") or {})
 
 
 def _gpu_request(pod: Obj, requests: ResourceList) -> resources.GpuRequest:

@@ -34,6 +34,7 @@ from operators.podgrouper.grouping.grouper import (
     group_pod,
     merge_with_existing,
     owner_not_found_message,
+    owners_skip,
     pod_patch,
     should_skip,
 )
@@ -80,11 +81,13 @@ class PodGrouper:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
         self.args = args
-        self.config = GrouperConfig(queue_label_key=args.queue_label_key)
+        self.config = GrouperConfig(queue_label_key=args.queue_label_key,
+                                    gang_schedule_deployment=args.gang_schedule_deployment)
         self.pods: Informer[dict[str, Any]] = Informer(
             api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
             indexes={"group": lambda p: [(p["metadata"].get("namespace"), g)]
-                     if (g := (p["metadata"].get("annotations") or {}).get(keys.POD_GROUP_NAME)) else []})
+                     if (g := (p["metadata"].get("annotations") or {}).get(keys.POD_GROUP_NAME)) else [],
+                     "namespace": lambda p: [p["metadata"].get("namespace")]})
         self.priority_classes: Informer[str] = Informer(api, PRIORITY_CLASSES, lambda o: o["metadata"]["name"])
         self.discovery = Discovery(api)
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
@@ -207,6 +210,8 @@ class PodGrouper:
 
     async def _group(self, pod: dict[str, Any]) -> None:
         chain = await self.owner_chain(pod)
+        if owners_skip(chain):
+            return  # an owner's creator grouped its pods itself (kai.scheduler/skip-podgrouper)
         lookups = Lookups(priority_classes=frozenset(self.priority_classes.values()))
         for _ in range(5):
             result = group_pod(pod, chain, lookups, self.config)
@@ -214,7 +219,9 @@ class PodGrouper:
                 break
             answers: dict[NeededRef, Any] = {}
             for ref in result.refs:
-                if ref.is_list:
+                if ref.is_list and (ref.api_version, ref.kind) == ("v1", "Pod") and self.pods.synced.is_set():
+                    answers[ref] = self._watched_pods(ref)  # a Deployment's kai-scheduler pods: all watched
+                elif ref.is_list:
                     answers[ref] = await self._list(ref)
                 else:
                     assert ref.name is not None
@@ -234,6 +241,11 @@ class PodGrouper:
         # schedules a pod before both landed (its PodGroup is what the scheduler schedules), and a failed write
         # fails the reconcile, which is retried.
         await asyncio.gather(self._write_podgroup_locked(result), self._patch_pod(pod, result))
+
+    def _watched_pods(self, ref: NeededRef) -> list[dict[str, Any]]:
+        labels = dict(ref.labels)
+        return [p for p in self.pods.by_index("namespace", ref.namespace)
+                if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())]
 
     async def _write_podgroup_locked(self, result: Any) -> None:
         key = f"{result.namespace}/{result.name}"
@@ -394,6 +406,10 @@ def parser() -> argparse.ArgumentParser:
     # tasks are cheap) to keep up with the API server rather than with one another. It sets the request budget
     # (two requests per reconcile); WAITING_FACTOR times as many reconciles run, most waiting for their gang.
     p.add_argument("--max-concurrent-reconciles", type=int, default=32)
+    # KAI v0.18 (its Config field podGrouper.args.gangScheduleDeployment, default true): a new Deployment gets
+    # one PodGroup; false keeps the older one PodGroup per pod.
+    p.add_argument("--gang-schedule-deployment", default=True,
+                   type=lambda v: str(v).lower() in ("1", "true", "yes"))
     return p
 
 

@@ -25,6 +25,7 @@ from operators.core.times import rfc3339
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
+from operators.queuecontroller.quota_warnings import quota_warnings
 from operators.queuecontroller.status import (
     ORPHAN,
     REASON_PARENT_FOUND,
@@ -207,7 +208,12 @@ class QueueController:
         # A missing parent is accepted (the queue reports it once stored); cycles are refused.
         others = [q for q in self.queues.values() if q["metadata"]["name"] != name]
         errors = validate_queue(queue, [*others, queue])
-        return verdict(review, errors[0] if errors else None, warnings=errors[:1] or None)
+        if errors:
+            return verdict(review, errors[0], warnings=errors[:1])  # KAI returns the refusal as a warning too
+        warnings: list[str] = []
+        if self.args.enable_quota_validation:
+            warnings = quota_warnings(queue, others, update=request.get("operation") == "UPDATE")
+        return verdict(review, None, warnings=warnings or None)
 
     @property
     def ready(self) -> bool:
@@ -227,6 +233,9 @@ def parser() -> argparse.ArgumentParser:
     component.add_webhook_arguments(p)
     add_bool_flag(p, "--enable-webhook", default=True)
     p.add_argument("--metrics-namespace", default="kai")
+    # KAI's opt-in: quota comparisons (child above parent, quota above limit) as admission warnings.
+    p.add_argument("--enable-quota-validation", default=False,
+                   type=lambda v: str(v).lower() in ("1", "true", "yes"), nargs="?", const=True)
     return p
 
 

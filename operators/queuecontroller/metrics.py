@@ -26,6 +26,17 @@ GAUGES: dict[str, str] = {
     "queue_allocated_gpus": "GPUs allocated to the queue's workloads",
     "queue_allocated_cpu_cores": "CPU cores allocated to the queue's workloads",
     "queue_allocated_memory_bytes": "Memory allocated to the queue's workloads, in bytes",
+    # KAI v0.18's additions.
+    "queue_allocated_non_preemptible_gpus": "GPUs allocated to the queue's non-preemptible workloads",
+    "queue_allocated_non_preemptible_cpu_cores": "CPU cores allocated to the queue's non-preemptible workloads",
+    "queue_allocated_non_preemptible_memory_bytes": "Memory allocated to the queue's non-preemptible workloads, "
+                                                    "in bytes",
+    "queue_requested_gpus": "GPUs requested by the queue's running and pending workloads",
+    "queue_requested_cpu_cores": "CPU cores requested by the queue's running and pending workloads",
+    "queue_requested_memory_bytes": "Memory requested by the queue's running and pending workloads, in bytes",
+    "queue_limit_gpus": "GPU limit of the queue (-1 = unlimited)",
+    "queue_limit_cpu_cores": "CPU limit of the queue in cores (-1 = unlimited)",
+    "queue_limit_memory_bytes": "Memory limit of the queue in bytes (-1 = unlimited)",
 }
 
 
@@ -44,8 +55,8 @@ class MetricsConfig:
         return ("queue_name", *extra)
 
 
-def _quota(queue: Mapping[str, Any], resource: str) -> float:
-    value = (((queue.get("spec") or {}).get("resources") or {}).get(resource) or {}).get("quota")
+def _spec_value(queue: Mapping[str, Any], resource: str, field_name: str = "quota") -> float:
+    value = (((queue.get("spec") or {}).get("resources") or {}).get(resource) or {}).get(field_name)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
@@ -53,28 +64,40 @@ def _scaled(value: float, factor: float) -> float:
     return value if value == UNLIMITED else value * factor
 
 
-def _allocated(queue: Mapping[str, Any]) -> dict[str, Decimal]:
-    raw = (queue.get("status") or {}).get("allocated")
+def _status_list(queue: Mapping[str, Any], field_name: str) -> dict[str, Decimal]:
+    raw = (queue.get("status") or {}).get(field_name)
     try:
         return resources.parse_resource_list(raw if isinstance(raw, Mapping) else None)
     except resources.QuantityError:
         return {}
 
 
+def _amounts(queue: Mapping[str, Any], field_name: str) -> tuple[float, float, float]:
+    """(GPUs, CPU cores, memory bytes) of a status resource list, rounded to 4 decimals as KAI does."""
+    listed = _status_list(queue, field_name)
+    gpu_names = sorted(name for name in listed if name.endswith("/gpu"))
+    gpus = float(listed[gpu_names[0]]) if gpu_names else 0.0
+    return (round(gpus, 4), round(float(listed.get("cpu", Decimal(0))), 4),
+            round(float(listed.get("memory", Decimal(0))), 4))
+
+
 def queue_metric_values(queue: Mapping[str, Any]) -> dict[str, float]:
     """Gauge name (unprefixed) -> value for one queue, from its spec and status."""
-    allocated = _allocated(queue)
-    gpu_names = sorted(name for name in allocated if name.endswith("/gpu"))
-    gpus = round(float(allocated[gpu_names[0]]), 4) if gpu_names else 0.0
-    return {
+    out = {
         "queue_info": 1.0,
-        "queue_deserved_gpus": _quota(queue, "gpu"),
-        "queue_quota_cpu_cores": _scaled(_quota(queue, "cpu"), 1 / MILLI),  # spec cpu is in millicores
-        "queue_quota_memory_bytes": _scaled(_quota(queue, "memory"), MB),  # spec memory is in megabytes
-        "queue_allocated_gpus": gpus,
-        "queue_allocated_cpu_cores": float(allocated.get("cpu", Decimal(0))),
-        "queue_allocated_memory_bytes": float(allocated.get("memory", Decimal(0))),
+        "queue_deserved_gpus": _spec_value(queue, "gpu"),
+        "queue_quota_cpu_cores": _scaled(_spec_value(queue, "cpu"), 1 / MILLI),  # spec cpu is in millicores
+        "queue_quota_memory_bytes": _scaled(_spec_value(queue, "memory"), MB),  # spec memory is in megabytes
+        "queue_limit_gpus": _spec_value(queue, "gpu", "limit"),
+        "queue_limit_cpu_cores": _scaled(_spec_value(queue, "cpu", "limit"), 1 / MILLI),
+        "queue_limit_memory_bytes": _scaled(_spec_value(queue, "memory", "limit"), MB),
     }
+    for status_field, prefix in (("allocated", "queue_allocated"),
+                                 ("allocatedNonPreemptible", "queue_allocated_non_preemptible"),
+                                 ("requested", "queue_requested")):
+        gpus, cores, memory = _amounts(queue, status_field)
+        out |= {f"{prefix}_gpus": gpus, f"{prefix}_cpu_cores": cores, f"{prefix}_memory_bytes": memory}
+    return out
 
 
 def queue_metric_labels(queue: Mapping[str, Any], config: MetricsConfig) -> dict[str, str]:

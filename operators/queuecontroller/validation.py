@@ -1,9 +1,13 @@
 """Queue validation for the admission webhook.
 
-KAI checks only that `spec.resources` is present. The other checks catch mistakes that otherwise surface
-much later as puzzling scheduling results; every message names the field at fault. A parent that does not
-exist yet is accepted (files and tools list children before parents): the queue-controller reports it on the
-queue and the scheduler keeps the queue's workloads pending until the parent appears.
+KAI refuses only a Queue without `spec.resources`. The other refusals here are of what cannot mean anything (a
+value that is not a number, a negative other than -1, a parent cycle, a bad duration); every message names the
+field at fault. How quotas compare (a quota above its limit, an unlimited quota under a limit, children's quotas
+above their parent's) is never a refusal: KAI accepts such queues, and tools create them. With
+`--enable-quota-validation` (KAI's opt-in flag, off by default) those comparisons come back as AdmissionReview
+warnings (`quota_warnings`). A parent that does not exist yet is accepted (files and tools list children before
+parents): the queue-controller reports it on the queue and the scheduler keeps the queue's workloads pending
+until the parent appears.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def parse_duration(text: str) -> float:
     return total
 
 
-def _is_number(value: Any) -> TypeGuard[int | float]:
+def is_number(value: Any) -> TypeGuard[int | float]:
     # NaN and infinity are numbers to Python (and to a JSON decoder that accepts them) but no quota.
     if isinstance(value, bool):
         return False
@@ -56,17 +60,11 @@ def _check_resources(resources: Mapping[str, Any]) -> list[str]:
             value = settings.get(field)
             if value is None:
                 continue
-            if not _is_number(value):
+            if not is_number(value):
                 errors.append(f"spec.resources.{name}.{field}: must be a number, got {value!r}")
             elif value < 0 and value != UNLIMITED:
                 errors.append(f"spec.resources.{name}.{field}: {value} is negative; "
                               f"only {UNLIMITED} (unlimited) is allowed")
-        quota, limit = settings.get("quota"), settings.get("limit")
-        if not (_is_number(quota) and _is_number(limit)) or limit == UNLIMITED:
-            continue
-        if quota == UNLIMITED or quota > limit:
-            shown = "unlimited (-1)" if quota == UNLIMITED else quota
-            errors.append(f"spec.resources.{name}: quota {shown} is greater than limit {limit}")
     return errors
 
 

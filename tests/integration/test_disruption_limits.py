@@ -123,17 +123,21 @@ def test_preempt_at_the_limit_takes_exactly_the_elastic_surplus(cluster: Cluster
     assert len(left) == 1 and left[0]["metadata"]["name"] not in evicted  # the job keeps its minimum
 
 
-def parent_at_limit(cluster: Cluster, namespace: str, min_runtime: str | None = None
+def parent_at_limit(cluster: Cluster, namespace: str, min_runtime: str | None = None, workloads: int = 1
                     ) -> tuple[dict[str, str], str, str]:
-    """Parent GPU quota = limit = 4; child A (quota 1) runs 4 one-GPU pods on an 8-GPU node."""
+    """Parent GPU quota = limit = 4; child A (quota 1) runs 4 one-GPU pods on an 8-GPU node: one Deployment of 4
+    replicas (one elastic PodGroup), or with `workloads=4` four Deployments of one (four PodGroups)."""
     suffix = uuid.uuid4().hex[:6]
     dept, qa, qb = f"dept-{suffix}", f"qa-{suffix}", f"qb-{suffix}"
     selector = isolated_nodes(cluster, namespace, count=1, gpus=8)
     apply(cluster, namespace, [queue(dept, gpu=(4, 4, 1)),
                                queue(qa, dept, gpu=(1, -1, 1), reclaim_min_runtime=min_runtime),
                                queue(qb, dept, gpu=(0, -1, 1), priority=101)])
-    apply(cluster, namespace, [deployment("a", qa, 4, "train", spec(selector, gpus=1))])
-    wait_for("A's 4 pods to run", lambda: len(running(pods(cluster, namespace, "app=a"))) == 4 or None, timeout=120)
+    names = ["a"] if workloads == 1 else [f"a-{i}" for i in range(workloads)]
+    apply(cluster, namespace, [deployment(name, qa, 4 // workloads, "train", spec(selector, gpus=1))
+                               for name in names])
+    wait_for("A's 4 pods to run", lambda: len(running(pods(cluster, namespace, f"kai.scheduler/queue={qa}"))) == 4
+             or None, timeout=120)
     return selector, qa, qb
 
 
@@ -151,7 +155,9 @@ def test_child_reclaims_from_its_sibling_under_a_parent_at_its_limit(cluster: Cl
 
 
 def test_reclaim_waits_for_min_runtime_then_happens(cluster: Cluster, namespace: str) -> None:
-    selector, qa, qb = parent_at_limit(cluster, namespace, min_runtime="45s")
+    # Four workloads, each protected whole (the pods of one elastic PodGroup above its minMember are not: KAI's
+    # minruntime keeps only minMember of them).
+    selector, qa, qb = parent_at_limit(cluster, namespace, min_runtime="45s", workloads=4)
     starts = []
     for item in cluster.get_json("podgroups", namespace=namespace)["items"]:
         stamp = (item["metadata"].get("annotations") or {}).get(LAST_START)

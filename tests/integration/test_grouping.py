@@ -188,38 +188,41 @@ def test_rayjob_kuberay_refuses_gets_an_event(cluster: Cluster, namespace: str) 
 
 # --- apps / batch ----------------------------------------------------------------------------------------------
 
-def test_vllm_deployments_get_one_podgroup_per_pod(cluster: Cluster, namespace: str) -> None:
+def test_vllm_deployments_get_one_podgroup_each(cluster: Cluster, namespace: str) -> None:
+    # KAI v0.18: a new Deployment's replicas share one PodGroup, owned by the Deployment.
     apply(cluster, load_yaml(EXAMPLES / "queues-default-test.yaml"), namespace)
     deployments = [without_namespace(load_yaml(EXAMPLES / f"vllm-test-{n}.yaml")[0]) for n in ("07", "02")]
-    deployments[1]["spec"]["replicas"] = 2  # two pods of one Deployment: still a PodGroup each
+    deployments[1]["spec"]["replicas"] = 2  # two pods of one Deployment: one PodGroup
     apply(cluster, deployments, namespace)
     found = wait_for(grouped_pods(cluster, namespace, 3), "the 3 vLLM pods to be grouped")
 
-    by_name = {g["metadata"]["name"]: g for g in wait_for(n_podgroups(cluster, namespace, 3), "3 PodGroups")}
+    by_name = {g["metadata"]["name"]: g for g in wait_for(n_podgroups(cluster, namespace, 2), "2 PodGroups")}
+    owners = {d["metadata"]["name"]: cluster.get_json("deployments.apps", d["metadata"]["name"], namespace=namespace)
+              for d in deployments}
     for pod in found:
-        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        deployment = owners[next(n for n in owners if pod["metadata"]["name"].startswith(f"{n}-"))]
+        name, uid = deployment["metadata"]["name"], deployment["metadata"]["uid"]
         assert annotation(pod, PG_ANNOTATION) == f"pg-{name}-{uid}"
         pg = by_name[f"pg-{name}-{uid}"]
-        assert owner_of(pg) == {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}
+        assert owner_of(pg) == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": uid}
         assert pg["spec"]["minMember"] == 1
         assert pg["spec"]["priorityClassName"] == "inference"
         assert pg["spec"]["queue"] == "test"
         assert not pg["spec"].get("subGroups")
 
 
-def test_batch_job_gets_two_podgroups(cluster: Cluster, namespace: str) -> None:
+def test_batch_job_gets_one_podgroup(cluster: Cluster, namespace: str) -> None:
+    # KAI v0.15+: one PodGroup per Job, minMember 1 (no batch-min-member): its pods are scheduled independently.
     apply(cluster, load_yaml(EXAMPLES / "batch" / "batch-job.yaml"), namespace)
     found = wait_for(grouped_pods(cluster, namespace, 2), "the Job's 2 pods to be grouped")
     job = cluster.get_json("jobs.batch", "batch-job", namespace=namespace)
-    groups = wait_for(n_podgroups(cluster, namespace, 2), "2 PodGroups")
-    names = {g["metadata"]["name"] for g in groups}
-    assert names == {f"pg-{p['metadata']['name']}-{job['metadata']['uid']}" for p in found}
-    assert {annotation(p, PG_ANNOTATION) for p in found} == names
-    for pg in groups:
-        assert pg["spec"]["minMember"] == 1
-        assert pg["spec"]["queue"] == "default-queue"
-        assert pg["spec"]["priorityClassName"] == "train"
-        assert owner_of(pg)["kind"] == "Job" and owner_of(pg)["uid"] == job["metadata"]["uid"]
+    [pg] = wait_for(n_podgroups(cluster, namespace, 1), "1 PodGroup")
+    assert pg["metadata"]["name"] == f"pg-batch-job-{job['metadata']['uid']}"
+    assert {annotation(p, PG_ANNOTATION) for p in found} == {pg["metadata"]["name"]}
+    assert pg["spec"]["minMember"] == 1
+    assert pg["spec"]["queue"] == "default-queue"
+    assert pg["spec"]["priorityClassName"] == "train"
+    assert owner_of(pg)["kind"] == "Job" and owner_of(pg)["uid"] == job["metadata"]["uid"]
 
 
 # --- Kubeflow PyTorchJob -----------------------------------------------------------------------------------------

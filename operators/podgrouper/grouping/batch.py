@@ -1,4 +1,4 @@
-"""batch/v1: Job (one PodGroup per pod) and CronJob (one per Job run)."""
+"""batch/v1: Job (one PodGroup per Job) and CronJob (one per Job run)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ from operators.core import keys
 from operators.podgrouper.grouping.common import (
     PG_PREFIX,
     Context,
-    as_int,
     base_metadata,
     name_of,
     namespace_of,
-    nested,
     uid_of,
 )
+from operators.podgrouper.grouping.minmember import min_member_of
 from operators.podgrouper.grouping.model import GroupingFailure, Metadata, Obj, ObjectRef
 from operators.podgrouper.grouping.registry import register
 
@@ -21,15 +20,20 @@ PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
 
 @register("batch", "Job", name="job")
 def job_rule(ctx: Context, top: Obj) -> Metadata:
+    """KAI v0.15+: a Job's pods share `pg-<job>-<uid>`, minMember 1 or `kai.scheduler/batch-min-member` (a gang).
+
+    Older pod-groupers gave each pod of a Job its own `pg-<pod>-<job uid>`: with `--search-legacy-pg` a pod whose
+    such PodGroup exists keeps it (minMember 1), so running pods are not re-parented by an upgrade.
+    """
     metadata = base_metadata(ctx, top)
-    metadata.name = f"{PG_PREFIX}-{name_of(ctx.pod)}-{uid_of(top)}"
-    parallelism = as_int(nested(top, "spec", "parallelism"))
-    if ctx.config.search_legacy_pg and (parallelism is None or parallelism <= 1):
-        # Older pod-groupers named single-pod Jobs after the Job: keep such a group rather than fork one.
-        legacy = f"{PG_PREFIX}-{name_of(top)}-{uid_of(top)}"
-        ref = ObjectRef(PODGROUP_API_VERSION, "PodGroup", namespace_of(ctx.pod), legacy)
-        if ctx.get(ref) is not None:
-            metadata.name = legacy
+    if ctx.config.search_legacy_pg:
+        legacy = f"{PG_PREFIX}-{name_of(ctx.pod)}-{uid_of(top)}"
+        if legacy != metadata.name:
+            ref = ObjectRef(PODGROUP_API_VERSION, "PodGroup", namespace_of(ctx.pod), legacy)
+            if ctx.get(ref) is not None:
+                metadata.name = legacy
+                return metadata
+    metadata.min_member = min_member_of(top, "Job", 1)
     return metadata
 
 

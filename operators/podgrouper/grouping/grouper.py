@@ -43,6 +43,7 @@ from operators.podgrouper.grouping.model import (
 from operators.podgrouper.grouping.registry import dispatch
 
 PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
+SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"  # KAI v0.17: the PodGroup is made by someone else
 # Spec fields the pod-grouper computes; any other spec field on a live PodGroup (markUnschedulable,
 # schedulingBackoff, legacy fields, server defaults) belongs to someone else and is kept as is.
 OWNED_SPEC_FIELDS = ("minMember", "queue", "priorityClassName", "preemptibility", "subGroups",
@@ -230,9 +231,21 @@ def pod_patch(pod: Obj, result: GroupingResult) -> dict[str, Any] | None:
     return patch or None
 
 
+def _skip_annotated(obj: Obj) -> bool:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(SKIP_PODGROUPER) == "true"
+
+
 def should_skip(pod: Obj, scheduler_name: str = keys.SCHEDULER_NAME) -> bool:
-    """Pods the grouper leaves alone: other schedulers' pods, and owner-less pods the user already grouped."""
-    if (pod.get("spec") or {}).get("schedulerName") != scheduler_name:
+    """Pods the grouper leaves alone: other schedulers' pods, pods annotated `kai.scheduler/skip-podgrouper: "true"`
+    (their creator made the PodGroup and set `pod-group-name` and the subgroup label itself, KAI v0.17), and
+    owner-less pods the user already grouped."""
+    if (pod.get("spec") or {}).get("schedulerName") != scheduler_name or _skip_annotated(pod):
         return True
     metadata = pod.get("metadata") or {}
     return not metadata.get("ownerReferences") and keys.POD_GROUP_NAME in (metadata.get("annotations") or {})
+
+
+def owners_skip(owner_chain: Sequence[Obj]) -> bool:
+    """Whether any owner of the pod carries `kai.scheduler/skip-podgrouper: "true"` (checked once the chain is
+    read, as KAI does: an owner that cannot be read is a grouping problem first)."""
+    return any(_skip_annotated(owner) for owner in owner_chain)

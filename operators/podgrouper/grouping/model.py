@@ -47,6 +47,7 @@ class GrouperConfig:
     queue_label_key: str = keys.QUEUE_LABEL
     node_pool_label_key: str = keys.NODE_POOL_LABEL
     knative_gang_schedule: bool = True
+    gang_schedule_deployment: bool = True  # KAI v0.18: one PodGroup per (new) Deployment
     search_legacy_pg: bool = True
 
 

@@ -36,10 +36,14 @@ KAI_SCHEDULER = {
     "kai_usage_query_latency_milliseconds": "histogram",
     "kai_pod_group_evicted_pods_total": "counter",
 }
-# KAI's queue-controller metrics.
+# KAI v0.18's queue-controller metrics (v0.18 added non-preemptible, requested and limit).
 KAI_QUEUE_CONTROLLER = {name: "gauge" for name in (
     "kai_queue_info", "kai_queue_deserved_gpus", "kai_queue_quota_cpu_cores", "kai_queue_quota_memory_bytes",
-    "kai_queue_allocated_gpus", "kai_queue_allocated_cpu_cores", "kai_queue_allocated_memory_bytes")}
+    "kai_queue_allocated_gpus", "kai_queue_allocated_cpu_cores", "kai_queue_allocated_memory_bytes",
+    "kai_queue_allocated_non_preemptible_gpus", "kai_queue_allocated_non_preemptible_cpu_cores",
+    "kai_queue_allocated_non_preemptible_memory_bytes", "kai_queue_requested_gpus", "kai_queue_requested_cpu_cores",
+    "kai_queue_requested_memory_bytes", "kai_queue_limit_gpus", "kai_queue_limit_cpu_cores",
+    "kai_queue_limit_memory_bytes")}
 
 ROOT = Path(__file__).resolve().parents[3]
 TYPE_LINE = re.compile(r"^# TYPE (\S+) (\S+)$", re.M)
@@ -79,10 +83,19 @@ def test_scheduler_counter_samples_carry_no_added_suffix() -> None:
 def test_queue_controller_exposes_kais_metric_names() -> None:
     registry = CollectorRegistry()
     metrics = QueueMetrics(registry=registry)
-    metrics.update({"metadata": {"name": "team-a"}, "spec": {"resources": {"gpu": {"quota": 2}}}})
+    metrics.update({"metadata": {"name": "team-a"},
+                    "spec": {"resources": {"gpu": {"quota": 2, "limit": 3}, "cpu": {"quota": -1, "limit": 8000}}},
+                    "status": {"requested": {"nvidia.com/gpu": "5", "cpu": "2500m"},
+                               "allocatedNonPreemptible": {"memory": "1Gi"}}})
     text = exposition(registry).decode()
     assert {n: declared(text).get(n) for n in KAI_QUEUE_CONTROLLER} == KAI_QUEUE_CONTROLLER
-    assert 'kai_queue_deserved_gpus{queue_name="team-a"} 2.0' in text
+    for line in ('kai_queue_deserved_gpus{queue_name="team-a"} 2.0', 'kai_queue_limit_gpus{queue_name="team-a"} 3.0',
+                 'kai_queue_limit_cpu_cores{queue_name="team-a"} 8.0',
+                 'kai_queue_quota_cpu_cores{queue_name="team-a"} -1.0',
+                 'kai_queue_requested_gpus{queue_name="team-a"} 5.0',
+                 'kai_queue_requested_cpu_cores{queue_name="team-a"} 2.5',
+                 'kai_queue_allocated_non_preemptible_memory_bytes{queue_name="team-a"} 1.073741824e+09'):
+        assert line in text, line
 
 
 def test_counter_keeps_its_declared_name_with_and_without_labels() -> None:

@@ -68,3 +68,19 @@ def test_gpu_fraction_is_read_with_the_admission_webhooks_grammar(text: str, por
 def test_gpu_fraction_spellings_go_refuses_are_refused(text: str) -> None:
     with pytest.raises(r.GpuRequestError):
         r.gpu_request({"gpu-fraction": text}, {})
+
+
+def test_pod_requests_count_sidecars_as_kubernetes_does() -> None:
+    # Sidecars (restartable init containers) run with the main containers and next to later init containers.
+    spec = {
+        "initContainers": [
+            {"name": "setup", "resources": {"requests": {"cpu": "1", "memory": "3Gi"}}},
+            {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+            {"name": "migrate", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+        ],
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+    }
+    # cpu: init peak 2 + 0.5 (migrate beside the proxy) > main 1 + proxy 0.5; memory: setup's 3Gi > 1Gi + 1Gi.
+    assert r.pod_container_requests(spec) == {"cpu": Decimal("2.5"), "memory": Decimal(3 * 2**30)}
+    spec["containers"][0]["resources"]["requests"]["cpu"] = "4"
+    assert r.pod_container_requests(spec)["cpu"] == Decimal("4.5")  # main + sidecar now above the init peak

@@ -106,38 +106,37 @@ def deployment_pods(relative: str, count: int = 2) -> tuple[Obj, Obj, list[Obj]]
     return deployment, rs, pods
 
 
-def test_vllm_deployments_one_podgroup_per_pod() -> None:
+def test_vllm_deployments_one_podgroup_per_deployment() -> None:
+    # KAI v0.18: a new Deployment's replicas share one PodGroup, owned by the Deployment, minMember 1.
     for relative in ("vllm-test-02.yaml", "vllm-test-07.yaml"):
         deployment, rs, pods = deployment_pods(relative)
-        results = [ok(World().group(pod, [rs, deployment])) for pod in pods]
-        for pod, result in zip(pods, results, strict=True):
-            assert result.name == f"pg-{pod['metadata']['name']}-{pod['metadata']['uid']}"
+        world = World()
+        results = [ok(world.group(pod, [rs, deployment])) for pod in pods]
+        meta = deployment["metadata"]
+        for result in results:
+            assert result.name == f"pg-{meta['name']}-{meta['uid']}"
             assert result.podgroup["metadata"]["ownerReferences"] == [
-                {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"],
-                 "uid": pod["metadata"]["uid"]}]
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"], "uid": meta["uid"]}]
             assert result.spec["minMember"] == 1
             assert result.spec["priorityClassName"] == "inference"
             assert result.spec["queue"] == "test"  # from the pod: the Deployment itself has no queue label
             assert result.podgroup["metadata"]["labels"] == deployment["metadata"]["labels"]
             assert result.namespace == "ai-workloads"
-        assert len({r.name for r in results}) == 2
 
 
-def test_batch_job_one_podgroup_per_pod() -> None:
+def test_batch_job_one_podgroup_per_job() -> None:
     job = load_kind("batch/batch-job.yaml", "Job")
     uid = job["metadata"]["uid"]
     pods = [pod_from_template(f"batch-job-{s}", job, job["spec"]["template"],
                               {"batch.kubernetes.io/job-name": "batch-job", "controller-uid": uid})
             for s in ("abcde", "fghij")]
-    world = World()
-    results = [ok(world.group(pod, [job])) for pod in pods]
-    assert [r.name for r in results] == [f"pg-batch-job-abcde-{uid}", f"pg-batch-job-fghij-{uid}"]
+    results = [ok(World().group(pod, [job])) for pod in pods]
+    assert {r.name for r in results} == {f"pg-batch-job-{uid}"}
     for result in results:
-        assert result.spec["minMember"] == 1
+        assert result.spec["minMember"] == 1  # no batch-min-member: the pods are scheduled independently
         assert result.spec["queue"] == "default-queue"
         assert result.spec["priorityClassName"] == "train"
         assert result.podgroup["metadata"]["ownerReferences"][0]["kind"] == "Job"
-    assert world.asked == []  # parallelism 2: the legacy name is the per-pod name, nothing to look up
 
 
 def kubeflow_pods(job: dict[str, Any], spec_field: str) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from operators.podgrouper.grouping import (
     merge_with_existing,
     parse_kind_defaults,
 )
+from operators.podgrouper.grouping.minmember import MIN_MEMBER_KEY as BATCH_MIN_MEMBER
 
 TEMPLATE: dict[str, Any] = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
@@ -158,17 +159,20 @@ def test_replicaset_and_statefulset_share_one_group() -> None:
         assert names == {f"pg-o-{owner['metadata']['uid']}"}
 
 
-def test_job_reuses_legacy_podgroup_name() -> None:
+def test_job_keeps_a_pods_legacy_podgroup() -> None:
+    # Older pod-groupers gave each pod of a Job its own `pg-<pod>-<job uid>`: an upgrade does not re-parent it.
     job = load_kind("batch/batch-job.yaml", "Job")
-    job["spec"]["parallelism"] = 1
+    job["metadata"].setdefault("annotations", {})[BATCH_MIN_MEMBER] = "2"
     uid = job["metadata"]["uid"]
     pod = pod_from_template("batch-job-zzz", job, job["spec"]["template"])
     legacy = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
-              "metadata": {"name": f"pg-batch-job-{uid}", "namespace": "default"}}
-    assert ok(World(legacy).group(pod, [job])).name == f"pg-batch-job-{uid}"
-    assert ok(World().group(pod, [job])).name == f"pg-batch-job-zzz-{uid}"
+              "metadata": {"name": f"pg-batch-job-zzz-{uid}", "namespace": "default"}}
+    kept = ok(World(legacy).group(pod, [job]))
+    assert (kept.name, kept.spec["minMember"]) == (f"pg-batch-job-zzz-{uid}", 1)
+    fresh = ok(World().group(pod, [job]))
+    assert (fresh.name, fresh.spec["minMember"]) == (f"pg-batch-job-{uid}", 2)
     no_search = GrouperConfig(search_legacy_pg=False)
-    assert isinstance(group_pod(pod, [job], config=no_search), type(ok(World().group(pod, [job]))))
+    assert ok(World(legacy).group(pod, [job], config=no_search)).name == f"pg-batch-job-{uid}"
 
 
 def test_cronjob_groups_per_job_run_with_job_metadata() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from operators.queuecontroller.quota_warnings import quota_warnings
 from operators.queuecontroller.validation import RESOURCES_REQUIRED, validate_queue
 
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,5 +101,7 @@ def test_non_finite_and_huge_quotas() -> None:
         assert errors and errors[0].startswith("spec.resources.gpu.quota: must be a number"), (value, errors)
     # Beyond float range, an integer is still a number: accepted, and compared exactly.
     assert validate_queue({"spec": {"resources": {"gpu": {"quota": 10**400, "limit": -1}}}}) == []
-    assert validate_queue({"spec": {"resources": {"gpu": {"quota": 10**400 + 1, "limit": 10**400}}}})[0] == (
-        f"spec.resources.gpu: quota {10**400 + 1} is greater than limit {10**400}")
+    huge = {"spec": {"resources": {"gpu": {"quota": 10**400 + 1, "limit": 10**400}}}}
+    assert validate_queue(huge) == []
+    assert quota_warnings(huge, [], update=False) == [
+        f"spec.resources.gpu: quota {10**400 + 1} is greater than limit {10**400}"]

@@ -23,15 +23,25 @@ def queue(name: str = "team-a", labels: dict[str, str] | None = None, **status: 
 
 def test_values() -> None:
     allocated = {"cpu": "1500m", "memory": "2Gi", "nvidia.com/gpu": "1.33333"}
-    values = queue_metric_values(queue(allocated=allocated))
+    values = queue_metric_values(queue(allocated=allocated, requested={"cpu": "4", "nvidia.com/gpu": "3"},
+                                       allocatedNonPreemptible={"cpu": "500m"}))
     assert values == {
         "queue_info": 1.0,
         "queue_deserved_gpus": -1.0,
         "queue_quota_cpu_cores": 2.5,
         "queue_quota_memory_bytes": 1024e6,
+        "queue_limit_gpus": 0.0,  # not set: Go's zero value, as KAI exposes it
+        "queue_limit_cpu_cores": -1.0,
+        "queue_limit_memory_bytes": 0.0,
         "queue_allocated_gpus": 1.3333,
         "queue_allocated_cpu_cores": 1.5,
         "queue_allocated_memory_bytes": float(2 * 2**30),
+        "queue_allocated_non_preemptible_gpus": 0.0,
+        "queue_allocated_non_preemptible_cpu_cores": 0.5,
+        "queue_allocated_non_preemptible_memory_bytes": 0.0,
+        "queue_requested_gpus": 3.0,
+        "queue_requested_cpu_cores": 4.0,
+        "queue_requested_memory_bytes": 0.0,
     }
     empty = queue_metric_values({"metadata": {"name": "x"}})
     assert empty["queue_allocated_gpus"] == 0.0 and empty["queue_quota_cpu_cores"] == 0.0

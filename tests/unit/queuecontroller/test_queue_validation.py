@@ -1,4 +1,4 @@
-"""Queue validation: KAI's required `spec.resources` plus field-named checks."""
+"""Queue validation: KAI's required `spec.resources` plus field-named checks; quota comparisons never refuse."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ def test_valid_queue() -> None:
 
 
 @pytest.mark.parametrize(("resources", "message"), [
-    ({"gpu": {"quota": 3, "limit": 2}}, "spec.resources.gpu: quota 3 is greater than limit 2"),
-    ({"gpu": {"quota": -1, "limit": 2}}, "spec.resources.gpu: quota unlimited (-1) is greater than limit 2"),
     ({"cpu": {"quota": -5}}, "spec.resources.cpu.quota: -5 is negative; only -1 (unlimited) is allowed"),
     ({"memory": {"overQuotaWeight": -0.5}},
      "spec.resources.memory.overQuotaWeight: -0.5 is negative; only -1 (unlimited) is allowed"),
@@ -37,6 +35,16 @@ def test_resource_errors(resources: dict[str, Any], message: str) -> None:
 
 def test_quota_within_unlimited_limit_is_fine() -> None:
     resources = {"gpu": {"quota": 8, "limit": -1}, "cpu": {"quota": 2, "limit": 2}}
+    assert validate_queue(q(resources=resources)) == []
+
+
+@pytest.mark.parametrize("resources", [
+    {"gpu": {"quota": -1, "limit": 0}},  # what KAI users' tools write: unlimited quota, no GPUs beyond it
+    {"cpu": {"quota": -1, "limit": 1}},
+    {"gpu": {"quota": 3, "limit": 2}},
+])
+def test_quota_against_limit_is_never_refused(resources: dict[str, Any]) -> None:
+    # KAI accepts these; its quota checks are opt-in warnings (see test_quota_warnings.py).
     assert validate_queue(q(resources=resources)) == []
 
 
@@ -72,8 +80,8 @@ def test_what_is_really_invalid_is_still_refused_with_a_missing_parent() -> None
         "spec.parentQueue: setting parent 'child' creates a cycle: late -> child -> late"]
     assert validate_queue({"metadata": {"name": "x"}, "spec": {"parentQueue": "late"}}, stored) == [
         RESOURCES_REQUIRED]
-    assert validate_queue(q("x", "late", resources={"gpu": {"quota": 2, "limit": 1}}), stored) == [
-        "spec.resources.gpu: quota 2 is greater than limit 1"]
+    assert validate_queue(q("x", "late", resources={"gpu": {"quota": "2", "limit": 1}}), stored) == [
+        "spec.resources.gpu.quota: must be a number, got '2'"]
 
 
 def test_hierarchy_cycles() -> None:
