@@ -17,6 +17,11 @@ from operators import components
 def _dev_up(args: argparse.Namespace) -> int:
     from operators.devcluster import cluster
 
+    if args.real_node is None:
+        args.real_node = os.geteuid() == 0
+        if not args.real_node:
+            print("no real node: it needs root (network namespace, cgroups, containerd); the kwok nodes run alone",
+                  file=sys.stderr)
     opts = cluster.Options(name=args.name, nodes=args.nodes, gpus=args.gpus, gpu_memory_mib=args.gpu_memory,
                            gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
                            port_base=args.port_base, components=not args.no_components,
@@ -224,8 +229,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--topology", type=_topology, default=None, metavar="ZxR",
                     help="label the nodes into Z zones of R racks (topology.kubernetes.io/zone, "
                          "cloud.provider.com/topology-rack), for topology-aware scheduling")
-    up.add_argument("--real-node", action=argparse.BooleanOptionalAction, default=True,
-                    help="one node with a real kubelet, containerd and kube-proxy, tainted for the suite's pods")
+    up.add_argument("--real-node", action=argparse.BooleanOptionalAction, default=None,
+                    help="one node with a real kubelet, containerd and kube-proxy, tainted for the suite's pods "
+                         "(default: on when run as root, which it needs)")
     up.set_defaults(func=_dev_up)
     down = dev.add_parser("down", help="stop everything `up` started and remove its state")
     down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))

@@ -138,10 +138,12 @@ class Launcher:
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None,
               preexec: Callable[[], None] | None = None) -> None:
         log = self.logdir / f"{name}.log"
+        slot_lock = slots.held(self.state.name)  # inherited: the real node's slot is held while any process lives
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env={**os.environ, **(env or {})},
-                                    cwd=self.state.dir, preexec_fn=preexec)
+                                    cwd=self.state.dir, preexec_fn=preexec,
+                                    pass_fds=(slot_lock,) if slot_lock is not None else ())
         self.state.pids[name] = proc.pid
         self.state.logs[name] = str(log)
         self.state.save()
@@ -217,6 +219,7 @@ def up(opts: Options) -> State:
         except StartError as exc:
             print(exc, file=sys.stderr)
         raise
+    slots.hand_over(opts.name)  # the cluster's processes hold its slot from now on
     return state
 
 

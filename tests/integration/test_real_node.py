@@ -212,6 +212,47 @@ def test_a_service_answers_another_pod_the_host_and_the_api_server(node_cluster:
     assert page in proxied
 
 
+def test_a_second_clusters_real_node_coexists_and_goes_without_touching_the_first(
+        node_cluster: Cluster, ns: str) -> None:
+    """Two real nodes on one machine: another slot (veth, routes, ranges), the same node name, kubelet ports and
+    bridge name inside their own namespaces; taking the second down leaves the first serving."""
+    _apply(node_cluster, ns, _pod("web", "mkdir -p /www && echo first > /www/index.html && "
+                                         "exec httpd -f -p 8080 -h /www"))
+    first_ip = _running(node_cluster, ns, "web")["status"]["podIP"]
+    other = f"{NAME}-b"
+    if dev.load_state(other) is not None:
+        dev.down(other, quiet=True)
+    state = dev.up(dev.Options(name=other, port_base=PORT_BASE + 500, nodes=0, components=False, kuberay=False,
+                               real_node=True, timeout=300))
+    try:
+        mine, theirs = dev.load_state(NAME), state
+        assert mine is not None and mine.node_addresses is not None and theirs.node_addresses is not None
+        assert mine.node_addresses.slot != theirs.node_addresses.slot
+        second = Cluster(name=other, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)
+        second.kubectl("create", "namespace", ns)
+        _wait(lambda: second.kubectl("get", "serviceaccount", "default", namespace=ns,
+                                     check=False).returncode == 0, "the default ServiceAccount", 30)
+        _apply(second, ns, _pod("probe", "apiget /version 2>&1; echo probed; exec sleep 3600"))
+        pod = _running(second, ns, "probe")
+        assert pod["status"]["podIP"].startswith(f"10.202.{theirs.node_addresses.slot}.")
+        # Its own kubernetes.default (in its own Service range) answers, beside the first cluster's.
+        assert _logs_contain(second, ns, "probe", "probed").startswith("200\n")
+        assert theirs.node_addresses.kubernetes_service_ip != mine.node_addresses.kubernetes_service_ip
+    finally:
+        dev.down(other, quiet=True)
+
+    def first_serves() -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://{first_ip}:8080/", timeout=3) as response:
+                return str(response.read().decode())
+        except OSError:
+            return None
+
+    assert "first" in _wait(first_serves, "the first node's pod after the second node went", 20)
+    node = node_cluster.get_json("node", NODE_NAME)
+    assert [c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"] == ["True"]
+
+
 def test_down_leaves_nothing_of_the_node_behind(node_cluster: Cluster, host_before: HostSnapshot) -> None:
     state = dev.load_state(NAME)
     assert state is not None and state.node_addresses is not None

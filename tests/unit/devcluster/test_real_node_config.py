@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import tarfile
 from pathlib import Path
@@ -46,27 +47,41 @@ def test_addresses_are_keyed_by_slot_and_never_overlap() -> None:
         NodeAddresses(64, "three")
 
 
-def test_slots_are_claimed_once_kept_and_taken_over_when_stale(tmp_path: Path) -> None:
-    live = {"one", "two"}
+def test_slots_are_held_while_locked_and_taken_over_when_stale(tmp_path: Path) -> None:
     cleaned: list[tuple[str, int]] = []
+    running = {"two"}
 
     def claim(name: str) -> int:
-        return slots.claim(tmp_path, name, alive=lambda other: other in live,
+        return slots.claim(tmp_path, name, alive=lambda other: other in running,
                            clean=lambda other, slot: cleaned.append((other, slot)))
 
-    assert (claim("one"), claim("two"), claim("one")) == (0, 1, 0)
-    live.discard("one")  # its API server is gone: its slot is stale
-    live.add("three")
-    assert claim("three") == 0 and cleaned == [("one", 0)]
+    assert (claim("one"), claim("two")) == (0, 1)
+    # A process of "one" (here a copy of the descriptor, as a child inherits it) still holds the lock after `up`
+    # hands it over: the slot stays "one"'s.
+    held = slots.held("one")
+    assert held is not None
+    child = os.dup(held)
+    slots.hand_over("one")
+    assert claim("three") == 2 and cleaned == []
+    os.close(child)  # the last process of "one" is gone: its slot is stale, cleaned and taken over
+    assert claim("four") == 0 and cleaned == [("one", 0)] and slots.owner(tmp_path, 0) == "four"
+    # Unlocked but its API server runs (a cluster started by an older `kai dev`): never taken over.
+    slots.hand_over("two")
+    assert claim("five") == 3 and cleaned == [("one", 0)]
+    running.clear()
     slots.release(tmp_path, "two")
-    assert slots.slot_of(tmp_path, "two") is None and claim("four") == 1
+    assert slots.slot_of(tmp_path, "two") is None and not (tmp_path / "slot-1").exists()
+    assert claim("six") == 1 and cleaned == [("one", 0)]
 
 
 def test_slots_name_the_running_clusters_when_all_are_taken(tmp_path: Path) -> None:
     for slot in range(64):
-        (tmp_path / f"slot-{slot}").write_text(f"c{slot}")
+        assert slots.claim(tmp_path, f"c{slot}", alive=lambda _: False, clean=lambda *_: None) == slot
     with pytest.raises(slots.SlotError, match="c0, c1"):
-        slots.claim(tmp_path, "new", alive=lambda _: True, clean=lambda *_: None)
+        slots.claim(tmp_path, "new", alive=lambda _: False, clean=lambda *_: None)
+    for slot in range(64):
+        slots.release(tmp_path, f"c{slot}")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_configuration_files_keep_everything_under_the_clusters_state(tmp_path: Path) -> None:
