@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,7 +105,9 @@ def release(directory: Path, cluster: str) -> None:
     slot = slot_of(directory, cluster)
     if slot is None:
         return
-    fd = _lock(_path(directory, slot))
+    deadline = time.monotonic() + 10  # killed processes close their files as they finish exiting
+    while (fd := _lock(_path(directory, slot))) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
     if fd is None:
         return  # a process of the cluster still runs: the slot stays stale-claimable once it is gone
     try:
