@@ -130,6 +130,14 @@ def _logs_contain(cluster: Cluster, ns: str, name: str, text: str, timeout: floa
         raise AssertionError(f"{text!r} not in the logs of {ns}/{name}:\n{out.stdout}{out.stderr}") from None
 
 
+def _get_from_host(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
+
+
 def test_node_is_ready_tainted_and_labelled_beside_unchanged_kwok_nodes(node_cluster: Cluster) -> None:
     node = node_cluster.get_json("node", NODE_NAME)
     ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
@@ -197,14 +205,8 @@ def test_a_service_answers_another_pod_the_host_and_the_api_server(node_cluster:
     _running(node_cluster, ns, "client")
     assert page in _logs_contain(node_cluster, ns, "client", "finished", timeout=90)
 
-    def from_host() -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://{cluster_ip}/", timeout=3) as response:
-                return str(response.read().decode())
-        except OSError:
-            return None
-
-    assert page in _wait(from_host, f"the Service {cluster_ip} from the host", 30)
+    assert page in _wait(lambda: _get_from_host(f"http://{cluster_ip}/"), f"the Service {cluster_ip} from the host",
+                         30)
     # The API server reaches the pod itself (its Service proxy resolves the Service to the pod's IP).
     proxied = node_cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/services/web:80/proxy/").stdout
     assert page in proxied
@@ -239,14 +241,8 @@ def test_a_second_clusters_real_node_coexists_and_goes_without_touching_the_firs
     finally:
         dev.down(other, quiet=True)
 
-    def first_serves() -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://{first_ip}:8080/", timeout=3) as response:
-                return str(response.read().decode())
-        except OSError:
-            return None
-
-    assert "first" in _wait(first_serves, "the first node's pod after the second node went", 20)
+    assert "first" in _wait(lambda: _get_from_host(f"http://{first_ip}:8080/"),
+                            "the first node's pod after the second node went", 20)
     node = node_cluster.get_json("node", NODE_NAME)
     assert [c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"] == ["True"]
 
