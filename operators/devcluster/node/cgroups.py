@@ -61,8 +61,8 @@ def create(name: str) -> None:
             if root.name == "cpuset":
                 _init_cpuset(sub)
             if root == CGROUP_FS and sub == root / name:  # v2: hand the controllers down to the children
-                wanted = (root / "cgroup.subtree_control").read_text().split()
-                for controller in wanted:
+                available = (root / "cgroup.controllers").read_text().split()
+                for controller in (c for c in KUBELET_CONTROLLERS if c in available):
                     try:
                         (sub / "cgroup.subtree_control").write_text(f"+{controller}")
                     except OSError:

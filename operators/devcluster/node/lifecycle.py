@@ -67,6 +67,8 @@ def start(*, state_dir: Path, addrs: NodeAddresses, ca: pki.CertificateAuthority
           timeout: float) -> float:
     """Bring the node up and wait until it is Ready and labelled; returns the seconds it took."""
     began = time.monotonic()
+    if os.geteuid() != 0:
+        raise NodeError("it needs root (a network namespace, cgroups, containerd); start without it: --no-real-node")
     hostpackages.ensure()
     paths = paths_of(state_dir)
     for directory in (paths.containerd_root, paths.containerd_state, paths.cni_conf_dir, paths.cni_ipam_dir,
