@@ -216,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
     dev.add_parser("build", help="build the control plane binaries into the cache").set_defaults(func=_dev_build)
 
     run = sub.add_parser("run", help="run one component, or all of them")
-    run.add_argument("component", choices=[*components.COMPONENTS, "all"])
+    run.add_argument("component", choices=[*components.RUNNABLE, "all"])
     run.add_argument("extra", nargs=argparse.REMAINDER, help="arguments for the component")
     run.set_defaults(func=_run)
 
