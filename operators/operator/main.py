@@ -118,19 +118,30 @@ class Operator:
 
     async def report(self, body: Body, wanted: list[dict[str, Any]]) -> None:
         """Write the operator's conditions when one changed (a merge patch of the list, other writers' kept)."""
-        existing = (body.get("status") or {}).get("conditions") or []
-        merged = status.merge(existing, wanted, _now())
-        if merged is None:
-            return
         plural = "configs" if body["kind"] == "Config" else "schedulingshards"
-        path = f"/apis/{GROUP}/{VERSION}/{plural}/{body['metadata']['name']}/status"
-        try:
-            await raw(self.api, "PATCH", path, body={"status": {"conditions": merged}}, content_type=MERGE_PATCH,
-                      query={"fieldManager": FIELD_MANAGER})
-            WRITES.labels(body["kind"], "status").inc()
-        except RawError as exc:
-            if not is_not_found(exc):
-                log.warning("status of %s %s not written: %s", body["kind"], body["metadata"]["name"], exc.status)
+        path = f"/apis/{GROUP}/{VERSION}/{plural}/{body['metadata']['name']}"
+        for _attempt in range(3):
+            try:
+                # The conditions as stored now (the scheduler writes its own there), and a write that fails
+                # (409) if they changed meanwhile, so no other writer's condition is lost.
+                fresh = await raw(self.api, "GET", path)
+                existing = (fresh.get("status") or {}).get("conditions") or []
+                merged = status.merge(existing, wanted, _now())
+                if merged is None:
+                    return
+                patch = {"metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]},
+                         "status": {"conditions": merged}}
+                await raw(self.api, "PATCH", f"{path}/status", body=patch, content_type=MERGE_PATCH,
+                          query={"fieldManager": FIELD_MANAGER})
+                WRITES.labels(body["kind"], "status").inc()
+                return
+            except RawError as exc:
+                if exc.status == 409:
+                    continue
+                if not is_not_found(exc):
+                    log.warning("status of %s %s not written: %s", body["kind"], body["metadata"]["name"],
+                                exc.status)
+                return
 
     async def refuse(self, body: Body, problems: list[validate.Problem]) -> None:
         """Say why (event + condition) and leave everything that runs as it is."""
@@ -166,17 +177,19 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
         return op_ref["op"]
 
     # --- indexes: the few objects every reconcile reads ------------------------------------------
-    @kopf.index(GROUP, VERSION, "configs", registry=registry, field="metadata.name", value=CONFIG_NAME)
+    # The ids are the names handlers receive the indexes under (nested functions would get qualified names).
+    @kopf.index(GROUP, VERSION, "configs", registry=registry, field="metadata.name", value=CONFIG_NAME,
+                id="configs")
     def configs(body: Body, **_: Any) -> dict[str, Any]:
         return {CONFIG_NAME: {"metadata": dict(body["metadata"]), "spec": dict(body.get("spec") or {}),
                               "kind": "Config", "status": dict(body.get("status") or {})}}
 
-    @kopf.index(GROUP, VERSION, "schedulingshards", registry=registry)
+    @kopf.index(GROUP, VERSION, "schedulingshards", registry=registry, id="shards")
     def shards(name: str, body: Body, **_: Any) -> dict[str, Any]:
         return {name: {"metadata": dict(body["metadata"]), "spec": dict(body.get("spec") or {}),
                        "kind": "SchedulingShard", "status": dict(body.get("status") or {})}}
 
-    @kopf.index("apps", "v1", "deployments", registry=registry, labels=MANAGED)
+    @kopf.index("apps", "v1", "deployments", registry=registry, labels=MANAGED, id="deployments")
     def deployments(name: str, body: Body, **_: Any) -> dict[str, Any]:
         return {name: {"metadata": {k: body["metadata"].get(k) for k in ("name", "generation", "ownerReferences")},
                        "spec": {"replicas": (body.get("spec") or {}).get("replicas", 1)},
@@ -294,7 +307,7 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
                 await reconcile_shard(body, config, shards, deployments, raise_refusal=False)
 
     # --- owned Deployments: Available, and a child deleted by hand comes back --------------------------
-    @kopf.on.event("apps", "v1", "deployments", registry=registry, labels=MANAGED)  # type: ignore[arg-type]
+    @kopf.on.event("apps", "v1", "deployments", registry=registry, labels=MANAGED, id="owned-deployments")  # type: ignore[arg-type]
     async def child_changed(event: Body, body: Body, configs: kopf.Index[str, Any],
                             shards: kopf.Index[str, Any], deployments: kopf.Index[str, Any], **_: Any) -> None:
         owners = [r for r in body["metadata"].get("ownerReferences") or [] if r.get("apiVersion") ==
