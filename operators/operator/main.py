@@ -210,7 +210,7 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
             await op().apply(obj, body)
         for c in COMPONENTS:  # a component switched off: its objects go
             if not s.enabled(c):
-                for obj in (render.component_deployment(s, c), render.service_account(s, c)):
+                for obj in render.component_objects(s, c):
                     await op().delete(obj)
         await report_config(body, s, deployments)
 

@@ -296,6 +296,9 @@ def scheduler_config(s: Settings, default_shard: Mapping[str, Any] | None) -> st
     """config.yaml of the default shard's scheduler: its SchedulingShard spec plus the node-pool label key."""
     spec: Obj = {"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}, "partitionLabelValue": ""}
     spec.update(copy.deepcopy(dict(default_shard or {})))
+    for key in ("actions", "plugins"):  # empty: the scheduler's defaults, as if unset
+        if not spec.get(key):
+            spec.pop(key, None)
     spec["args"] = {"nodepool-label-key": s.node_pool_label_key, **(spec.get("args") or {})}
     return yaml.safe_dump(spec, sort_keys=True)
 
@@ -346,21 +349,22 @@ def shard_deployment(s: Settings, shard: str, spec: Mapping[str, Any]) -> Obj:
     }
 
 
-def config_objects(s: Settings, default_shard: Mapping[str, Any] | None) -> list[Obj]:
-    """What the Config owns: per enabled component its ServiceAccount, Deployment and Service (and the default
-    scheduler's ConfigMap, rendered from the SchedulingShard `default`)."""
-    out: list[Obj] = []
-    for c in COMPONENTS:
-        if not s.enabled(c):
-            continue
-        out.append(service_account(s, c))
-        config_yaml = ""
-        if c.key == "scheduler":
-            config_yaml = scheduler_config(s, default_shard)
-            out.append(scheduler_configmap(s, config_yaml))
-        out.append(component_deployment(s, c, config_yaml))
-        out.append(_service(s, c, c.name, serves=s.serves(c), headless=c.key == "scheduler"))
+def component_objects(s: Settings, c: Component, default_shard: Mapping[str, Any] | None = None) -> list[Obj]:
+    """One component's ServiceAccount, Deployment and Service (the scheduler's also its ConfigMap, rendered from
+    the SchedulingShard `default`)."""
+    out = [service_account(s, c)]
+    config_yaml = ""
+    if c.key == "scheduler":
+        config_yaml = scheduler_config(s, default_shard)
+        out.append(scheduler_configmap(s, config_yaml))
+    out.append(component_deployment(s, c, config_yaml))
+    out.append(_service(s, c, c.name, serves=s.serves(c), headless=c.key == "scheduler"))
     return out
+
+
+def config_objects(s: Settings, default_shard: Mapping[str, Any] | None) -> list[Obj]:
+    """What the Config owns: the objects of every enabled component."""
+    return [obj for c in COMPONENTS if s.enabled(c) for obj in component_objects(s, c, default_shard)]
 
 
 def shard_objects(s: Settings, shard: str, spec: Mapping[str, Any]) -> list[Obj]:
