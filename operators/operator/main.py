@@ -160,6 +160,12 @@ def _settings(body: Body, version: str) -> render.Settings:
                            version=labels.get("app.kubernetes.io/version", version))
 
 
+def _is_kai_config(name: str, **_: Any) -> bool:
+    """Only the Config named kai-config is reconciled, as in KAI. (A filter: `field=` on a change handler would
+    also narrow the change it reacts to to that field.)"""
+    return name == CONFIG_NAME
+
+
 def _one(index: kopf.Index[str, Any], key: str) -> Any:
     for value in index.get(key, []):
         return value
@@ -220,12 +226,10 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
         generation = int(body["metadata"].get("generation") or 0)
         await op().report(body, status.conditions(generation, [], applied=True, state=state))
 
-    @kopf.on.resume(GROUP, VERSION, "configs", registry=registry, field="metadata.name", value=CONFIG_NAME,
-                    id="config-resume")
-    @kopf.on.create(GROUP, VERSION, "configs", registry=registry, field="metadata.name", value=CONFIG_NAME,
-                    id="config-create")
+    @kopf.on.resume(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config, id="config-resume")
+    @kopf.on.create(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config, id="config-create")
     # Handlers take the keyword arguments they use: Kopf's callback protocols list all of them (mypy).
-    @kopf.on.update(GROUP, VERSION, "configs", registry=registry, field="metadata.name", value=CONFIG_NAME,  # type: ignore[arg-type]
+    @kopf.on.update(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config,  # type: ignore[arg-type]
                     id="config-update")
     async def config_changed(body: Body, shards: kopf.Index[str, Any], deployments: kopf.Index[str, Any],
                              **_: Any) -> None:
@@ -372,7 +376,7 @@ async def run(args: argparse.Namespace) -> None:
             leading.set()
             await asyncio.Event().wait()  # leads until the process stops
 
-        lease_api = await api_client(args.kubeconfig)
+        lease_api = memo.lease_api = await api_client(args.kubeconfig)
         memo.lease = asyncio.create_task(run_as_leader(lease_api, name=args.lease_name, namespace=args.namespace,
                                                        work=work, **component.lease_options(args)))
         await leading.wait()
@@ -383,6 +387,7 @@ async def run(args: argparse.Namespace) -> None:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            await memo.lease_api.close()
         await api.close()
 
     await kopf.operator(registry=registry, settings=settings(), standalone=True, namespaces=[args.namespace],
