@@ -219,10 +219,32 @@ def test_a_quiet_minute_costs_no_write(cluster: Cluster, operator: subprocess.Po
     assert operator.poll() is None
 
 
+def gpu_pods(prefix: str) -> list[dict[str, Any]]:
+    return [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"{prefix}{i}", "labels": {"kai.scheduler/queue": "default-queue"}},
+             "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
+                      "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {GPU: "1"}}}]}}
+            for i in range(2)]
+
+
+def nodes_of(cluster: Cluster, namespace: str, prefix: str) -> set[str]:
+    def bound() -> set[str] | None:
+        items = [p for p in cluster.get_json("pods", namespace=namespace)["items"]
+                 if p["metadata"]["name"].startswith(prefix)]
+        placed = [p["spec"]["nodeName"] for p in items if p["spec"].get("nodeName")]
+        return set(placed) if len(placed) == 2 else None
+
+    return wait_for(f"both {prefix} pods bound", bound, timeout=60)
+
+
 def test_spread_placement_still_changes_where_pods_land(cluster: Cluster, namespace: str,
                                                          operator: subprocess.Popen[bytes]) -> None:
     """The scheduler reads its shard live; the operator also re-renders the default scheduler's config."""
     original = (cluster.get_json("schedulingshard", "default").get("spec") or {}).get("placementStrategy")
+    post = {"apiVersion": "v1", "kind": "List"}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({**post, "items": gpu_pods("bin")}), namespace=namespace)
+    assert len(nodes_of(cluster, namespace, "bin")) == 1, "binpack puts both on one node"
+    cluster.kubectl("delete", "pods", "--all", "--wait=true", namespace=namespace)
     cluster.kubectl("patch", "schedulingshard", "default", "--type=merge", "-p",
                     json.dumps({"spec": {"placementStrategy": {"gpu": "spread", "cpu": "spread"}}}))
     try:
@@ -231,21 +253,10 @@ def test_spread_placement_still_changes_where_pods_land(cluster: Cluster, namesp
             return "spread" in cm["data"]["config.yaml"]
 
         wait_for("the operator's config.yaml to say spread", rendered)
-        pods = [{"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": f"p{i}", "labels": {"kai.scheduler/queue": "default-queue"}},
-                 "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
-                          "containers": [{"name": "main", "image": "busybox",
-                                          "resources": {"limits": {GPU: "1"}}}]}} for i in range(2)]
         time.sleep(3)  # the next cycle has read the patched shard
-        cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}),
+        cluster.kubectl("apply", "-f", "-", input=json.dumps({**post, "items": gpu_pods("spread")}),
                         namespace=namespace)
-
-        def nodes() -> set[str] | None:
-            items = cluster.get_json("pods", namespace=namespace)["items"]
-            placed = {p["spec"].get("nodeName") for p in items if p["spec"].get("nodeName")}
-            return placed if len([p for p in items if p["spec"].get("nodeName")]) == 2 else None
-
-        assert len(wait_for("both pods bound", nodes, timeout=60)) == 2, "spread puts them on two nodes"
+        assert len(nodes_of(cluster, namespace, "spread")) == 2, "spread puts them on two nodes"
     finally:
         cluster.kubectl("patch", "schedulingshard", "default", "--type=merge",
                         "-p", json.dumps({"spec": {"placementStrategy": original}}), check=False)
