@@ -90,6 +90,12 @@ def _dev_build(_: argparse.Namespace) -> int:
     return build.main()
 
 
+def _dev_image(args: argparse.Namespace) -> int:
+    from operators.devcluster import image
+
+    return image.main(["--containerd", args.containerd] if args.containerd else [])
+
+
 def _run(args: argparse.Namespace) -> int:
     names = list(components.COMPONENTS) if args.component == "all" else [args.component]
     if args.component != "all" and not components.is_available(args.component):
@@ -214,6 +220,9 @@ def parser() -> argparse.ArgumentParser:
     env.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
     env.set_defaults(func=_dev_env)
     dev.add_parser("build", help="build the control plane binaries into the cache").set_defaults(func=_dev_build)
+    img = dev.add_parser("image", help="build the product's image (buildah on a Debian base), no registry")
+    img.add_argument("--containerd", default="", metavar="SOCKET", help="also import it into this containerd")
+    img.set_defaults(func=_dev_image)
 
     run = sub.add_parser("run", help="run one component, or all of them")
     run.add_argument("component", choices=[*components.RUNNABLE, "all"])

@@ -44,8 +44,8 @@ RESOURCES = {
     "binder": _resources("50m", "128Mi", "1Gi"),
     "podGroupController": _resources("50m", "128Mi", "1Gi"),
     "podGrouper": _resources("50m", "128Mi", "1Gi"),
-    "queueController": _resources("50m", "128Mi", "512Mi"),
-    "scheduler": _resources("250m", "512Mi", "4Gi"),
+    "queueController": _resources("50m", "96Mi", "512Mi"),
+    "scheduler": _resources("250m", "256Mi", "2Gi"),
 }
 CERT_SECRETS = {
     "admission": "kai-admission-webhook-tls-secret",
@@ -54,6 +54,7 @@ CERT_SECRETS = {
 }
 PORTS = {"webhookPort": 9443, "metricsPort": 8080, "probePort": 8081}
 CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+TMP_SIZE = "64Mi"  # the components' /tmp (an emptyDir: the root filesystem is read-only)
 # The chart's hardening (global.podSecurityContext / global.securityContext), also for a Config that sets none;
 # a Config that sets `{}` opts out.
 POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001, "fsGroup": 10001,

@@ -29,6 +29,7 @@ from operators.operator.components import (
     POD_SECURITY,
     PORTS,
     RESOURCES,
+    TMP_SIZE,
     Component,
 )
 
@@ -235,7 +236,7 @@ def component_deployment(s: Settings, c: Component, scheduler_config: str = "") 
     """The Deployment of one component (the chart's deployments.yaml)."""
     serves = s.serves(c)
     mounts: list[Obj] = []
-    volumes: list[Obj] = [{"name": "tmp", "emptyDir": {}}]
+    volumes: list[Obj] = [{"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}]
     if serves:
         secret = s.comp(c, "certSecretName", default=CERT_SECRETS[c.key])
         mounts.append({"name": "webhook-certs", "mountPath": CERT_DIR, "readOnly": True})
@@ -246,8 +247,6 @@ def component_deployment(s: Settings, c: Component, scheduler_config: str = "") 
         volumes.append({"name": "config", "configMap": {"name": c.name}})
         extra["checksum/config"] = hashlib.sha256(scheduler_config.encode()).hexdigest()
     pod: Obj = {"serviceAccountName": c.service_account}
-    if c.key == "admission":
-        pod["automountServiceAccountToken"] = False  # the admission webhook never calls the API server
     pod.update(_pod_placement(s, c, c.name, default_anti_affinity=True))
     if s.glob("priorityClassName"):
         pod["priorityClassName"] = s.glob("priorityClassName")
@@ -285,8 +284,6 @@ def _service(s: Settings, c: Component, name: str, *, serves: bool, headless: bo
 
 def service_account(s: Settings, c: Component) -> Obj:
     sa: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(c.service_account, s, c.name)}
-    if c.key == "admission":
-        sa["automountServiceAccountToken"] = False
     if s.glob("imagePullSecrets"):
         sa["imagePullSecrets"] = copy.deepcopy(s.glob("imagePullSecrets"))
     return sa

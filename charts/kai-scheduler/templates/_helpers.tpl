@@ -48,6 +48,31 @@ scheduler:
   lease: kai-scheduler-default
 {{- end -}}
 
+{{/*
+The hardened pod spec of every component, in one place (an operator rendering the same Deployments mirrors
+these three): non-root, no privilege escalation, every capability dropped, RuntimeDefault seccomp and a
+read-only root filesystem, with an emptyDir for /tmp (the webhook servers' certificate directory lives there).
+The values (global.podSecurityContext, global.securityContext) default to exactly this.
+*/}}
+{{- define "kai.podHardening" -}}
+{{- with .Values.global.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "kai.containerHardening" -}}
+{{- with .Values.global.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "kai.tmpVolume" -}}
+- name: tmp
+  emptyDir: {sizeLimit: 64Mi}
+{{- end -}}
+
 {{- define "kai.labels" -}}
 app.kubernetes.io/name: kai-scheduler
 app.kubernetes.io/instance: {{ .Release.Name }}

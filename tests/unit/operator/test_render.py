@@ -43,7 +43,8 @@ def test_an_empty_config_renders_the_six_components_like_kai() -> None:
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert container["image"] == "kai-scheduler:v1"
-    assert objs[("Deployment", "admission")]["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in objs[("Deployment", "binder")]["spec"]["template"][
+        "spec"]["volumes"]
     assert objs[("Service", "kai-scheduler-default")]["spec"]["clusterIP"] == "None"
 
 
