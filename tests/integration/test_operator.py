@@ -10,6 +10,7 @@ Tests run in file order: the operator is started once for the module.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -35,15 +36,15 @@ SHARD = "pool-b"
 GPU = "nvidia.com/gpu"
 
 
-@pytest.fixture(scope="module")
-def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
-    cluster.kubectl("create", "namespace", NS, check=False)
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
+@contextlib.contextmanager
+def operator_process(kubeconfig: str | Path, port: int, log: Path, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`kai run operator --leader-elect` as a local process (metrics on `port`, probes on `port + 1`); its log's
+    tail is printed when it stops."""
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "operators.cli", "run", "operator", f"--kubeconfig={cluster.kubeconfig}",
-             f"--namespace={NS}", f"--metrics-bind-address=127.0.0.1:{PORT}",
-             f"--health-probe-bind-address=127.0.0.1:{PORT + 1}", "--leader-elect", "--version=test"],
+            [sys.executable, "-m", "operators.cli", "run", "operator", f"--kubeconfig={kubeconfig}",
+             f"--namespace={NS}", f"--metrics-bind-address=127.0.0.1:{port}",
+             f"--health-probe-bind-address=127.0.0.1:{port + 1}", "--leader-elect", *extra],
             stdout=out, stderr=subprocess.STDOUT)
     try:
         yield proc
@@ -53,7 +54,17 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-        print(Path(log).read_text()[-4000:])
+        print(log.read_text()[-4000:])
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+    cluster.kubectl("create", "namespace", NS, check=False)
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    try:
+        with operator_process(cluster.kubeconfig, PORT, log, "--version=test") as proc:
+            yield proc
+    finally:
         cluster.kubectl("delete", "schedulingshard", SHARD, "pool-b-twin", "--ignore-not-found", "--wait=false",
                         check=False)
         cluster.kubectl("patch", "config", "kai-config", "--type=json",

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,26 +17,20 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration import test_chart
 from tests.integration.test_chart import KAI_VALUES, NS, RELEASE, Helm, token_kubeconfig
-from tests.support import Cluster, own_cluster, wait_for
-from tests.unit.test_chart_render import CHART, DEPLOYMENTS, helm_binary
+from tests.integration.test_operator import operator_process
+from tests.support import Cluster, wait_for
+from tests.unit.test_chart_render import CHART, DEPLOYMENTS
 
 pytestmark = pytest.mark.cluster
 
 PORT_BASE = int(os.environ.get("KAI_CHART_TEST_PORT_BASE", "24000"))
+# The chart test's fixtures: its cluster (KAI_CHART_TEST_CLUSTER, --no-components) and helm.
+chart_cluster = test_chart.chart_cluster
+helm = test_chart.helm
 WEBHOOKS = {"mutating-kai-admission", "validating-kai-admission", "kai-topology-validation-v1alpha1",
             "kai-queue-validation-v2", "kai-podgroup-validation-v2alpha2"}
-
-
-@pytest.fixture(scope="module")
-def chart_cluster() -> Iterator[Cluster]:
-    yield from own_cluster(os.environ.get("KAI_CHART_TEST_CLUSTER", "chart-test"), port_base=PORT_BASE,
-                           components=False, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def helm(chart_cluster: Cluster) -> Helm:
-    return Helm(helm_binary(), chart_cluster.kubeconfig)
 
 
 @pytest.fixture(scope="module")
@@ -51,22 +43,10 @@ def installed(chart_cluster: Cluster, helm: Helm, tmp_path_factory: pytest.TempP
                "--set", "operator.enabled=true").stdout
     root = tmp_path_factory.mktemp("operator")
     kubeconfig = token_kubeconfig(chart_cluster, "kai-operator", root / "operator.kubeconfig")
-    log = root / "operator.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "operators.cli", "run", "operator", f"--kubeconfig={kubeconfig}",
-             f"--namespace={NS}", f"--metrics-bind-address=127.0.0.1:{PORT_BASE + 960}",
-             f"--health-probe-bind-address=127.0.0.1:{PORT_BASE + 961}", "--leader-elect"],
-            stdout=sink, stderr=subprocess.STDOUT)
     try:
-        yield out
+        with operator_process(kubeconfig, PORT_BASE + 960, root / "operator.log"):
+            yield out
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        print(log.read_text()[-5000:])
         helm("uninstall", RELEASE, "-n", NS, "--wait", check=False)
 
 
