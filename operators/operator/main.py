@@ -32,7 +32,7 @@ from operators.core.api.schedulingshard import CONFIG_NAME, GROUP, VERSION
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, RawError, api_client, is_not_found, raw
 from operators.core.metrics import Counter
-from operators.operator import render, status, validate
+from operators.operator import render, status, unhonoured, validate
 from operators.operator.components import BY_KEY, CERT_SECRETS, COMPONENTS
 
 log = logging.getLogger("operator")
@@ -224,7 +224,8 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
         names = [c.name for c in COMPONENTS if s.enabled(c)]
         state = status.rollout(_deployments(deployments, names), names)
         generation = int(body["metadata"].get("generation") or 0)
-        await op().report(body, status.conditions(generation, [], applied=True, state=state))
+        await op().report(body, status.conditions(generation, [], applied=True, state=state,
+                                                  unhonoured=unhonoured.config_fields(body.get("spec") or {})))
 
     @kopf.on.resume(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config, id="config-resume")
     @kopf.on.create(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config, id="config-create")

@@ -1,8 +1,9 @@
 """The conditions the operator writes on the Config and each SchedulingShard, KAI's shape: pure.
 
-The operator is the one writer of `Reconciling`, `Deployed`, `Available` and `SpecValid`; the scheduler instance
-of an object writes `FieldsNotHonoured` there (and `Deployed`/`Available` only on objects no operator reconciles:
-it sees `Reconciling`). Each condition carries the object's `observedGeneration`.
+The operator is the one writer of `Reconciling`, `Deployed`, `Available` and `SpecValid`, and of
+`FieldsNotHonoured` on the Config; the scheduler instance of a shard writes `FieldsNotHonoured` on it (and
+`Deployed`/`Available`, and the Config's conditions, only on objects no operator reconciles: it sees
+`Reconciling`). Each condition carries the object's `observedGeneration`.
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) 
             "observedGeneration": generation}
 
 
-def conditions(generation: int, problems: Sequence[Problem], applied: bool, state: Rollout) -> list[dict[str, Any]]:
+def conditions(generation: int, problems: Sequence[Problem], applied: bool, state: Rollout,
+               unhonoured: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The operator's conditions (without lastTransitionTime). A refused spec keeps what runs: `Deployed` and
-    `Available` then describe the suite rendered from the last valid spec, at the generation it was applied."""
+    `Available` then describe the suite rendered from the last valid spec, at the generation it was applied.
+    `unhonoured` (the Config only): the fields it does not render, as `FieldsNotHonoured`."""
     valid = not problems
     out = [_condition("SpecValid", valid, "Valid" if valid else "InvalidSpec",
                       "Every field is valid" if valid else "; ".join(str(p) for p in problems), generation)]
@@ -70,6 +73,10 @@ def conditions(generation: int, problems: Sequence[Problem], applied: bool, stat
                    "System available" if available else
                    f"Waiting for {', '.join(state.waiting)} to be available", generation),
     ]
+    if unhonoured is not None:
+        out.append(_condition("FieldsNotHonoured", bool(unhonoured), "NotHonoured" if unhonoured else "AllHonoured",
+                              f"Accepted but not honoured by the operator: {', '.join(unhonoured)}" if unhonoured
+                              else "Every field set is honoured", generation))
     return out
 
 

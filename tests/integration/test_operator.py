@@ -74,8 +74,9 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         # No operator reconciles these any more: its conditions go, so the scheduler reports on them again.
         for kind, name in (("config", "kai-config"), ("schedulingshard", "default")):
             obj = cluster.get_json(kind, name)
-            kept = [c for c in (obj.get("status") or {}).get("conditions") or []
-                    if c["type"] not in ("Reconciling", "Deployed", "Available", "SpecValid")]
+            ours = {"Reconciling", "Deployed", "Available", "SpecValid"} | ({"FieldsNotHonoured"} if kind == "config"
+                                                                            else set())
+            kept = [c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] not in ours]
             cluster.kubectl("patch", kind, name, "--subresource=status", "--type=merge",
                             "-p", json.dumps({"status": {"conditions": kept}}), check=False)
 
@@ -118,6 +119,10 @@ def test_the_config_becomes_the_suite_deployed_and_available(cluster: Cluster,
     wait_for("Config Deployed", lambda: condition_is(cluster, "config", "kai-config", "Deployed", "True"))
     wait_for("Config Available (kwok runs the pods)",
              lambda: condition_is(cluster, "config", "kai-config", "Available", "True"), timeout=120)
+    # On the Config the operator also names what it does not render (the dev cluster's Config: nothing).
+    fields = wait_for("the operator's FieldsNotHonoured on the Config",
+                      lambda: condition_is(cluster, "config", "kai-config", "FieldsNotHonoured", "False"))
+    assert fields["message"] == "Every field set is honoured"
     # Kopf's bookkeeping only under the project's prefix, and no finalizer.
     for kind, name in (("config", "kai-config"), ("schedulingshard", "default")):
         meta = cluster.get_json(kind, name)["metadata"]
@@ -207,6 +212,26 @@ def test_an_invalid_shard_is_refused_and_the_schedulers_stay(cluster: Cluster,
                     "-p", '[{"op": "remove", "path": "/spec/plugins"}]')
     wait_for("valid again", lambda: condition_is(cluster, "schedulingshard", SHARD, "SpecValid", "True"))
     cluster.kubectl("delete", "schedulingshard", SHARD)
+
+
+def test_an_invalid_config_is_refused_and_the_suite_stays(cluster: Cluster, operator: subprocess.Popen[bytes]) -> None:
+    before = {name: deployment(cluster, name) for name in SUITE}
+    cluster.kubectl("patch", "config", "kai-config", "--type=merge", "-p",
+                    json.dumps({"spec": {"binder": {"service": {"image": {"pullPolicy": "Sometimes"}}}}}))
+    try:
+        refused = wait_for("SpecValid=False", lambda: condition_is(cluster, "config", "kai-config", "SpecValid",
+                                                                    "False"))
+        assert "spec.binder.service.image.pullPolicy" in refused["message"]
+        events = cluster.get_json("events", "--field-selector", "involvedObject.name=kai-config",
+                                  namespace="default")["items"]
+        assert [e for e in events if e["type"] == "Warning" and e["reason"] == "InvalidSpec"]
+        for name, old in before.items():
+            now = deployment(cluster, name)
+            assert old and now and now["metadata"]["generation"] == old["metadata"]["generation"], name
+    finally:
+        cluster.kubectl("patch", "config", "kai-config", "--type=json",
+                        "-p", '[{"op": "remove", "path": "/spec/binder"}]')
+    wait_for("valid again", lambda: condition_is(cluster, "config", "kai-config", "SpecValid", "True"))
 
 
 def test_patching_the_config_to_two_scheduler_replicas(cluster: Cluster, operator: subprocess.Popen[bytes]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.operator import render
+from operators.operator import render, unhonoured
 from operators.operator.components import BY_KEY, CERT_SECRETS
 from tests.unit.test_chart_render import KAI_VALUES
 from tests.unit.test_chart_render import render as helm_template
@@ -67,6 +67,7 @@ def test_the_operator_renders_what_the_chart_renders(sets: list[str]) -> None:
     # With the operator on, the chart renders no component object; only its own operator Deployment.
     assert [o["metadata"]["name"] for o in operated if o["kind"] == "Deployment"] == ["kai-operator"]
     config = next(o for o in operated if o["kind"] == "Config")
+    assert unhonoured.config_fields(config["spec"]) == [], "the operator reads every value the chart hands it"
     shards = {o["metadata"]["name"]: o.get("spec") or {} for o in operated if o["kind"] == "SchedulingShard"}
     labels = config["metadata"]["labels"]
     s = render.Settings(config["spec"], instance=labels["app.kubernetes.io/instance"],

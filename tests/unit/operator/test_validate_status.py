@@ -77,3 +77,18 @@ def test_a_refusal_touches_only_its_own_condition() -> None:
     merged = status.merge(existing, wanted, "t1")
     assert merged is not None and merged[1] == existing[0]
     assert status.merge(merged, wanted, "t2") is None, "unchanged conditions are not written again"
+
+
+def test_config_fields_the_operator_does_not_render_are_named() -> None:
+    from operators.operator.unhonoured import config_fields
+
+    spec = {"namespace": "kai-scheduler", "global": {"nodePoolLabelKey": "k", "openshift": True},
+            "prometheus": {"enabled": True},
+            "binder": {"replicas": 2, "volumeBindingTimeoutSeconds": 5,
+                       "service": {"enabled": True, "image": {"name": "binder", "tag": "t"}, "k8sClientConfig": {}}},
+            "admission": {"service": {"image": {"name": ""}}}}
+    assert config_fields(spec) == ["spec.prometheus", "spec.global.openshift",
+                                   "spec.binder.volumeBindingTimeoutSeconds", "spec.binder.service.k8sClientConfig",
+                                   "spec.binder.service.image.name"]
+    conds = status.conditions(1, [], applied=True, state=status.Rollout(0, 0, 0), unhonoured=["spec.prometheus"])
+    assert conds[-1]["type"] == "FieldsNotHonoured" and "spec.prometheus" in conds[-1]["message"]
