@@ -367,7 +367,8 @@ async def run(args: argparse.Namespace) -> None:
     @kopf.on.startup(registry=registry, id="operator-lease")
     async def lease(memo: kopf.Memo, **_: Any) -> None:
         """Kopf starts watching once this returns: on the leader only."""
-        await component.serve_probes(args, ready=leading.is_set)
+        # Ready: leading (or, `?standby=true`, able to lead: the process is up).
+        await component.serve_probes(args, ready=lambda: True)
         if not args.leader_elect:
             leading.set()
             return

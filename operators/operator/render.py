@@ -143,10 +143,13 @@ def _pod_placement(s: Settings, c: Component, app: str, *, default_anti_affinity
     return out
 
 
-def _probes() -> Obj:
+def _probes(standby: bool = False) -> Obj:
+    """A leader-elected replica is Ready once it could lead (`?standby=true`), or a rolling update, whose new
+    pod starts as a standby, never proceeds."""
+    ready = "/readyz?standby=true" if standby else "/readyz"
     return {"livenessProbe": {"httpGet": {"path": "/healthz", "port": "probes"}, "initialDelaySeconds": 15,
                               "periodSeconds": 20},
-            "readinessProbe": {"httpGet": {"path": "/readyz", "port": "probes"}, "initialDelaySeconds": 3,
+            "readinessProbe": {"httpGet": {"path": ready, "port": "probes"}, "initialDelaySeconds": 3,
                                "periodSeconds": 5}}
 
 
@@ -204,14 +207,15 @@ def _component_args(s: Settings, c: Component) -> list[str]:
     return args + [str(a) for a in s.comp(c, "service", "args", default=[])]
 
 
-def _container(s: Settings, c: Component, name: str, args: list[str], *, serves: bool, mounts: list[Obj]) -> Obj:
+def _container(s: Settings, c: Component, name: str, args: list[str], *, serves: bool, mounts: list[Obj],
+               standby: bool = False) -> Obj:
     ports = []
     if serves:
         ports.append({"name": "webhook", "containerPort": s.port(c, "webhookPort"), "protocol": "TCP"})
     ports += [{"name": "http-metrics", "containerPort": s.port(c, "metricsPort"), "protocol": "TCP"},
               {"name": "probes", "containerPort": s.port(c, "probePort"), "protocol": "TCP"}]
     container: Obj = {"name": name, "image": s.image(c), "imagePullPolicy": s.pull_policy(c), "args": args,
-                      "env": _env(), "ports": ports, **_probes()}
+                      "env": _env(), "ports": ports, **_probes(standby)}
     resources = s.comp(c, "service", "resources", default=RESOURCES[c.key])
     if resources:
         container["resources"] = copy.deepcopy(resources)
@@ -251,7 +255,8 @@ def component_deployment(s: Settings, c: Component, scheduler_config: str = "") 
     if s.glob("priorityClassName"):
         pod["priorityClassName"] = s.glob("priorityClassName")
     pod["terminationGracePeriodSeconds"] = 30
-    pod["containers"] = [_container(s, c, c.run, _component_args(s, c), serves=serves, mounts=mounts)]
+    pod["containers"] = [_container(s, c, c.run, _component_args(s, c), serves=serves, mounts=mounts,
+                                    standby=s.leader_elect(c))]
     pod["volumes"] = volumes
     component = {"app.kubernetes.io/component": c.run}
     return {

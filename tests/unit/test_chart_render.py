@@ -185,6 +185,11 @@ def test_leader_election_follows_replicas_and_switches() -> None:
     strategies = {n: d["spec"]["strategy"]["type"] for n, d in by_kind(docs, "Deployment").items()}
     assert strategies["kai-scheduler-default"] == "RollingUpdate"
     assert strategies["queue-controller"] == "Recreate", "a singleton without a lease never runs twice"
+    # An elected replica is Ready as a warm standby (the new pod of a rolling update starts as one).
+    probes = {n: d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"]
+              for n, d in by_kind(docs, "Deployment").items()}
+    assert probes["kai-scheduler-default"] == probes["binder"] == "/readyz?standby=true"
+    assert probes["admission"] == probes["queue-controller"] == "/readyz"
     everything = _leader_elect(render("global.leaderElection=true"))
     assert everything == {name: name != "admission" for name in DEPLOYMENTS}
     off = _leader_elect(render("scheduler.replicaCount=2", "scheduler.leaderElection=false"))
