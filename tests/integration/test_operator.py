@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Cluster, wait_for
+from tests.support import Cluster, probe_status, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -98,8 +98,8 @@ def deployment(cluster: Cluster, name: str) -> dict[str, Any] | None:
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
-def writes() -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=5) as resp:
+def writes(port: int = PORT) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
     return sum(float(m.group(1)) for m in re.finditer(r"^kai_operator_writes_total\{[^}]*\} (\S+)$", text, re.M))
 
@@ -278,6 +278,30 @@ def nodes_of(cluster: Cluster, namespace: str, prefix: str) -> set[str]:
         return set(placed) if len(placed) == 2 else None
 
     return wait_for(f"both {prefix} pods bound", bound, timeout=60)
+
+
+def test_a_second_operator_stands_by_without_writing(cluster: Cluster, operator: subprocess.Popen[bytes],
+                                                     tmp_path: Path) -> None:
+    """Leader election: the standby waits for the Lease before Kopf opens a watch, so it writes nothing."""
+    port = PORT + 5
+    with operator_process(cluster.kubeconfig, port, tmp_path / "standby.log", "--version=test") as standby:
+        wait_for("the standby's probes", lambda: probe_status(port + 1, "/healthz") == 200)
+        assert probe_status(port + 1, "/readyz?standby=true") == 200, "able to lead"
+        assert probe_status(port + 1, "/readyz") != 200, "not leading"
+        lease = cluster.get_json("lease", "kai-operator", namespace=NS)
+        assert lease["spec"]["holderIdentity"], lease
+        cluster.kubectl("patch", "config", "kai-config", "--type=merge", "-p",
+                        json.dumps({"spec": {"podGroupController": {"replicas": 1}}}))
+        try:
+            wait_for("the leader reconciles the change",
+                     lambda: condition_is(cluster, "config", "kai-config", "Available", "True"))
+            time.sleep(3)
+            assert writes(port) == 0, "the standby wrote"
+            assert writes(PORT) > 0
+            assert standby.poll() is None
+        finally:
+            cluster.kubectl("patch", "config", "kai-config", "--type=json",
+                            "-p", '[{"op": "remove", "path": "/spec/podGroupController"}]')
 
 
 def test_spread_placement_still_changes_where_pods_land(cluster: Cluster, namespace: str,
