@@ -10,7 +10,7 @@ VENV := $(CACHE)/venv-$(VENV_KEY)
 KAI := $(VENV)/bin/kai
 PYTEST_ARGS ?=
 
-.PHONY: up down env test unit lint setup binaries
+.PHONY: up down env test unit lint setup binaries image
 
 setup: $(VENV)/.installed
 
@@ -23,6 +23,10 @@ $(VENV)/.installed: pyproject.toml
 
 binaries: setup
 	$(KAI) dev build
+
+## Build the product's image from the Dockerfile (buildah on a local Debian base; no registry, no daemon).
+image: setup
+	$(KAI) dev image
 
 ## Set everything up and run the KAI suite on the local control plane (4 nodes x 8 GPUs); prints the exports.
 up: binaries

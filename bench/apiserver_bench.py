@@ -140,6 +140,19 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return out
 
 
+def peak_rss_mib(pids: dict[str, int]) -> dict[str, float]:
+    """Each process's peak resident memory so far (VmHWM): what the chart's memory requests and limits rest on."""
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                line = next(ln for ln in f if ln.startswith("VmHWM:"))
+            out[name] = int(line.split()[1]) / 1024
+        except (OSError, StopIteration, ValueError):
+            continue
+    return out
+
+
 class Measure:
     """Request counts and CPU before/after a run."""
 
@@ -583,6 +596,8 @@ async def main() -> None:
                 run = await suite(api, measure, workload, args.pods, args.concurrency, args.timeout)
                 report(run, ceiling_rate)
             runs.append(run)
+        print("\npeak RSS (VmHWM) since start: " + ", ".join(
+            f"{name} {mib:.0f} MiB" for name, mib in sorted(peak_rss_mib(dict(state.pids)).items())))
     plot(runs, args.plot)
     print(f"\nwrote {args.plot}")
 

@@ -117,6 +117,12 @@ def _dev_build(_: argparse.Namespace) -> int:
     return build.main()
 
 
+def _dev_image(args: argparse.Namespace) -> int:
+    from operators.devcluster import image
+
+    return image.main(["--containerd", args.containerd] if args.containerd else [])
+
+
 def _run(args: argparse.Namespace) -> int:
     names = list(components.COMPONENTS) if args.component == "all" else [args.component]
     if args.component != "all" and not components.is_available(args.component):
@@ -248,9 +254,12 @@ def parser() -> argparse.ArgumentParser:
     image.add_argument("archive", type=Path)
     image.set_defaults(func=_dev_import_image)
     dev.add_parser("build", help="build the control plane binaries into the cache").set_defaults(func=_dev_build)
+    img = dev.add_parser("image", help="build the product's image (buildah on a Debian base), no registry")
+    img.add_argument("--containerd", default="", metavar="SOCKET", help="also import it into this containerd")
+    img.set_defaults(func=_dev_image)
 
     run = sub.add_parser("run", help="run one component, or all of them")
-    run.add_argument("component", choices=[*components.COMPONENTS, "all"])
+    run.add_argument("component", choices=[*components.RUNNABLE, "all"])
     run.add_argument("extra", nargs=argparse.REMAINDER, help="arguments for the component")
     run.set_defaults(func=_run)
 

@@ -3,7 +3,7 @@
 A component is implemented when its package has a `main` module exposing `main(argv) -> int`: for every
 component `COMPONENT.main`, its `core.component.Component` (one entry-point shape and one lifecycle).
 `kai run all` starts every implemented one as its own process, as in production where each is its own
-Deployment.
+Deployment. `kai run operator` is the kai-operator, which deploys the six from the Config and SchedulingShards.
 """
 
 from __future__ import annotations
@@ -22,8 +22,14 @@ COMPONENTS = {
 }
 
 
+# Run on its own, never by `kai run all` or `kai dev up`: the operator deploys the six as Deployments, which
+# host processes would duplicate.
+OPERATOR = {"operator": "operator"}
+RUNNABLE = {**COMPONENTS, **OPERATOR}
+
+
 def entry_module(component: str) -> str:
-    return f"operators.{COMPONENTS[component]}.main"
+    return f"operators.{RUNNABLE[component]}.main"
 
 
 def is_available(component: str) -> bool:

@@ -14,6 +14,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "kai-scheduler"
 NS = "kai-scheduler"
+KAI_VALUES = ROOT / "tests" / "data" / "kai-values.yaml"  # a values file written for KAI's own chart
 
 # Deployment name (= pod label app) -> `kai run` component and ServiceAccount, as KAI's operator creates them.
 DEPLOYMENTS = {

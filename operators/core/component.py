@@ -303,7 +303,8 @@ def setup_logging(level: str, component: str, fmt: str = "text") -> None:
 
 class Probes:
     """The process's one probe/metrics server: /healthz answers while the process lives (a standby included);
-    /readyz once the component's own check passes and, with --leader-elect, only while it holds the lease."""
+    /readyz once the component's own check passes and, with --leader-elect, only while it holds the lease;
+    /readyz?standby=true once the component's own check passes (the chart's readiness probe of elected replicas)."""
 
     def __init__(self) -> None:
         self.runners: list[Any] = []
@@ -315,6 +316,10 @@ class Probes:
 
         return (not self.elect or is_leading()) and self.check()
 
+    def warm(self) -> bool:
+        """Ready to lead: the component's own check, whether or not it holds the lease (`/readyz?standby=true`)."""
+        return self.check()
+
 
 PROBES = Probes()
 
@@ -325,9 +330,9 @@ async def serve_probes(args: argparse.Namespace, ready: Callable[[], bool], elec
     PROBES.check = ready
     PROBES.elect = bool(getattr(args, "leader_elect", False)) if elect is None else elect
     if not PROBES.runners:
-        PROBES.runners = [await metrics.serve(args.metrics_address, ready=PROBES.ready)]
+        PROBES.runners = [await metrics.serve(args.metrics_address, ready=PROBES.ready, warm=PROBES.warm)]
         if args.probe_address and args.probe_address != args.metrics_address:
-            PROBES.runners.append(await metrics.serve(args.probe_address, ready=PROBES.ready))
+            PROBES.runners.append(await metrics.serve(args.probe_address, ready=PROBES.ready, warm=PROBES.warm))
     return PROBES.runners
 
 

@@ -78,8 +78,12 @@ def exposition(registry: CollectorRegistry = REGISTRY) -> bytes:
 
 
 async def serve(address: str, *, registry: CollectorRegistry = REGISTRY,
-                ready: Callable[[], bool] = lambda: True) -> web.AppRunner:
-    """Start the probe/metrics server on `host:port` (":8080" = all interfaces) and return its runner."""
+                ready: Callable[[], bool] = lambda: True, warm: Callable[[], bool] | None = None) -> web.AppRunner:
+    """Start the probe/metrics server on `host:port` (":8080" = all interfaces) and return its runner.
+
+    `/readyz?standby=true` answers `warm` instead of `ready`: a leader-elected replica that is ready to take over
+    (caches synced) without leading. A Deployment's readiness probe needs that, or a standby is never Ready and a
+    rolling update (a new pod up before an old one goes) never proceeds."""
 
     async def metrics(_: web.Request) -> web.Response:
         body = exposition(registry)
@@ -88,8 +92,9 @@ async def serve(address: str, *, registry: CollectorRegistry = REGISTRY,
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def readyz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if ready() else web.Response(status=503, text="not ready")
+    async def readyz(request: web.Request) -> web.Response:
+        check = warm if warm is not None and request.query.get("standby") == "true" else ready
+        return web.Response(text="ok") if check() else web.Response(status=503, text="not ready")
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)

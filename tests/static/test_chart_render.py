@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helm_chart import CHART, DEPLOYMENTS, NS, ROOT, allows, by_kind, helm_binary, render, rules_of
+from tests.helm_chart import CHART, DEPLOYMENTS, KAI_VALUES, NS, ROOT, allows, by_kind, helm_binary, render, rules_of
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,12 @@ def test_six_deployments_named_and_labelled_like_kai(default_docs: list[dict[str
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
-        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}}
+        # The only writable path: /tmp, an emptyDir (the webhook certificates are mounted below it).
+        assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["spec"]["volumes"]
     assert images == {"ghcr.io/kai-scheduler-py/kai-scheduler:0.1.0"}, "one image for every component"
 
 
@@ -141,6 +146,11 @@ def test_leader_election_follows_replicas_and_switches() -> None:
     strategies = {n: d["spec"]["strategy"]["type"] for n, d in by_kind(docs, "Deployment").items()}
     assert strategies["kai-scheduler-default"] == "RollingUpdate"
     assert strategies["queue-controller"] == "Recreate", "a singleton without a lease never runs twice"
+    # An elected replica is Ready as a warm standby (the new pod of a rolling update starts as one).
+    probes = {n: d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"]
+              for n, d in by_kind(docs, "Deployment").items()}
+    assert probes["kai-scheduler-default"] == probes["binder"] == "/readyz?standby=true"
+    assert probes["admission"] == probes["queue-controller"] == "/readyz"
     everything = _leader_elect(render("global.leaderElection=true"))
     assert everything == {name: name != "admission" for name in DEPLOYMENTS}
     off = _leader_elect(render("scheduler.replicaCount=2", "scheduler.leaderElection=false"))
@@ -161,9 +171,10 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
                     "get", "list", "watch"}, f"{name} may only read nodes and namespaces"
     for binding in by_kind(docs, "ClusterRoleBinding").values():
         assert binding["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
+    # The webhook reads nothing from the API server: its ServiceAccount has no rules. Its token is mounted all
+    # the same, as the component runtime logs in (discovery only, which every authenticated client may read).
     assert rules_of(docs, "admission") == [], "the webhook never calls the API server"
-    admission = by_kind(docs, "ServiceAccount")["admission"]
-    assert admission["automountServiceAccountToken"] is False
+    assert "automountServiceAccountToken" not in by_kind(docs, "ServiceAccount")["admission"]
     # What each component does, in one line each (the integration test proves it is enough).
     expect = {
         "scheduler": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "delete"),
@@ -359,7 +370,6 @@ def test_services_expose_metrics_for_every_component(default_docs: list[dict[str
 
 
 # --- KAI's values -----------------------------------------------------------------------------------------
-KAI_VALUES = ROOT / "tests" / "data" / "kai-values.yaml"
 
 
 def args_of(docs: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -48,6 +48,31 @@ scheduler:
   lease: kai-scheduler-default
 {{- end -}}
 
+{{/*
+The hardened pod spec of every component, in one place (an operator rendering the same Deployments mirrors
+these three): non-root, no privilege escalation, every capability dropped, RuntimeDefault seccomp and a
+read-only root filesystem, with an emptyDir for /tmp (the webhook servers' certificate directory lives there).
+The values (global.podSecurityContext, global.securityContext) default to exactly this.
+*/}}
+{{- define "kai.podHardening" -}}
+{{- with .Values.global.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "kai.containerHardening" -}}
+{{- with .Values.global.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "kai.tmpVolume" -}}
+- name: tmp
+  emptyDir: {sizeLimit: 64Mi}
+{{- end -}}
+
 {{- define "kai.labels" -}}
 app.kubernetes.io/name: kai-scheduler
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -292,7 +317,10 @@ deprecated keys have no default, so a value there was set by the user). "kai.dep
 
 {{/* KAI keys accepted for values files written for KAI that have no effect here (NOTES.txt). */}}
 {{- define "kai.ignored" -}}
-{{- range $key := list "operator" "nodescaleadjuster" "crdupgrader" "topologyMigration" "postCleanup" "prometheus" "kaiConfig" }}
+{{- if and (hasKey $.Values "operator") (ne (include "kai.operated" $) "true") }}
+- operator: KAI's operator has no counterpart here unless operator.enabled=true (the chart renders the components itself)
+{{- end }}
+{{- range $key := list "nodescaleadjuster" "crdupgrader" "topologyMigration" "postCleanup" "prometheus" "kaiConfig" }}
 {{- if hasKey $.Values $key }}
 - {{ $key }}: KAI's {{ $key }} has no counterpart here (no operator; the chart renders the components itself)
 {{- end }}
@@ -314,4 +342,53 @@ deprecated keys have no default, so a value there was set by the user). "kai.dep
 {{/* The queue label key: KAI's podgrouper.queueLabelKey when given (KAI wires it into its Config), else global. */}}
 {{- define "kai.queueLabelKey" -}}
 {{- .Values.podgrouper.queueLabelKey | default .Values.global.queueLabelKey -}}
+{{- end -}}
+
+{{/*
+The Config spec the kai-operator renders the suite from (operator.enabled): KAI's Config shape (`global`, and per
+component `service` {enabled, image, resources, affinity} and `replicas`), extended with the chart values KAI's
+Config has no key for (nodeSelector, tolerations, podAnnotations, args, ports, leaderElection, ...). Every value
+is resolved here (deprecated spellings, global fallbacks), so the operator renders exactly what the chart would.
+*/}}
+{{- define "kai.configSpec" -}}
+{{- $g := .Values.global -}}
+{{- $global := dict "registry" $g.registry "image" (dict "repository" $g.image.repository) "tag" ($g.tag | default .Chart.AppVersion) "imagePullPolicy" $g.imagePullPolicy "imagePullSecrets" $g.imagePullSecrets "schedulerName" $g.schedulerName "queueLabelKey" (include "kai.queueLabelKey" .) "nodePoolLabelKey" $g.nodePoolLabelKey "leaderElection" $g.leaderElection "logLevel" $g.logLevel "jsonLog" $g.jsonLog "priorityClassName" $g.priorityClassName "requireDefaultPodAntiAffinityTerm" $g.requireDefaultPodAntiAffinityTerm "namespaceLabelSelector" $g.namespaceLabelSelector "podLabelSelector" $g.podLabelSelector "nodeSelector" $g.nodeSelector "tolerations" $g.tolerations "affinity" $g.affinity "podSecurityContext" $g.podSecurityContext "securityContext" $g.securityContext -}}
+{{- $spec := dict "namespace" .Release.Namespace "global" $global -}}
+{{- $keys := dict "admission" "admission" "binder" "binder" "podgrouper" "podGrouper" "podgroupcontroller" "podGroupController" "queuecontroller" "queueController" "scheduler" "scheduler" -}}
+{{- range $key, $kai := $keys -}}
+{{- $v := index $.Values $key -}}
+{{- $image := $v.image | default dict -}}
+{{- $service := dict "enabled" (eq (include "kai.componentEnabled" (list $ $key)) "true") "image" (dict "tag" ($image.tag | default "") "pullPolicy" ($image.pullPolicy | default "")) "resources" ($v.resources | default dict) "affinity" ($v.affinity | default dict) "nodeSelector" ($v.nodeSelector | default dict) "tolerations" ($v.tolerations | default list) "podAnnotations" ($v.podAnnotations | default dict) "args" ($v.extraArgs | default list) -}}
+{{- $c := dict "service" $service "replicas" (int $v.replicaCount) "ports" $v.ports -}}
+{{- if hasKey $v "leaderElection" }}{{ $_ := set $c "leaderElection" $v.leaderElection }}{{ end -}}
+{{- if $v.certSecretName }}{{ $_ := set $c "certSecretName" $v.certSecretName }}{{ end -}}
+{{- if $v.webhook }}{{ $_ := set $c "webhook" (dict "failurePolicy" $v.webhook.failurePolicy "timeoutSeconds" $v.webhook.timeoutSeconds "url" ($v.webhook.url | default "")) }}{{ end -}}
+{{- if eq $key "admission" -}}
+{{- $_ := set $c "gpuSharing" $g.gpuSharing -}}
+{{- $_ := set $c "gpuPodRuntimeClassName" (include "kai.fractionRuntimeClass" $) -}}
+{{- $_ := set $c "queueLabelSelector" $v.queueLabelSelector -}}
+{{- else if eq $key "binder" -}}
+{{- $rr := $g.resourceReservation -}}
+{{- $_ := set $c "maxConcurrentReconciles" $v.maxConcurrentReconciles -}}
+{{- $_ := set $c "cdiEnabled" $v.cdiEnabled -}}
+{{- $_ := set $c "resourceReservation" (dict "namespace" $rr.namespace "serviceAccountName" $rr.serviceAccount "appLabel" $rr.appLabel "image" $rr.image "runtimeClassName" ($v.runtimeClassName | default $rr.runtimeClassName | default "") "allocationTimeout" $v.resourceReservationAllocationTimeout "podResources" ($v.resourceReservationPodResources | default dict) "fakeGpuNodes" $rr.fakeGpuNodes) -}}
+{{- else if eq $key "podgrouper" -}}
+{{- $_ := set $c "maxConcurrentReconciles" $v.maxConcurrentReconciles -}}
+{{- else if eq $key "queuecontroller" -}}
+{{- $_ := set $c "webhooks" (dict "enableValidation" $v.webhook.enabled) -}}
+{{- $_ := set $c "metricsNamespace" $v.metricsNamespace -}}
+{{- else if eq $key "podgroupcontroller" -}}
+{{- $_ := set $c "webhooks" (dict "enableValidation" $v.webhook.enabled) -}}
+{{- else if eq $key "scheduler" -}}
+{{- $_ := set $c "staleGracePeriod" ($v.staleGracePeriod | default "") -}}
+{{- $_ := set $c "schedulePeriod" ($v.schedulePeriod | default "") -}}
+{{- end -}}
+{{- $_ := set $spec $kai $c -}}
+{{- end -}}
+{{- toYaml $spec -}}
+{{- end -}}
+
+{{/* The operator renders the components (operator.enabled): the chart then renders none of their objects. */}}
+{{- define "kai.operated" -}}
+{{- if (.Values.operator | default dict).enabled }}true{{ else }}false{{ end -}}
 {{- end -}}

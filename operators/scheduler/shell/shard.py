@@ -62,6 +62,15 @@ def kai_object(obj: dict[str, Any]) -> KaiObject:
                      conditions=tuple((obj.get("status") or {}).get("conditions") or ()))
 
 
+def _own(obj: KaiObject, wanted: list[dict[str, Any]], config: bool = False) -> list[dict[str, Any]]:
+    """One writer per condition type: on an object the kai-operator reconciles (it writes `Reconciling`), the
+    operator owns `Deployed` and `Available`, and on the Config also `FieldsNotHonoured` (it renders the Config);
+    the instance keeps `FieldsNotHonoured` on its shard."""
+    if any(c.get("type") == "Reconciling" for c in obj.conditions):
+        return [] if config else [c for c in wanted if c["type"] not in ("Deployed", "Available")]
+    return wanted
+
+
 class ShardWatcher:
     def __init__(self, api: Any, shard_name: str, base: SchedulerConfig) -> None:
         self.api = api
@@ -159,10 +168,10 @@ class ShardWatcher:
         writes: list[tuple[str, Sequence[Mapping[str, Any]], list[dict[str, Any]]]] = []
         if shard is not None:
             wanted = status_conditions(shard.generation, self.effective.error, unhonoured_fields(shard.spec))
-            writes.append((f"{SHARDS.path()}/{shard.name}", shard.conditions, wanted))
+            writes.append((f"{SHARDS.path()}/{shard.name}", shard.conditions, _own(shard, wanted)))
         if config is not None and not self.effective.config.partition:
             wanted = status_conditions(config.generation, "", unhonoured_config_fields(config.spec))
-            writes.append((f"{CONFIGS.path()}/{config.name}", config.conditions, wanted))
+            writes.append((f"{CONFIGS.path()}/{config.name}", config.conditions, _own(config, wanted, config=True)))
         now = rfc3339()
         due = [(path, existing, wanted) for path, existing, wanted in writes
                if merge_conditions(existing, wanted, now) is not None
