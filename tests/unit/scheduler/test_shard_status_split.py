@@ -3,8 +3,8 @@ operator reconciles the object (it writes `Reconciling`), and keeps writing Fiel
 
 from __future__ import annotations
 
-from operators.scheduler.shell.shard import KaiObject, _own
 from operators.scheduler.decide.shardconfig import status_conditions
+from operators.scheduler.shell.shard import KaiObject, _own
 
 
 def test_the_scheduler_keeps_only_its_own_condition_on_an_operated_object() -> None:
