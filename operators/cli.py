@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from operators import components
 
@@ -16,11 +17,17 @@ from operators import components
 def _dev_up(args: argparse.Namespace) -> int:
     from operators.devcluster import cluster
 
+    if args.real_node is None:
+        args.real_node = os.geteuid() == 0
+        if not args.real_node:
+            print("no real node: it needs root (network namespace, cgroups, containerd); the kwok nodes run alone",
+                  file=sys.stderr)
     opts = cluster.Options(name=args.name, nodes=args.nodes, gpus=args.gpus, gpu_memory_mib=args.gpu_memory,
                            gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
                            port_base=args.port_base, components=not args.no_components,
                            kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout,
-                           shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology)
+                           shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology,
+                           real_node=args.real_node)
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -81,6 +88,22 @@ def _dev_env(args: argparse.Namespace) -> int:
         print(f"no cluster named {args.name!r} is running; start it with `kai dev up --detach`", file=sys.stderr)
         return 1
     print(cluster.env_lines(state))
+    return 0
+
+
+def _dev_import_image(args: argparse.Namespace) -> int:
+    from operators.devcluster import cluster
+    from operators.devcluster.node import lifecycle
+
+    state = cluster.load_state(args.name)
+    if state is None or not cluster.is_running(state) or not state.node:
+        print(f"no cluster named {args.name!r} with a real node is running", file=sys.stderr)
+        return 1
+    try:
+        lifecycle.import_image(state.dir, args.archive)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -212,6 +235,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--topology", type=_topology, default=None, metavar="ZxR",
                     help="label the nodes into Z zones of R racks (topology.kubernetes.io/zone, "
                          "cloud.provider.com/topology-rack), for topology-aware scheduling")
+    up.add_argument("--real-node", action=argparse.BooleanOptionalAction, default=None,
+                    help="one node with a real kubelet, containerd and kube-proxy, tainted for the suite's pods "
+                         "(default: on when run as root, which it needs)")
     up.set_defaults(func=_dev_up)
     down = dev.add_parser("down", help="stop everything `up` started and remove its state")
     down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
@@ -219,6 +245,10 @@ def parser() -> argparse.ArgumentParser:
     env = dev.add_parser("env", help="print the shell exports for a running cluster")
     env.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
     env.set_defaults(func=_dev_env)
+    image = dev.add_parser("import-image", help="import an image archive (OCI or docker) into the real node")
+    image.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
+    image.add_argument("archive", type=Path)
+    image.set_defaults(func=_dev_import_image)
     dev.add_parser("build", help="build the control plane binaries into the cache").set_defaults(func=_dev_build)
     img = dev.add_parser("image", help="build the product's image (buildah on a Debian base), no registry")
     img.add_argument("--containerd", default="", metavar="SOCKET", help="also import it into this containerd")

@@ -20,8 +20,10 @@ from operators.devcluster import versions
 CACHE = Path(os.environ.get("KAI_DEV_CACHE", Path.home() / ".cache" / "kai-dev"))
 REPO = Path(__file__).resolve().parents[2]
 KUBE_SOURCES = REPO / "e2e" / "kube"
+NODE_SOURCES = REPO / "e2e" / "node"
 TOOLS = REPO / "e2e" / "tools"
 KUBE_TOOLS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+NODE_TOOLS = ("kubelet", "kube-proxy")
 
 
 class BuildError(RuntimeError):
@@ -106,6 +108,45 @@ def _build_kube(go: str, gover: str, env: dict[str, str]) -> Path:
     return out
 
 
+def _build_node(go: str, gover: str, env: dict[str, str]) -> Path:
+    """The real node's agents (kubelet, kube-proxy) from the sibling module e2e/node, its static `pause` and the
+    test image's `apiget`.
+
+    A module of their own, so that the control plane's `kube` binary (and its cache key) stays as it is; the Go
+    build cache shares every package the two have in common, so only the node's own packages are compiled.
+    """
+    sources = sorted(NODE_SOURCES.rglob("*.go")) + [NODE_SOURCES / "go.mod", NODE_SOURCES / "go.sum"]
+    digest = _key(versions.KUBERNETES, gover, _kube_ldflags(), *(p.read_text() for p in sources))
+    out = CACHE / "bin" / f"node-{versions.KUBERNETES}-{digest}"
+    if all((out / name).exists() for name in ("node", "pause", "apiget")):
+        return out
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    print(f"building Kubernetes {versions.KUBERNETES} node agents (kubelet, kube-proxy)", file=sys.stderr, flush=True)
+    log = CACHE / "build-node.log"
+    _run([go, "build", "-ldflags", _kube_ldflags(), "-o", str(tmp / "node"), "."], cwd=NODE_SOURCES, log=log,
+         env=env)
+    for program in ("pause", "apiget"):  # static: the images that hold them have no C library
+        _run([go, "build", "-ldflags", "-s -w", "-o", str(tmp / program), f"./{program}"], cwd=NODE_SOURCES,
+             log=log, env={**env, "CGO_ENABLED": "0"})
+    for tool in NODE_TOOLS:
+        (tmp / tool).symlink_to("node")
+    tmp.rename(out)
+    return out
+
+
+def ensure_node_binaries() -> Path:
+    """The directory holding kubelet, kube-proxy, pause and apiget, built if missing (under the same lock)."""
+    import fcntl
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        go = _go()
+        return _build_node(go, _go_version(go), _env())
+
+
 def _build_tool(go: str, gover: str, env: dict[str, str], name: str, version: str, package: str) -> Path:
     """Build a pinned upstream command from its module under e2e/tools/<name> (go.mod with a `tool` line).
 
@@ -170,11 +211,13 @@ def _ensure_binaries() -> Binaries:
 def main() -> int:
     try:
         bins = ensure_binaries()
+        node_dir = ensure_node_binaries()
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     for name, path in vars(bins).items():
         print(f"{name}: {path}")
+    print(f"node_dir: {node_dir}")
     return 0
 
 

@@ -18,11 +18,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from operators.devcluster import build, nodes, pki, webhooks
+from operators.devcluster.node import lifecycle as real_node
+from operators.devcluster.node import slots
+from operators.devcluster.node.addresses import NODE_NAME, NodeAddresses
 
 MANIFESTS = Path(__file__).parent / "manifests"
 STAGES = Path(__file__).parent / "kwok-stages.yaml"
@@ -53,6 +57,9 @@ class Options:
     # An audit policy (YAML text) for the API server; its log goes to `<state>/logs/audit.log` (off when empty).
     audit_policy: str = ""
     topology: tuple[int, int] | None = None  # (zones, racks per zone): zone and rack labels on the nodes
+    # One node with a real kubelet, containerd and kube-proxy (tainted for the suite's own pods), beside the
+    # kwok nodes. Off here (the tests' clusters need no pods to run); `kai dev up` turns it on by default.
+    real_node: bool = False
 
 
 @dataclass
@@ -67,6 +74,11 @@ class State:
     pids: dict[str, int] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
     bin_dir: str = ""
+    node: dict[str, Any] = field(default_factory=dict)  # the real node, if any: slot, name, containerd socket
+
+    @property
+    def node_addresses(self) -> NodeAddresses | None:
+        return NodeAddresses(self.node["slot"], self.name) if self.node else None
 
     @property
     def kubectl(self) -> str:
@@ -123,12 +135,15 @@ class Launcher:
         self.logdir = Path(state.dir) / "logs"
         self.logdir.mkdir(parents=True, exist_ok=True)
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+              preexec: Callable[[], None] | None = None) -> None:
         log = self.logdir / f"{name}.log"
+        slot_lock = slots.held(self.state.name)  # inherited: the real node's slot is held while any process lives
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env={**os.environ, **(env or {})},
-                                    cwd=self.state.dir)
+                                    cwd=self.state.dir, preexec_fn=preexec,
+                                    pass_fds=(slot_lock,) if slot_lock is not None else ())
         self.state.pids[name] = proc.pid
         self.state.logs[name] = str(log)
         self.state.save()
@@ -190,14 +205,35 @@ def up(opts: Options) -> State:
     server = f"https://127.0.0.1:{ports['apiserver']}"
     state = State(name=opts.name, dir=str(root), kubeconfig=str(root / "kubeconfig"), server=server,
                   ports=ports, bin_dir=str(bins.kube_dir))
+    if opts.real_node:
+        slot = slots.claim(SLOTS, opts.name, alive=_cluster_alive, clean=_clean_stale_node)
+        state.node = {"slot": slot, "name": NODE_NAME,
+                      "containerd_socket": str(real_node.paths_of(root).containerd_socket)}
     state.save()
     try:
         _start(state, bins, opts)
     except BaseException:
         print(f"start-up failed; logs are in {root / 'logs'}; stopping what was started", file=sys.stderr)
-        _stop_processes(state)
+        try:
+            _teardown(state)
+        except StartError as exc:
+            print(exc, file=sys.stderr)
         raise
+    slots.hand_over(opts.name)  # the cluster's processes hold its slot from now on
     return state
+
+
+SLOTS = build.CACHE / "real-node-slots"  # one file per claimed slot, naming its cluster
+
+
+def _cluster_alive(name: str) -> bool:
+    state = load_state(name)
+    return state is not None and is_running(state)
+
+
+def _clean_stale_node(name: str, slot: int) -> None:
+    """Remove what a dead cluster's node left behind (its slot is being taken over)."""
+    real_node.stop(state_dir=state_dir(name), addrs=NodeAddresses(slot, name), pids={})
 
 
 def _start(state: State, bins: build.Binaries, opts: Options) -> None:
@@ -206,9 +242,17 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     pki_dir = root / "pki"
     ca = pki.CertificateAuthority(pki_dir)
     sa = pki.service_account_keys(pki_dir)
+    addrs = state.node_addresses
+    api_ips = ["127.0.0.1", addrs.host_ip, addrs.kubernetes_service_ip] if addrs else ["127.0.0.1", "10.96.0.1"]
     serving = ca.issue("apiserver", "kube-apiserver", server=True,
                        dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                            "kubernetes.default.svc.cluster.local"], ips=["127.0.0.1", "10.96.0.1"])
+                            "kubernetes.default.svc.cluster.local"], ips=api_ips)
+    network = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+               "--service-cluster-ip-range=10.96.0.0/16"]
+    if addrs:
+        kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters",
+                                  client=True)
+        network = real_node.apiserver_flags(addrs, kubelet_client)
     admin = ca.issue("admin", "kubernetes-admin", org="system:masters", client=True)
     kcm = ca.issue("controller-manager", "system:kube-controller-manager", client=True)
     sched = ca.issue("scheduler", "system:kube-scheduler", client=True)
@@ -240,13 +284,12 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     launcher.start("kube-apiserver", [
         str(bins.tool("kube-apiserver")),
         f"--etcd-servers={etcd_url}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports['apiserver']}",
+        *network, f"--secure-port={ports['apiserver']}",
         f"--tls-cert-file={serving.cert}", f"--tls-private-key-file={serving.key}",
         f"--client-ca-file={ca.cert_path}",
         "--authorization-mode=Node,RBAC",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={sa.cert}", f"--service-account-signing-key-file={sa.key}",
-        "--service-cluster-ip-range=10.96.0.0/16",
         "--allow-privileged=true",
         # Nodes are fake and never heartbeat (no node-lifecycle controller): do not taint new ones not-ready.
         "--disable-admission-plugins=TaintNodesByCondition",
@@ -310,6 +353,8 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         launcher.check_alive("kwok")
         raise StartError(f"{len(missing)} node(s) did not become Ready (e.g. {missing[0]}); "
                          f"see the kwok log: {state.logs['kwok']}")
+    if addrs:
+        _start_real_node(state, launcher, ca, addrs, kubectl, timeout)
     for name in ("kube-controller-manager", "kube-scheduler"):
         launcher.wait_http(name, f"https://127.0.0.1:{ports[name.removeprefix('kube-')]}/healthz", timeout,
                            tls=_insecure())
@@ -324,6 +369,23 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         from operators.devcluster import shards
 
         shards.start_shards(state, opts.shards, nodes_per_shard=opts.shard_nodes, shape=shape, timeout=timeout)
+
+
+def _start_real_node(state: State, launcher: Launcher, ca: pki.CertificateAuthority, addrs: NodeAddresses,
+                     kubectl: list[str], timeout: float) -> None:
+    binaries = real_node.NodeBinaries.from_dir(build.ensure_node_binaries())
+
+    def start(name: str, argv: list[str], preexec: Callable[[], None]) -> None:
+        launcher.start(name, argv, preexec=preexec)
+
+    try:
+        seconds = real_node.start(state_dir=Path(state.dir), addrs=addrs, ca=ca, api_port=state.ports["apiserver"],
+                                  binaries=binaries, kubectl=kubectl, start_process=start,
+                                  wait_http=launcher.wait_http, timeout=timeout)
+    except real_node.NodeError as exc:
+        raise StartError(f"the real node did not come up: {exc}; logs: {launcher.logdir}") from exc
+    state.node["start_seconds"] = round(seconds, 1)
+    state.save()
 
 
 def _insecure() -> ssl.SSLContext:
@@ -434,6 +496,16 @@ def _stop_processes(state: State, grace: float = 5.0) -> None:
             pass
 
 
+def _teardown(state: State) -> None:
+    """Stop the real node (its containers, mounts and network) first, then every other process."""
+    addrs = state.node_addresses
+    left = real_node.stop(state_dir=state.dir, addrs=addrs, pids=state.pids) if addrs else []
+    _stop_processes(state)
+    if left:  # the state directory stays (it may hold mounts); `down` again retries
+        raise StartError(f"the real node of {state.name!r} left behind: {'; '.join(left)}")
+    slots.release(SLOTS, state.name)
+
+
 def down(name: str, *, quiet: bool = False) -> bool:
     """Stop every process of the cluster and remove its state. True if there was something to stop."""
     state = load_state(name)
@@ -441,7 +513,7 @@ def down(name: str, *, quiet: bool = False) -> bool:
     if state is None:
         shutil.rmtree(root, ignore_errors=True)
         return False
-    _stop_processes(state)
+    _teardown(state)
     shutil.rmtree(root, ignore_errors=True)
     if not quiet:
         print(f"cluster {name!r} stopped and its state removed")
