@@ -75,8 +75,12 @@ def _topology(value: str) -> tuple[int, int]:
 def _dev_down(args: argparse.Namespace) -> int:
     from operators.devcluster import cluster
 
-    if not cluster.down(args.name):
-        print(f"no cluster named {args.name!r} is running", file=sys.stderr)
+    try:
+        if not cluster.down(args.name):
+            print(f"no cluster named {args.name!r} is running", file=sys.stderr)
+    except cluster.StartError as exc:  # the real node left something behind: named, and `down` can be retried
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

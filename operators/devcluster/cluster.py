@@ -387,7 +387,7 @@ def _start_real_node(state: State, launcher: Launcher, ca: pki.CertificateAuthor
         seconds = real_node.start(state_dir=Path(state.dir), addrs=addrs, ca=ca, api_port=state.ports["apiserver"],
                                   binaries=binaries, kubectl=kubectl, start_process=start,
                                   wait_http=launcher.wait_http, timeout=timeout)
-    except real_node.NodeError as exc:
+    except (RuntimeError, OSError) as exc:  # NodeError, and the packages', network's and images' own errors
         raise StartError(f"the real node did not come up: {exc}; logs: {launcher.logdir}") from exc
     state.node["start_seconds"] = round(seconds, 1)
     state.save()

@@ -35,23 +35,21 @@ PORT_BASE = int(os.environ.get("KAI_NODE_TEST_PORT_BASE", "22000"))
 
 @dataclass
 class HostSnapshot:
+    """The host-wide state a node could leave behind (other clusters may change it meanwhile: compare only what
+    names this node)."""
+
     links: set[str]
-    netns: set[str]
-    mounts: set[str]
     iptables: set[str]
 
     @classmethod
     def take(cls) -> HostSnapshot:
-        links = set(subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
-                    .stdout.split("\n"))
-        names = {line.split(":")[1].strip().split("@")[0] for line in links if ":" in line}
-        spaces = set(os.listdir(netns.NETNS_DIR)) if netns.NETNS_DIR.is_dir() else set()
-        mounts = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+        lines = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout.splitlines()
+        names = {line.split(":")[1].strip().split("@")[0] for line in lines if ":" in line}
         rules = set()
         for tool in ("iptables-save", "ip6tables-save"):
             out = subprocess.run([tool], capture_output=True, text=True).stdout
             rules |= {ln for ln in out.splitlines() if not ln.startswith("#")}
-        return cls(links=names, netns=spaces, mounts=mounts, iptables=rules)
+        return cls(links=names, iptables=rules)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +130,14 @@ def _logs_contain(cluster: Cluster, ns: str, name: str, text: str, timeout: floa
         raise AssertionError(f"{text!r} not in the logs of {ns}/{name}:\n{out.stdout}{out.stderr}") from None
 
 
+def _get_from_host(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
+
+
 def test_node_is_ready_tainted_and_labelled_beside_unchanged_kwok_nodes(node_cluster: Cluster) -> None:
     node = node_cluster.get_json("node", NODE_NAME)
     ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
@@ -199,14 +205,8 @@ def test_a_service_answers_another_pod_the_host_and_the_api_server(node_cluster:
     _running(node_cluster, ns, "client")
     assert page in _logs_contain(node_cluster, ns, "client", "finished", timeout=90)
 
-    def from_host() -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://{cluster_ip}/", timeout=3) as response:
-                return str(response.read().decode())
-        except OSError:
-            return None
-
-    assert page in _wait(from_host, f"the Service {cluster_ip} from the host", 30)
+    assert page in _wait(lambda: _get_from_host(f"http://{cluster_ip}/"), f"the Service {cluster_ip} from the host",
+                         30)
     # The API server reaches the pod itself (its Service proxy resolves the Service to the pod's IP).
     proxied = node_cluster.kubectl("get", "--raw", f"/api/v1/namespaces/{ns}/services/web:80/proxy/").stdout
     assert page in proxied
@@ -241,27 +241,30 @@ def test_a_second_clusters_real_node_coexists_and_goes_without_touching_the_firs
     finally:
         dev.down(other, quiet=True)
 
-    def first_serves() -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://{first_ip}:8080/", timeout=3) as response:
-                return str(response.read().decode())
-        except OSError:
-            return None
-
-    assert "first" in _wait(first_serves, "the first node's pod after the second node went", 20)
+    assert "first" in _wait(lambda: _get_from_host(f"http://{first_ip}:8080/"),
+                            "the first node's pod after the second node went", 20)
     node = node_cluster.get_json("node", NODE_NAME)
     assert [c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready"] == ["True"]
 
 
-def test_down_leaves_nothing_of_the_node_behind(node_cluster: Cluster, host_before: HostSnapshot) -> None:
+def test_down_leaves_nothing_of_the_node_behind(node_cluster: Cluster, host_before: HostSnapshot, ns: str) -> None:
+    # Pods running at `down`: containers, their mounts, network namespaces and CNI entries must all go.
+    _apply(node_cluster, ns, _pod("web", "mkdir -p /www && echo up > /www/index.html && exec httpd -f -p 8080 -h /www"),
+           _pod("sleeper", "exec sleep 3600"))
+    _running(node_cluster, ns, "web")
+    _running(node_cluster, ns, "sleeper")
     state = dev.load_state(NAME)
     assert state is not None and state.node_addresses is not None
     addrs: NodeAddresses = state.node_addresses
     node_pids = [state.pids[name] for name in ("containerd", "kubelet", "kube-proxy")]
     containers = cgroups.pids(addrs.cgroup) - set(node_pids)
-    assert containers, "the earlier tests' pods should still be running here"
+    assert containers, "the pods' processes are in the node's cgroup"
     state_dir = Path(state.dir)
     assert lifecycle.mounts_under(state_dir), "a running node has volume and rootfs mounts"
+    cni_cache = lifecycle.cni_results(lifecycle.paths_of(state_dir))
+    assert cni_cache, "the running pods have CNI cache entries"
+    pod_netns = lifecycle.pod_network_namespaces(addrs)
+    assert len(pod_netns) >= 2, "each running pod has a network namespace pinned under /run/netns"
     began = time.monotonic()
     dev.down(NAME)
     print(f"down took {time.monotonic() - began:.1f}s")
@@ -272,11 +275,11 @@ def test_down_leaves_nothing_of_the_node_behind(node_cluster: Cluster, host_befo
     assert alive == []
     assert not any(Path(root / addrs.cgroup).exists() for root in cgroups.hierarchies())
     assert not state_dir.exists() and lifecycle.mounts_under(state_dir) == []
-    assert after.mounts - host_before.mounts == set()
-    assert after.netns - host_before.netns == set() and addrs.netns not in after.netns
-    assert after.links - host_before.links == set() and addrs.host_veth not in after.links
-    assert netns.leftovers(addrs) == []
-    marks = ("KUBE-", "CNI-", addrs.host_veth, f"10.201.{addrs.slot}.", f"10.202.{addrs.slot}.",
+    assert [entry for entry in cni_cache if entry.exists()] == []
+    assert [path for path in pod_netns if path.exists()] == []
+    assert addrs.host_veth not in after.links and netns.leftovers(addrs) == []
+    assert not (netns.NETNS_DIR / addrs.netns).exists()
+    marks = ("KUBE-", addrs.host_veth, f"10.201.{addrs.slot}.", f"10.202.{addrs.slot}.",
              addrs.service_cidr.rsplit(".", 2)[0] + ".")
     assert [rule for rule in after.iptables - host_before.iptables if any(m in rule for m in marks)] == []
     cmdlines = []

@@ -38,15 +38,31 @@ def _init_cpuset(directory: Path) -> None:
             mine.write_text((directory.parent / name).read_text().strip() or "0")
 
 
+KUBELET_CONTROLLERS = ("cpu", "cpuset", "memory", "pids", "io", "hugetlb")  # what the kubelet manages on v2
+
+
+def _enable_v2_controllers() -> None:
+    # The kubelet needs these in its cgroupRoot; a v2 host may not hand all of them down from the root yet.
+    available = (CGROUP_FS / "cgroup.controllers").read_text().split()
+    for controller in KUBELET_CONTROLLERS:
+        if controller in available:
+            try:
+                (CGROUP_FS / "cgroup.subtree_control").write_text(f"+{controller}")
+            except OSError:
+                pass
+
+
 def create(name: str) -> None:
+    if _unified():
+        _enable_v2_controllers()
     for root in hierarchies():
         for sub in (root / name, root / name / "node"):
             sub.mkdir(exist_ok=True)
             if root.name == "cpuset":
                 _init_cpuset(sub)
             if root == CGROUP_FS and sub == root / name:  # v2: hand the controllers down to the children
-                wanted = (root / "cgroup.subtree_control").read_text().split()
-                for controller in wanted:
+                available = (root / "cgroup.controllers").read_text().split()
+                for controller in (c for c in KUBELET_CONTROLLERS if c in available):
                     try:
                         (sub / "cgroup.subtree_control").write_text(f"+{controller}")
                     except OSError:

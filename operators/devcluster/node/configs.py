@@ -184,6 +184,7 @@ def proxy_config(paths: NodePaths, addrs: NodeAddresses) -> dict[str, Any]:
         "mode": "iptables",
         "clusterCIDR": addrs.pod_cidr,
         "bindAddress": "0.0.0.0",
+        "nodePortAddresses": ["primary"],  # NodePorts on the node's IP only, not on its loopback
         "healthzBindAddress": f"{addrs.node_ip}:10256",
         "metricsBindAddress": f"{addrs.node_ip}:10249",
         # A network namespace cannot set the host-wide conntrack table size: leave conntrack settings alone.

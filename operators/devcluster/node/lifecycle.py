@@ -7,6 +7,7 @@ interfaces, routes, cgroups, log links) and says what it could not.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from operators.devcluster.node.addresses import NODE_NAME, NodeAddresses
 from operators.devcluster.node.configs import NodePaths
 
 LEGACY_LOG_LINKS = Path("/var/log/containers")  # the kubelet links every container log here, whatever podLogsDir
+CNI_RESULTS = Path("/var/lib/cni/results")  # containerd 1.6's CNI library caches every attachment here, host-wide
 
 
 class NodeError(RuntimeError):
@@ -65,6 +67,8 @@ def start(*, state_dir: Path, addrs: NodeAddresses, ca: pki.CertificateAuthority
           timeout: float) -> float:
     """Bring the node up and wait until it is Ready and labelled; returns the seconds it took."""
     began = time.monotonic()
+    if os.geteuid() != 0:
+        raise NodeError("it needs root (a network namespace, cgroups, containerd); start without it: --no-real-node")
     hostpackages.ensure()
     paths = paths_of(state_dir)
     for directory in (paths.containerd_root, paths.containerd_state, paths.cni_conf_dir, paths.cni_ipam_dir,
@@ -196,6 +200,11 @@ def _netns_inodes(pids: set[int]) -> set[int]:
     return found
 
 
+def pod_network_namespaces(addrs: NodeAddresses) -> list[Path]:
+    """The files under /run/netns that pin the network namespaces of the node's running pods."""
+    return _pod_netns_files(_netns_inodes(cgroups.pids(addrs.cgroup)) - {_own_netns_inode(addrs)})
+
+
 def _pod_netns_files(inodes: set[int]) -> list[Path]:
     """The pod network namespaces containerd pinned under /run/netns for the node's pods (matched by inode)."""
     if not netns.NETNS_DIR.is_dir():
@@ -208,6 +217,27 @@ def _pod_netns_files(inodes: set[int]) -> list[Path]:
         except OSError:
             pass
     return found
+
+
+def cni_results(paths: NodePaths) -> list[Path]:
+    """The CNI cache entries of the node's pods: their bridge entries name our IPAM directory; the loopback
+    entries of the same sandboxes go with them. (Pods deleted by the kubelet had theirs removed already.)"""
+    if not CNI_RESULTS.is_dir():
+        return []
+    ours, sandboxes = [], set()
+    entries = list(CNI_RESULTS.iterdir())
+    for entry in entries:
+        try:
+            cached = json.loads(entry.read_text())
+            config = base64.b64decode(cached.get("config", "")).decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if str(paths.cni_ipam_dir) in config:
+            sandboxes.add(str(cached.get("containerId")))
+    for entry in entries:
+        if any(f"-{sandbox}-" in entry.name for sandbox in sandboxes):
+            ours.append(entry)
+    return ours
 
 
 def mounts_under(root: Path) -> list[str]:
@@ -247,6 +277,8 @@ def stop(*, state_dir: str | Path, addrs: NodeAddresses, pids: dict[str, int]) -
     netns.delete(addrs)
     left += netns.leftovers(addrs)
     left += [f"cgroup {d}" for d in cgroups.remove(addrs.cgroup)]
+    for entry in cni_results(paths):
+        entry.unlink(missing_ok=True)
     logs = str(paths.pod_logs.resolve()) + "/"
     if LEGACY_LOG_LINKS.is_dir():
         for link in LEGACY_LOG_LINKS.iterdir():

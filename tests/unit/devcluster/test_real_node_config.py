@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from operators.devcluster import build, versions
-from operators.devcluster.node import configs, ociimage, slots
+from operators.devcluster.node import cgroups, configs, ociimage, slots
 from operators.devcluster.node.addresses import NodeAddresses
 
 
@@ -131,3 +131,46 @@ def test_oci_archive_is_reproducible_and_self_consistent(tmp_path: Path) -> None
         members = {m.name: m for m in tar.getmembers()}
     assert members["bin/tool"].mode == 0o755 and members["bin/sh"].linkname == "tool"
     assert members["tmp"].mode == 0o1777 and members["bin"].isdir()
+
+
+def test_cgroups_v1_copies_cpusets_and_v2_hands_controllers_down(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    v1 = tmp_path / "v1"
+    for controller in ("cpuset", "memory"):
+        (v1 / controller).mkdir(parents=True)
+        (v1 / controller / "cgroup.procs").write_text("")
+    (v1 / "cpuset" / "cpuset.cpus").write_text("0-1\n")
+    (v1 / "cpuset" / "cpuset.mems").write_text("0\n")
+    original_mkdir = Path.mkdir
+
+    def mkdir_like_cgroupfs(self: Path, *args: object, **kwargs: object) -> None:
+        original_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.parent.name in ("cpuset", "kai-dev-c") and "cpuset" in str(self):
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                (self / name).write_text("")  # a new v1 cpuset starts empty
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_like_cgroupfs)
+    monkeypatch.setattr(cgroups, "CGROUP_FS", v1)
+    cgroups.create("kai-dev-c")
+    assert (v1 / "cpuset" / "kai-dev-c" / "node" / "cpuset.cpus").read_text() == "0-1"
+    assert (v1 / "memory" / "kai-dev-c" / "node").is_dir()
+
+    v2 = tmp_path / "v2"
+    original_mkdir(v2)
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (v2 / "cgroup.subtree_control").write_text("")
+    (v2 / "cgroup.procs").write_text("")
+    writes: list[tuple[str, str]] = []
+    original_write = Path.write_text
+
+    def record(self: Path, data: str, *args: object, **kwargs: object) -> int:
+        if self.name == "cgroup.subtree_control":
+            writes.append((self.parent.name, data))
+        return original_write(self, data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", record)
+    monkeypatch.setattr(cgroups, "CGROUP_FS", v2)
+    assert cgroups.hierarchies() == [v2]
+    cgroups.create("kai-dev-c")
+    assert [w for w in writes if w[0] == "v2"] == [("v2", f"+{c}") for c in ("cpu", "cpuset", "memory", "pids", "io")]
+    assert (v2 / "kai-dev-c" / "node").is_dir() and ("kai-dev-c", "+io") in writes
