@@ -28,9 +28,10 @@ binaries: setup
 image: setup
 	$(KAI) dev image
 
-## Set everything up and run the KAI suite on the local control plane (4 nodes x 8 GPUs); prints the exports.
+## Set everything up and install the KAI suite with its chart (the seed's helm command) on the local control plane:
+## every component a pod on the real node, 4 kwok nodes x 8 GPUs for workloads; prints the exports.
 up: binaries
-	$(KAI) dev up --detach
+	$(KAI) dev up --suite chart --detach
 
 down: setup
 	$(KAI) dev down

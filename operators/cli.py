@@ -27,7 +27,7 @@ def _dev_up(args: argparse.Namespace) -> int:
                            port_base=args.port_base, components=not args.no_components,
                            kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout,
                            shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology,
-                           real_node=args.real_node)
+                           real_node=args.real_node, suite=args.suite)
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -120,7 +120,7 @@ def _dev_build(_: argparse.Namespace) -> int:
 def _dev_image(args: argparse.Namespace) -> int:
     from operators.devcluster import image
 
-    return image.main(["--containerd", args.containerd] if args.containerd else [])
+    return image.main([])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -242,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--real-node", action=argparse.BooleanOptionalAction, default=None,
                     help="one node with a real kubelet, containerd and kube-proxy, tainted for the suite's pods "
                          "(default: on when run as root, which it needs)")
+    up.add_argument("--suite", choices=["host", "chart"], default="host",
+                    help="host: the components as host processes (the fast inner loop); chart: the image built "
+                         "here, installed with the seed's helm command, every component a pod on the real node")
     up.set_defaults(func=_dev_up)
     down = dev.add_parser("down", help="stop everything `up` started and remove its state")
     down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))
@@ -255,7 +258,6 @@ def parser() -> argparse.ArgumentParser:
     image.set_defaults(func=_dev_import_image)
     dev.add_parser("build", help="build the control plane binaries into the cache").set_defaults(func=_dev_build)
     img = dev.add_parser("image", help="build the product's image (buildah on a Debian base), no registry")
-    img.add_argument("--containerd", default="", metavar="SOCKET", help="also import it into this containerd")
     img.set_defaults(func=_dev_image)
 
     run = sub.add_parser("run", help="run one component, or all of them")

@@ -60,6 +60,9 @@ class Options:
     # One node with a real kubelet, containerd and kube-proxy (tainted for the suite's own pods), beside the
     # kwok nodes. Off here (the tests' clusters need no pods to run); `kai dev up` turns it on by default.
     real_node: bool = False
+    # How the components run: "host" (`kai run <component>` processes, the fast inner loop) or "chart" (the image
+    # built here, the chart installed with the seed's helm command, every component a pod on the real node).
+    suite: str = "host"
 
 
 @dataclass
@@ -363,7 +366,9 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     if opts.autoscaler:
         launcher.start("test-provisioner", [sys.executable, str(AUTOSCALER / "provisioner.py")],
                        env={"KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"})
-    if opts.components:
+    if opts.components and opts.suite == "chart":
+        _deploy_chart(state, bins, timeout)
+    elif opts.components:
         _start_components(state, launcher, ca, timeout)
     if opts.shards:
         from operators.devcluster import shards
@@ -386,6 +391,21 @@ def _start_real_node(state: State, launcher: Launcher, ca: pki.CertificateAuthor
         raise StartError(f"the real node did not come up: {exc}; logs: {launcher.logdir}") from exc
     state.node["start_seconds"] = round(seconds, 1)
     state.save()
+
+
+def _deploy_chart(state: State, bins: build.Binaries, timeout: float) -> None:
+    from operators.devcluster import deployed
+
+    if not state.node:
+        raise StartError("--suite chart runs the components as pods on the real node: start with --real-node")
+    try:
+        seconds = deployed.deploy(state_dir=Path(state.dir), kubeconfig=state.kubeconfig,
+                                  kubectl=[state.kubectl, f"--kubeconfig={state.kubeconfig}"], helm=str(bins.helm),
+                                  timeout=timeout)
+    except RuntimeError as exc:  # the image build, its import into the node, or helm
+        raise StartError(f"installing the suite with its chart failed: {exc}") from exc
+    print(f"the suite is installed by its chart, every component Ready on the real node in {seconds:.1f}s",
+          file=sys.stderr)
 
 
 def _insecure() -> ssl.SSLContext:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from operators.devcluster import build
+from operators.devcluster import build, image
 from operators.devcluster.image import Image
 
 RELEASE = "kai-scheduler"
@@ -67,6 +67,23 @@ def install(*, helm: str, kubectl: list[str], kubeconfig: str, values: Path, tim
                               text=True).stdout
         raise DeployError(f"helm {' '.join(SEED[:2])} failed: {(proc.stderr or proc.stdout).strip()}\n{pods}")
     return time.monotonic() - began
+
+
+def prepare(state_dir: Path, built: Image) -> Path:
+    """Import the image into the real node's containerd and write the local values; returns their path."""
+    from operators.devcluster.node import lifecycle
+    from operators.devcluster.node.configs import SYSTEM_ROLE_LABEL, SYSTEM_TAINT_KEY
+
+    lifecycle.import_image(state_dir, built.archive)
+    return write_values(state_dir / "local-values.yaml",
+                        local_values(built, {SYSTEM_ROLE_LABEL: ""}, SYSTEM_TAINT_KEY))
+
+
+def deploy(*, state_dir: Path, kubeconfig: str, kubectl: list[str], helm: str, timeout: float) -> float:
+    """`kai dev up --suite chart`: build (or find) the image, import it into the real node, install the chart.
+    Returns the seconds from the start of the helm install to every Deployment available."""
+    values = prepare(state_dir, image.build_image())
+    return install(helm=helm, kubectl=kubectl, kubeconfig=kubeconfig, values=values, timeout=timeout)
 
 
 def uninstall(*, helm: str, kubeconfig: str, timeout: float = 120) -> None:

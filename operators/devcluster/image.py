@@ -6,8 +6,8 @@ Three cached pieces, each keyed by what it is made of, all under `~/.cache/kai-d
   `localhost/kai-base:<suite>-<key>`;
 - the image: `buildah bud --layers` of the Dockerfile on that base (BASE_IMAGE build argument) in a storage root
   of our own; the Dockerfile's layer order makes a code change rebuild only the project layer;
-- an archive of the image (docker-archive), tagged by the sources' digest, which `ctr images import` loads into a
-  node's containerd (the chart then runs it with `imagePullPolicy: IfNotPresent`).
+- an archive of the image (docker-archive), tagged by the sources' digest, which `ctr images import` loads into
+  the real node's containerd (`kai dev import-image`; the chart runs it with `imagePullPolicy: IfNotPresent`).
 The builders (mmdebstrap, buildah) are installed with apt-get when missing.
 """
 
@@ -205,25 +205,16 @@ def _prune_archives(directory: Path, keep: Path, count: int = 3) -> None:
         old.unlink(missing_ok=True)
 
 
-def import_image(image: Image, address: str, ctr: str = "ctr") -> None:
-    """Load the image into a containerd (CRI's namespace k8s.io), no registry involved."""
-    _run([ctr, "--address", address, "--namespace", "k8s.io", "images", "import", str(image.archive)],
-         log=IMAGE_DIR / "import.log")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kai dev image", description=__doc__.splitlines()[0])
-    p.add_argument("--containerd", default="", metavar="SOCKET",
-                   help="also import the image into the containerd at this socket")
-    args = p.parse_args(argv)
+    p.parse_args(argv)
     started = time.monotonic()
     try:
         image = build_image()
-        if args.containerd:
-            import_image(image, args.containerd)
     except ImageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"{image.ref} ({image.archive}) in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    print(f"{image.ref} in {time.monotonic() - started:.1f}s; import it into a running cluster's real node with "
+          f"`kai dev import-image {image.archive}`", file=sys.stderr)
     print(image.ref)
     return 0

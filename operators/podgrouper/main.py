@@ -239,8 +239,14 @@ class PodGrouper:
         assert not isinstance(result, NeedObjects)
         # The PodGroup write and the pod's patch go out together: one round trip per pod instead of two. Nothing
         # schedules a pod before both landed (its PodGroup is what the scheduler schedules), and a failed write
-        # fails the reconcile, which is retried.
-        await asyncio.gather(self._write_podgroup_locked(result), self._patch_pod(pod, result))
+        # fails the reconcile, which is retried. Except for a pod without owners: one that carries the annotation
+        # counts as grouped by its user and is never looked at again (`should_skip`), so its PodGroup must exist
+        # before the annotation does, or a grouper stopped in between (a rolling upgrade) leaves it ungrouped.
+        if pod["metadata"].get("ownerReferences"):
+            await asyncio.gather(self._write_podgroup_locked(result), self._patch_pod(pod, result))
+        else:
+            await self._write_podgroup_locked(result)
+            await self._patch_pod(pod, result)
 
     def _watched_pods(self, ref: NeededRef) -> list[dict[str, Any]]:
         labels = dict(ref.labels)

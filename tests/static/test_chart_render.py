@@ -151,6 +151,14 @@ def test_leader_election_follows_replicas_and_switches() -> None:
               for n, d in by_kind(docs, "Deployment").items()}
     assert probes["kai-scheduler-default"] == probes["binder"] == "/readyz?standby=true"
     assert probes["admission"] == probes["queue-controller"] == "/readyz"
+    # Webhook servers outlive their removal from the Service's endpoints; the others stop at once.
+    stops = {n: d["spec"]["template"]["spec"]["containers"][0].get("lifecycle")
+             for n, d in by_kind(docs, "Deployment").items()}
+    assert {n for n, s in stops.items() if s} == {"admission", "queue-controller", "podgroup-controller"}
+    assert stops["admission"] == {"preStop": {"sleep": {"seconds": 5}}}
+    # The release owns the Leases of its elected components, so that uninstall removes them.
+    assert set(by_kind(docs, "Lease")) == {"kai-scheduler-default", "kai-binder"}
+    assert not by_kind(render(), "Lease"), "no election, no Lease"
     everything = _leader_elect(render("global.leaderElection=true"))
     assert everything == {name: name != "admission" for name in DEPLOYMENTS}
     off = _leader_elect(render("scheduler.replicaCount=2", "scheduler.leaderElection=false"))

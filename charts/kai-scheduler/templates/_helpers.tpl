@@ -73,6 +73,23 @@ securityContext:
   emptyDir: {sizeLimit: 64Mi}
 {{- end -}}
 
+{{/*
+The Lease of a leader-elected Deployment, owned by the release so that `helm uninstall` removes it (the
+replicas only renew it). Arguments: (list $ leaseName appLabel).
+*/}}
+{{- define "kai.lease" -}}
+{{- $root := index . 0 -}}
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: {{ index . 1 }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    app: {{ index . 2 }}
+    {{- include "kai.labels" $root | nindent 4 }}
+spec: {}
+{{- end -}}
+
 {{- define "kai.labels" -}}
 app.kubernetes.io/name: kai-scheduler
 app.kubernetes.io/instance: {{ .Release.Name }}

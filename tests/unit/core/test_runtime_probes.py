@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-
 import aiohttp
 
 from operators.core import metrics
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.unit.core.test_runtime_webhook import free_port
 
 
 async def test_a_warm_standby_is_ready_only_on_the_standby_path() -> None:
-    port = _free_port()
+    port = free_port()
     state = {"leading": False, "synced": True}
     runner = await metrics.serve(f"127.0.0.1:{port}", ready=lambda: state["leading"] and state["synced"],
                                  warm=lambda: state["synced"])
@@ -38,7 +31,7 @@ async def test_a_warm_standby_is_ready_only_on_the_standby_path() -> None:
 
 
 async def test_without_a_standby_check_both_paths_answer_readiness() -> None:
-    port = _free_port()
+    port = free_port()
     runner = await metrics.serve(f"127.0.0.1:{port}", ready=lambda: False)
     try:
         async with aiohttp.ClientSession() as http:
