@@ -215,7 +215,12 @@ def _container(s: Settings, c: Component, name: str, args: list[str], *, serves:
     ports += [{"name": "http-metrics", "containerPort": s.port(c, "metricsPort"), "protocol": "TCP"},
               {"name": "probes", "containerPort": s.port(c, "probePort"), "protocol": "TCP"}]
     container: Obj = {"name": name, "image": s.image(c), "imagePullPolicy": s.pull_policy(c), "args": args,
-                      "env": _env(), "ports": ports, **_probes(standby)}
+                      "env": _env(), "ports": ports}
+    if serves:
+        # Keep serving while the pod leaves the Service's endpoints: a webhook that stops at once refuses the
+        # calls still routed to it (with failurePolicy Fail, refused creates).
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": 5}}}
+    container.update(_probes(standby))
     resources = s.comp(c, "service", "resources", default=RESOURCES[c.key])
     if resources:
         container["resources"] = copy.deepcopy(resources)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiohttp
 
 from operators.core import metrics
-from tests.unit.core.test_runtime_webhook import free_port
+from tests.runtime.test_runtime_webhook import free_port
 
 
 async def test_a_warm_standby_is_ready_only_on_the_standby_path() -> None:
