@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -29,9 +28,11 @@ import kopf
 
 from operators.core import component
 from operators.core.api.schedulingshard import CONFIG_NAME, GROUP, VERSION
+from operators.core.conditions import merge_conditions
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, RawError, api_client, is_not_found, raw
 from operators.core.metrics import Counter
+from operators.core.times import rfc3339
 from operators.operator import render, status, unhonoured, validate
 from operators.operator.components import BY_KEY, CERT_SECRETS, COMPONENTS
 
@@ -43,10 +44,6 @@ MANAGED = {"app.kubernetes.io/managed-by": render.MANAGED_BY}
 WRITES = Counter("kai_operator_writes_total", "Writes of the operator to the API server", ["kind", "verb"])
 
 Body = Mapping[str, Any]
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _path(obj: Mapping[str, Any]) -> str:
@@ -126,7 +123,7 @@ class Operator:
                 # (409) if they changed meanwhile, so no other writer's condition is lost.
                 fresh = await raw(self.api, "GET", path)
                 existing = (fresh.get("status") or {}).get("conditions") or []
-                merged = status.merge(existing, wanted, _now())
+                merged = merge_conditions(existing, wanted, rfc3339())
                 if merged is None:
                     return
                 patch = {"metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]},

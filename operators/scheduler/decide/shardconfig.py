@@ -106,23 +106,6 @@ def status_conditions(generation: int, error: str, unhonoured: Sequence[str]) ->
     ]
 
 
-def merge_conditions(existing: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]],
-                     now: str) -> list[dict[str, Any]] | None:
-    """The new condition list, or None when nothing changed (lastTransitionTime moves only with status)."""
-    by_type = {c.get("type"): c for c in existing}
-    out: list[dict[str, Any]] = []
-    changed = False
-    for w in wanted:
-        old = by_type.pop(w["type"], None)
-        same = old is not None and all(old.get(k) == w[k] for k in ("status", "reason", "message",
-                                                                    "observedGeneration"))
-        changed |= not same
-        stamp = old.get("lastTransitionTime") if old and old.get("status") == w["status"] else now
-        out.append({**w, "lastTransitionTime": stamp or now})
-    out += [dict(c) for c in existing if c.get("type") in by_type]  # conditions of other writers stay
-    return out if changed else None
-
-
 def served_pools(shard_specs: Iterable[Mapping[str, Any] | None]) -> set[str]:
     return {str((spec or {}).get("partitionLabelValue") or "") for spec in shard_specs}
 

@@ -20,6 +20,7 @@ from prometheus_client import Gauge
 
 from operators.core.api.schedulingshard import CONFIG_NAME, GROUP, VERSION
 from operators.core.cache import Informer, Resource
+from operators.core.conditions import merge_conditions
 from operators.core.kube import MERGE_PATCH, RawError, is_not_found, raw
 from operators.core.times import rfc3339
 from operators.scheduler.decide.config import SchedulerConfig
@@ -28,7 +29,6 @@ from operators.scheduler.decide.records import PodGroupRecord, PodRecord
 from operators.scheduler.decide.shardconfig import (
     Effective,
     effective_config,
-    merge_conditions,
     served_pools,
     status_conditions,
     unhonoured_config_fields,

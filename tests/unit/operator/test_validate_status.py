@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from operators.core.conditions import merge_conditions
 from operators.operator import status, validate
 from operators.operator.validate import ShardRef
 
@@ -74,9 +75,9 @@ def test_a_refusal_touches_only_its_own_condition() -> None:
     assert "spec.plugins.x" in wanted[0]["message"]
     existing = [{"type": "Available", "status": "True", "reason": "available", "message": "m",
                  "observedGeneration": 3, "lastTransitionTime": "t0"}]
-    merged = status.merge(existing, wanted, "t1")
+    merged = merge_conditions(existing, wanted, "t1")
     assert merged is not None and merged[1] == existing[0]
-    assert status.merge(merged, wanted, "t2") is None, "unchanged conditions are not written again"
+    assert merge_conditions(merged, wanted, "t2") is None, "unchanged conditions are not written again"
 
 
 def test_config_fields_the_operator_does_not_render_are_named() -> None:

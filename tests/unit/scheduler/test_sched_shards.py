@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from operators.core.api import Config, SchedulingShard
+from operators.core.conditions import merge_conditions
 from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.shardconfig import (
     effective_config,
-    merge_conditions,
     served_pools,
     status_conditions,
     unhonoured_config_fields,
