@@ -130,6 +130,9 @@ def test_the_shard_status_is_written_once_per_change_of_the_shard(cluster: Clust
         return available if available and available["observedGeneration"] == generation and \
             available["status"] == status else None
 
+    # An earlier test may have left the shard's status to be rewritten (e.g. an operator's conditions removed):
+    # count from a status that has stopped changing.
+    settled(lambda: shard_conditions(cluster), "the shard's status before the changes", quiet=PERIODS)
     try:
         for spec, status in (({"placementStrategy": {"gpu": "spread"}}, "True"),
                              ({"queueDepthPerAction": {"backfill": 1}}, "False")):
