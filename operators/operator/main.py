@@ -140,6 +140,32 @@ class Operator:
                                 exc.status)
                 return
 
+    async def withdraw(self) -> None:
+        """On a leader's way out: remove its conditions from the Config and every shard, so that no stale
+        `Reconciling` says an operator still reconciles them (the scheduler instance then reports there again).
+        A successor writes them back when it resumes."""
+        for plural in ("configs", "schedulingshards"):
+            try:
+                listed = await raw(self.api, "GET", f"/apis/{GROUP}/{VERSION}/{plural}")
+            except RawError as exc:
+                log.warning("%s not listed on the way out: %s", plural, exc.status)
+                continue
+            for obj in listed.get("items") or []:
+                await self._strip(plural, obj, status.owned_types(plural == "configs"))
+
+    async def _strip(self, plural: str, obj: Body, types: frozenset[str]) -> None:
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        kept = [c for c in conditions if c.get("type") not in types]
+        if len(kept) == len(conditions):
+            return
+        patch = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": {"conditions": kept}}
+        try:
+            await raw(self.api, "PATCH", f"/apis/{GROUP}/{VERSION}/{plural}/{obj['metadata']['name']}/status",
+                      body=patch, content_type=MERGE_PATCH, query={"fieldManager": FIELD_MANAGER})
+            WRITES.labels(obj["kind"], "status").inc()
+        except RawError as exc:  # 409: changed meanwhile (a successor already writes); 404: gone
+            log.info("conditions of %s %s left: %s", obj["kind"], obj["metadata"]["name"], exc.status)
+
     async def refuse(self, body: Body, problems: list[validate.Problem]) -> None:
         """Say why (event + condition) and leave everything that runs as it is."""
         message = "; ".join(str(p) for p in problems)
@@ -382,6 +408,8 @@ async def run(args: argparse.Namespace) -> None:
 
     @kopf.on.cleanup(registry=registry, id="operator-lease")
     async def stop(memo: kopf.Memo, **_: Any) -> None:
+        if leading.is_set():  # a standby wrote nothing
+            await op_ref["op"].withdraw()
         task: asyncio.Task[None] | None = memo.get("lease")
         if task is not None:
             task.cancel()

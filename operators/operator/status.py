@@ -3,7 +3,9 @@
 The operator is the one writer of `Reconciling`, `Deployed`, `Available` and `SpecValid`, and of
 `FieldsNotHonoured` on the Config; the scheduler instance of a shard writes `FieldsNotHonoured` on it (and
 `Deployed`/`Available`, and the Config's conditions, only on objects no operator reconciles: it sees
-`Reconciling`). Each condition carries the object's `observedGeneration`.
+`Reconciling`). `Reconciling` is the operator's alone to remove: a leader that stops removes its conditions
+(`owned_types`), so the instance reports again once no operator runs; a successor writes them back on resume.
+Each condition carries the object's `observedGeneration`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ from typing import Any
 from operators.operator.validate import Problem
 
 OPERATOR_CONDITIONS = ("Reconciling", "Deployed", "Available", "SpecValid")
+
+
+def owned_types(config: bool) -> frozenset[str]:
+    """The condition types the operator writes: on the Config also `FieldsNotHonoured` (the shard's is the
+    scheduler instance's). The operator removes exactly these when it stops leading."""
+    return frozenset(OPERATOR_CONDITIONS) | ({"FieldsNotHonoured"} if config else frozenset())
 
 
 @dataclass(frozen=True)

@@ -71,14 +71,10 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
                         "-p", '[{"op": "remove", "path": "/spec/scheduler"}]', check=False)
         cluster.kubectl("delete", "deployments,services,serviceaccounts,configmaps", "-l", MANAGED, "-n", NS,
                         "--wait=false", check=False)
-        # No operator reconciles these any more: its conditions go, so the scheduler reports on them again.
+        # The stopped operator took its Reconciling away, so the scheduler instance reports on these again.
         for kind, name in (("config", "kai-config"), ("schedulingshard", "default")):
-            obj = cluster.get_json(kind, name)
-            ours = {"Reconciling", "Deployed", "Available", "SpecValid"} | ({"FieldsNotHonoured"} if kind == "config"
-                                                                            else set())
-            kept = [c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] not in ours]
-            cluster.kubectl("patch", kind, name, "--subresource=status", "--type=merge",
-                            "-p", json.dumps({"status": {"conditions": kept}}), check=False)
+            wait_for(f"no Reconciling left on {kind} {name}",
+                     lambda kind=kind, name=name: "Reconciling" not in conditions(cluster, kind, name)[1], timeout=10)
 
 
 def conditions(cluster: Cluster, kind: str, name: str) -> tuple[int, dict[str, dict[str, Any]]]:
