@@ -3,11 +3,14 @@
 `install` runs the seed's own command (`helm upgrade -i kai-scheduler charts/kai-scheduler -n kai-scheduler
 --create-namespace --set global.gpuSharing=true`) with one values file added, `local_values`: the image built here
 and imported into the node's containerd (no registry, `imagePullPolicy: IfNotPresent`), and the real node's
-nodeSelector and toleration (the node is tainted so that only the suite's own pods land on it).
+nodeSelector and toleration (the node is tainted so that only the suite's own pods land on it). The chart installs
+the kai-operator (its default), which renders the components from the Config: `install` returns once they are
+rolled out.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -59,6 +62,7 @@ def install(*, helm: str, kubectl: list[str], kubeconfig: str, values: Path, tim
                           input=yaml.safe_dump(GPU_RUNTIME_CLASS), capture_output=True, text=True)
     if proc.returncode != 0:
         raise DeployError(f"creating RuntimeClass nvidia failed: {proc.stderr.strip()}")
+    adopt_defaults(kubectl)
     argv = [helm, f"--kubeconfig={kubeconfig}", *SEED, "-f", str(values), *(extra or []),
             "--wait", f"--timeout={int(timeout)}s"]
     proc = subprocess.run(argv, capture_output=True, text=True)
@@ -66,7 +70,48 @@ def install(*, helm: str, kubectl: list[str], kubeconfig: str, values: Path, tim
         pods = subprocess.run(kubectl + ["get", "pods", "-n", NAMESPACE, "-o", "wide"], capture_output=True,
                               text=True).stdout
         raise DeployError(f"helm {' '.join(SEED[:2])} failed: {(proc.stderr or proc.stdout).strip()}\n{pods}")
+    wait_rendered(kubectl, deadline=began + timeout)
     return time.monotonic() - began
+
+
+def adopt_defaults(kubectl: list[str]) -> None:
+    """The local cluster creates a Config `kai-config` and SchedulingShard `default` for its host components; the
+    chart leaves objects of those names alone unless its release owns them, and the kai-operator would render the
+    suite from the local Config (no real node's nodeSelector). So the local ones go, and the release brings its own
+    from the values, as on a cluster where KAI was never installed."""
+    for kind, name in (("config", "kai-config"), ("schedulingshard", "default")):
+        obj = _json(kubectl, "get", kind, name)
+        if obj and (obj["metadata"].get("annotations") or {}).get("meta.helm.sh/release-name") != RELEASE:
+            subprocess.run(kubectl + ["delete", kind, name, "--wait=true"], capture_output=True, text=True)
+
+
+def _json(kubectl: list[str], *args: str) -> Any:
+    proc = subprocess.run(kubectl + [*args, "-o", "json"], capture_output=True, text=True)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def wait_rendered(kubectl: list[str], *, deadline: float) -> None:
+    """With the kai-operator (the chart's default), helm's --wait covers only the operator: wait until the
+    operator reports the Config `Available` at its generation (every Deployment it renders applied and available),
+    then until each Deployment's rollout is complete."""
+    if _json(kubectl, "get", "deployment", "kai-operator", "-n", NAMESPACE) is None:
+        return  # operator.enabled=false: helm waited for the chart's own Deployments
+    while True:
+        config = _json(kubectl, "get", "config", "kai-config") or {}
+        generation = (config.get("metadata") or {}).get("generation")
+        if any(c.get("type") == "Available" and c.get("status") == "True" and c.get("observedGeneration") == generation
+               for c in (config.get("status") or {}).get("conditions") or []):
+            break
+        if time.monotonic() > deadline:
+            raise DeployError(f"the kai-operator did not report the Config Available: {config.get('status')}")
+        time.sleep(1)
+    for item in (_json(kubectl, "get", "deployments", "-n", NAMESPACE) or {}).get("items") or []:
+        name = item["metadata"]["name"]
+        left = max(1, int(deadline - time.monotonic()))
+        proc = subprocess.run(kubectl + ["rollout", "status", f"deployment/{name}", "-n", NAMESPACE,
+                                         f"--timeout={left}s"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise DeployError(f"Deployment {name} not rolled out: {(proc.stderr or proc.stdout).strip()}")
 
 
 def prepare(state_dir: Path, built: Image) -> Path:

@@ -241,6 +241,9 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
             if not s.enabled(c):
                 for obj in render.component_objects(s, c):
                     await op().delete(obj)
+        for obj in render.unwanted_budgets(s):  # down to one replica, or the budget switched off
+            if await op().exists(obj):
+                await op().delete(obj)
         await report_config(body, s, deployments)
 
     async def report_config(body: Body, s: render.Settings, deployments: kopf.Index[str, Any]) -> None:

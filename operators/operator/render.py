@@ -83,6 +83,16 @@ class Settings:
             return bool(own)
         return bool(self.glob("leaderElection", False)) or self.replicas(c) > 1
 
+    def service_name(self, c: Component) -> str:
+        """The component's Service: its own name, but admission's is `spec.admission.serviceName` when set (KAI)."""
+        return str(self.comp(c, "serviceName") or c.name) if c.key == "admission" else c.name
+
+    def disruption_budget(self, c: Component) -> Mapping[str, Any] | None:
+        """KAI's `service.podDisruptionBudget`: rendered when enabled and the component runs more than one
+        replica (a budget on a single replica would block every node drain)."""
+        pdb = self.comp(c, "service", "podDisruptionBudget") or {}
+        return pdb if pdb.get("enabled") and self.replicas(c) > 1 else None
+
     def webhook_enabled(self, c: Component) -> bool:
         return c.key == "admission" or bool(self.comp(c, "webhooks", "enableValidation", default=True))
 
@@ -281,13 +291,14 @@ def component_deployment(s: Settings, c: Component, scheduler_config: str = "") 
     }
 
 
-def _service(s: Settings, c: Component, name: str, *, serves: bool, headless: bool) -> Obj:
+def _service(s: Settings, c: Component, app: str, *, serves: bool, headless: bool, name: str = "") -> Obj:
+    """The Service `name` (default `app`) in front of the pods labelled `app`."""
     spec: Obj = {"clusterIP": "None"} if headless else {}
     ports = [{"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"}] if serves else []
     ports.append({"name": "http-metrics", "port": s.port(c, "metricsPort"), "targetPort": "http-metrics",
                   "protocol": "TCP"})
-    spec.update({"selector": {"app": name}, "ports": ports})
-    meta = _meta(name, s, name)
+    spec.update({"selector": {"app": app}, "ports": ports})
+    meta = _meta(name or app, s, app)
     meta["annotations"] = {"prometheus.io/scrape": "true", "prometheus.io/port": str(s.port(c, "metricsPort"))}
     return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec}
 
@@ -365,8 +376,34 @@ def component_objects(s: Settings, c: Component, default_shard: Mapping[str, Any
         config_yaml = scheduler_config(s, default_shard)
         out.append(scheduler_configmap(s, config_yaml))
     out.append(component_deployment(s, c, config_yaml))
-    out.append(_service(s, c, c.name, serves=s.serves(c), headless=c.key == "scheduler"))
+    out.append(_service(s, c, c.name, serves=s.serves(c), headless=c.key == "scheduler", name=s.service_name(c)))
+    if s.disruption_budget(c) is not None:
+        out.append(disruption_budget(s, c))
+    if c.lease and s.leader_elect(c):
+        out.append(lease(s, c))
     return out
+
+
+def lease(s: Settings, c: Component) -> Obj:
+    """The electing component's Lease, empty (its holder fills it in): owned, so that it goes with the Config
+    (the component cannot delete it once its RBAC is gone) - the chart's `kai.lease`."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": _meta(c.lease, s, c.name),
+            "spec": {}}
+
+
+def disruption_budget(s: Settings, c: Component) -> Obj:
+    """The component's PodDisruptionBudget (the chart's pdb.yaml): maxUnavailable (default 1) or minAvailable."""
+    pdb = s.disruption_budget(c) or {}
+    spec: Obj = {"minAvailable": pdb["minAvailable"]} if "minAvailable" in pdb else {
+        "maxUnavailable": pdb.get("maxUnavailable") or 1}
+    spec["selector"] = {"matchLabels": {"app": c.name}}
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(c.name, s, c.name),
+            "spec": spec}
+
+
+def unwanted_budgets(s: Settings) -> list[Obj]:
+    """The budgets no component should have now (one replica, budget off, component off), to delete if present."""
+    return [disruption_budget(s, c) for c in COMPONENTS if not s.enabled(c) or s.disruption_budget(c) is None]
 
 
 def config_objects(s: Settings, default_shard: Mapping[str, Any] | None) -> list[Obj]:
@@ -404,7 +441,8 @@ def webhook_configurations(s: Settings, ca_bundles: Mapping[str, str]) -> list[O
 
     def hook(c: Component, name: str, path: str, rules: list[Obj], ca: str) -> Obj:
         w = s.comp(c, "webhook") or {}
-        return {"name": name, "clientConfig": client(c.name, path, ca, str(w.get("url") or "")), "rules": rules,
+        return {"name": name, "clientConfig": client(s.service_name(c), path, ca, str(w.get("url") or "")),
+                "rules": rules,
                 "failurePolicy": w.get("failurePolicy", "Fail"), "sideEffects": "None",
                 "admissionReviewVersions": ["v1"], "timeoutSeconds": int(w.get("timeoutSeconds", 10))}
 

@@ -16,12 +16,12 @@ GLOBAL = frozenset({
     "affinity", "podSecurityContext", "securityContext",
 })
 SERVICE = frozenset({"enabled", "image", "resources", "affinity", "nodeSelector", "tolerations", "podAnnotations",
-                     "args"})
+                     "args", "podDisruptionBudget"})
 IMAGE = frozenset({"tag", "pullPolicy"})
 COMMON = frozenset({"service", "replicas", "ports", "leaderElection"})
 COMPONENT = {
     "admission": COMMON | {"gpuSharing", "gpuPodRuntimeClassName", "queueLabelSelector", "certSecretName",
-                           "webhook"},
+                           "webhook", "serviceName"},
     "binder": COMMON | {"maxConcurrentReconciles", "cdiEnabled", "resourceReservation"},
     "podGrouper": COMMON | {"maxConcurrentReconciles"},
     "podGroupController": COMMON | {"webhooks", "certSecretName", "webhook"},

@@ -39,7 +39,11 @@ pytestmark = pytest.mark.cluster
 
 NS = "kai-scheduler"
 RELEASE = "kai-scheduler"
-SEED = ["upgrade", "-i", RELEASE, str(CHART), "-n", NS, "--create-namespace", "--set", "global.gpuSharing=true"]
+# The chart's own component templates (`operator.enabled: false`): the components run here as local processes with
+# the flags of the chart's Deployments. The default, operator path is test_operator_chart.py's and test_deployed.py's.
+CHART_RENDERS = ["--set", "operator.enabled=false"]
+SEED = ["upgrade", "-i", RELEASE, str(CHART), "-n", NS, "--create-namespace", "--set", "global.gpuSharing=true",
+        *CHART_RENDERS]
 WORKLOAD_NS = "chart-e2e"
 PORT_BASE = int(os.environ.get("KAI_CHART_TEST_PORT_BASE", "24000"))
 # Local component ports: metrics, probes, webhook at COMPONENT_PORT + 10 * i + (0, 1, 2).
@@ -539,9 +543,10 @@ KAI_VALUES = Path(__file__).resolve().parents[1] / "data" / "kai-values.yaml"
 def test_a_kai_values_file_installs_and_the_components_run_with_it(chart_cluster: Cluster, helm: Helm,
                                                                     stack: Stack) -> None:
     stack.stop_all()
-    out = helm("upgrade", "-i", RELEASE, str(CHART), "-n", NS, "-f", str(KAI_VALUES), *dev_values()).stdout
+    out = helm("upgrade", "-i", RELEASE, str(CHART), "-n", NS, "-f", str(KAI_VALUES), *CHART_RENDERS,
+               *dev_values()).stdout
     assert "STATUS: deployed" in out
-    assert "operator: KAI's operator has no counterpart here" in out, "KAI-only values are named in the notes"
+    assert "operator.qps, operator.burst" in out and "KAI's operator settings" in out, "KAI-only values are named"
     try:
         deployments = {d["metadata"]["name"]: d for d in chart_cluster.get_json("deployments", namespace=NS)["items"]}
         assert set(deployments) == set(DEPLOYMENTS)

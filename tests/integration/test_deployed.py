@@ -2,17 +2,21 @@
 every component a pod on the local control plane's real node. No component runs as a host process here.
 
 Own cluster (KAI_DEPLOYED_TEST_CLUSTER, default `deployed-test`, ports KAI_DEPLOYED_TEST_PORT_BASE, default 28000)
-with a real node and without the dev components. Tests run in file order and build on each other: install, the
-seed flows (the e2e tests themselves, run against this cluster), the webhooks through their Services, HA (two
-replicas of each elected component, each leader's pod deleted while 200 pods are created), `helm upgrade` to an
-image of a newer commit while 200 pods are created, uninstall.
+with a real node and without the dev components. The chart's default path, as KAI's: helm installs the CRDs, the
+kai-operator and the Config/SchedulingShard, and the operator (a pod too) renders the components. Tests run in file
+order and build on each other: install, the seed flows (the e2e tests themselves, run against this cluster), the
+webhooks through their Services, the operator (a new shard's scheduler, a refused shard, the Config patched to two
+scheduler replicas), HA (two replicas of each elected component, each leader's pod deleted while 200 pods are
+created), `helm upgrade` to an image of a newer commit while 200 pods are created, uninstall.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +37,7 @@ pytestmark = pytest.mark.cluster
 
 NS = deployed.NAMESPACE
 PORT_BASE = int(os.environ.get("KAI_DEPLOYED_TEST_PORT_BASE", "28000"))
-DEPLOYMENTS = {"admission", "binder", "pod-grouper", "podgroup-controller", "queue-controller",
+DEPLOYMENTS = {"kai-operator", "admission", "binder", "pod-grouper", "podgroup-controller", "queue-controller",
                "kai-scheduler-default"}
 READY_WITHIN = 120.0  # seconds from `helm upgrade -i` to every component Running and Ready
 
@@ -99,6 +103,25 @@ def test_seed_install_gives_every_component_running_and_ready_hardened_within_12
                                                 "capabilities": {"drop": ["ALL"]}}
         (status,) = pod["status"]["containerStatuses"]
         assert status["restartCount"] == 0, f"{pod['metadata']['name']} restarted: {status}"
+
+
+def helm_values(helm: str, cluster: Cluster) -> dict[str, Any]:
+    proc = subprocess.run([helm, f"--kubeconfig={cluster.kubeconfig}", "get", "values", deployed.RELEASE, "-n", NS,
+                           "-o", "json"], capture_output=True, text=True, check=True)
+    values: dict[str, Any] = json.loads(proc.stdout)
+    return values
+
+
+def test_the_operator_is_given_what_helm_get_values_shows(cluster: Cluster, helm: str) -> None:
+    values = helm_values(helm, cluster)["global"]
+    spec = cluster.get_json("config", "kai-config")["spec"]
+    for key in ("registry", "image", "tag", "imagePullPolicy", "nodeSelector", "tolerations"):
+        assert spec["global"][key] == values[key], key
+    assert spec["admission"]["gpuSharing"] is values["gpuSharing"] is True
+    operated = {d["metadata"]["name"] for d in cluster.get_json("deployments", "-l",
+                                                                "app.kubernetes.io/managed-by=kai-operator",
+                                                                namespace=NS)["items"]}
+    assert operated == DEPLOYMENTS - {"kai-operator"}, "the operator renders every component"
 
 
 def test_no_component_runs_on_the_host(cluster: Cluster) -> None:
@@ -188,7 +211,102 @@ def test_with_admission_scaled_to_zero_the_failure_policy_holds(cluster: Cluster
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(_fraction_pod("admitted", "0.5")), namespace=namespace)
 
 
-# --- 4. HA and upgrade, under load ----------------------------------------------------------------------------
+# --- 4. the operator: shards and the Config, on the real node --------------------------------------------------
+POOL_LABEL = "kai.scheduler/node-pool"  # the chart's global.nodePoolLabelKey
+POOL_NODE = "kwok-node-3"
+
+
+def _shard(name: str, **spec: Any) -> str:
+    return json.dumps({"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": name},
+                       "spec": spec})
+
+
+def _condition(cluster: Cluster, shard: str, kind: str) -> dict[str, Any] | None:
+    obj = cluster.get_json("schedulingshard", shard)
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind
+                 and c.get("observedGeneration") == obj["metadata"]["generation"]), None)
+
+
+def test_a_pool_b_shard_gets_a_ready_scheduler_pod_that_schedules_only_pool_b(cluster: Cluster,
+                                                                             namespace: str) -> None:
+    from operators.devcluster.node.addresses import NODE_NAME
+
+    cluster.kubectl("label", "node", POOL_NODE, f"{POOL_LABEL}=pool-b", "--overwrite")
+    try:
+        started = time.monotonic()
+        cluster.kubectl("apply", "-f", "-", input=_shard("pool-b", partitionLabelValue="pool-b"))
+        [pod] = wait_for("a Ready kai-scheduler-pool-b pod", lambda: [
+            p for p in suite_pods(cluster) if p["metadata"]["labels"].get("app") == "kai-scheduler-pool-b"
+            and _ready(p)] or None, timeout=60, interval=0.5)
+        took = time.monotonic() - started
+        print(f"\nSchedulingShard pool-b to a Ready scheduler pod: {took:.1f}s")
+        assert took < 60 and pod["spec"]["nodeName"] == NODE_NAME
+        assert "--shard-name=pool-b" in pod["spec"]["containers"][0]["args"]
+        # A pod of pool b lands on pool b's node (the default shard serves only unlabelled PodGroups and nodes).
+        workload = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "in-pool-b", "labels": {"kai.scheduler/queue": "default-queue",
+                                                                 POOL_LABEL: "pool-b"}},
+                    "spec": {"schedulerName": "kai-scheduler",
+                             "containers": [{"name": "c", "image": "busybox",
+                                             "resources": {"requests": {"cpu": "100m"}}}]}}
+        cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(workload), namespace=namespace)
+        node = wait_for("the pool-b pod bound", lambda: cluster.get_json("pod", "in-pool-b", namespace=namespace)[
+            "spec"].get("nodeName"), timeout=60)
+        assert node == POOL_NODE
+        [request] = [b for b in cluster.get_json("bindrequests.scheduling.run.ai", namespace=namespace)["items"]
+                     if b["spec"]["podName"] == "in-pool-b"]
+        assert request["metadata"]["labels"].get(POOL_LABEL) == "pool-b", "bound by the pool-b scheduler"
+
+        cluster.kubectl("delete", "schedulingshard", "pool-b")
+        wait_for("kai-scheduler-pool-b and its pod gone", lambda: not [
+            p for p in cluster.get_json("pods", "-l", "app=kai-scheduler-pool-b", namespace=NS)["items"]]
+            and cluster.kubectl("get", "deployment", "kai-scheduler-pool-b", "-n", NS, check=False).returncode != 0,
+            timeout=60)
+    finally:
+        cluster.kubectl("delete", "schedulingshard", "pool-b", "--ignore-not-found", check=False)
+        cluster.kubectl("label", "node", POOL_NODE, f"{POOL_LABEL}-", check=False)
+
+
+def test_an_invalid_shard_leaves_the_running_schedulers_untouched_and_says_why(cluster: Cluster) -> None:
+    def schedulers() -> dict[str, Any]:
+        return {p["metadata"]["uid"]: p["metadata"]["name"] for p in suite_pods(cluster)
+                if p["metadata"]["labels"]["app"].startswith("kai-scheduler-")}
+
+    before = schedulers()
+    generation = cluster.get_json("deployment", "kai-scheduler-default", namespace=NS)["metadata"]["generation"]
+    cluster.kubectl("apply", "-f", "-", input=_shard("bad", partitionLabelValue="bad",
+                                                      plugins={"nosuchplugin": {"enabled": True}}))
+    try:
+        refused = wait_for("SpecValid=False", lambda: (c := _condition(cluster, "bad", "SpecValid"))
+                           and c["status"] == "False" and c, timeout=30)
+        assert "spec.plugins.nosuchplugin" in refused["message"]
+        events = cluster.get_json("events", "--field-selector", "involvedObject.name=bad", namespace="default")
+        assert [e for e in events["items"] if e["type"] == "Warning" and e["reason"] == "InvalidSpec"
+                and "spec.plugins.nosuchplugin" in e["message"]]
+        assert cluster.kubectl("get", "deployment", "kai-scheduler-bad", "-n", NS, check=False).returncode != 0
+        assert schedulers() == before
+        assert cluster.get_json("deployment", "kai-scheduler-default", namespace=NS)["metadata"][
+            "generation"] == generation
+    finally:
+        cluster.kubectl("delete", "schedulingshard", "bad", "--ignore-not-found")
+
+
+def test_patching_the_config_to_two_scheduler_replicas_gives_two_pods_one_leading(cluster: Cluster) -> None:
+    cluster.kubectl("patch", "config", "kai-config", "--type=merge", "-p",
+                    json.dumps({"spec": {"scheduler": {"replicas": 2}}}))
+
+    def led() -> tuple[list[str], str] | None:
+        """Two Ready electing replicas (the rollout from one non-electing replica done), one holding the Lease."""
+        pods = [p["metadata"]["name"] for p in suite_pods(cluster)
+                if p["metadata"]["labels"]["app"] == "kai-scheduler-default" and _ready(p)
+                and "--leader-elect" in p["spec"]["containers"][0]["args"]]
+        holder = lease_holder(cluster, "kai-scheduler-default").split("_")[0]
+        return (pods, holder) if len(pods) == 2 and holder in pods else None
+
+    wait_for("two Ready kai-scheduler-default pods, one leading", led, timeout=READY_WITHIN)
+
+
+# --- 5. HA and upgrade, under load ----------------------------------------------------------------------------
 ELECTED = {"kai-scheduler-default": "kai-scheduler-default", "binder": "kai-binder"}  # Deployment -> its Lease
 LOAD_PODS = 200
 GANGS = 10  # RayClusters of a head and four workers (minMember 5) among the LOAD_PODS
@@ -336,7 +454,7 @@ def test_helm_upgrade_to_a_newer_image_under_load_loses_nothing(cluster: Cluster
     assert_every_pod_bound_once(cluster, namespace, "up")
 
 
-# --- 5. uninstall -----------------------------------------------------------------------------------------------
+# --- 6. uninstall -----------------------------------------------------------------------------------------------
 def test_uninstall_leaves_no_webhook_finalizer_or_stuck_object(cluster: Cluster, helm: str) -> None:
     deployed.uninstall(helm=helm, kubeconfig=cluster.kubeconfig)
     wait_for("the suite's pods gone", lambda: not cluster.get_json("pods", namespace=NS)["items"] or None,

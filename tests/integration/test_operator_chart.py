@@ -1,4 +1,4 @@
-"""The chart with `operator.enabled=true` and a values file written for KAI, on the local control plane.
+"""The chart's default path (the kai-operator) with a values file written for KAI, on the local control plane.
 
 Own cluster without the dev components (KAI_CHART_TEST_CLUSTER / KAI_CHART_TEST_PORT_BASE, as
 tests/integration/test_chart.py). helm installs the CRDs, the operator and the Config/SchedulingShard; the
@@ -39,8 +39,7 @@ def installed(chart_cluster: Cluster, helm: Helm, tmp_path_factory: pytest.TempP
     # release brings its own, from the values.
     chart_cluster.kubectl("delete", "config", "kai-config", "--ignore-not-found")
     chart_cluster.kubectl("delete", "schedulingshard", "default", "--ignore-not-found")
-    out = helm("upgrade", "-i", RELEASE, str(CHART), "-n", NS, "--create-namespace", "-f", str(KAI_VALUES),
-               "--set", "operator.enabled=true").stdout
+    out = helm("upgrade", "-i", RELEASE, str(CHART), "-n", NS, "--create-namespace", "-f", str(KAI_VALUES)).stdout
     root = tmp_path_factory.mktemp("operator")
     kubeconfig = token_kubeconfig(chart_cluster, "kai-operator", root / "operator.kubeconfig")
     try:
@@ -54,15 +53,19 @@ def deployments(cluster: Cluster) -> dict[str, Any]:
     return {d["metadata"]["name"]: d for d in cluster.get_json("deployments", namespace=NS)["items"]}
 
 
-def test_a_kai_values_file_installs_the_operator_and_it_renders_the_suite(chart_cluster: Cluster,
+def test_a_kai_values_file_installs_the_operator_and_it_renders_the_suite(chart_cluster: Cluster, helm: Helm,
                                                                           installed: str) -> None:
     assert "STATUS: deployed" in installed
-    assert "operator: KAI's operator has no counterpart" not in installed
-    # What the operator is given is what helm was given.
+    assert "numaPlacementExporter" in installed, "KAI values without effect are named in the notes"
+    # What the operator is given is what `helm get values` shows.
+    given = json.loads(helm("get", "values", RELEASE, "-n", NS, "-o", "json").stdout)
+    assert given == yaml.safe_load(KAI_VALUES.read_text())
     config = chart_cluster.get_json("config", "kai-config")
-    assert config["spec"]["global"]["jsonLog"] is True
-    assert config["spec"]["global"]["nodePoolLabelKey"] == yaml.safe_load(KAI_VALUES.read_text())["global"][
-        "nodePoolLabelKey"]
+    for key in ("jsonLog", "nodePoolLabelKey", "leaderElection", "requireDefaultPodAntiAffinityTerm", "registry"):
+        assert config["spec"]["global"][key] == given["global"][key], key
+    assert config["spec"]["admission"]["gpuSharing"] is given["global"]["gpuSharing"] is True
+    assert config["spec"]["scheduler"]["replicas"] == given["scheduler"]["replicaCount"] == 2
+    assert config["spec"]["scheduler"]["service"]["podDisruptionBudget"] == given["scheduler"]["podDisruptionBudget"]
 
     every = {*DEPLOYMENTS, "kai-operator"}
     found = wait_for("the six Deployments and the operator's",
@@ -76,6 +79,11 @@ def test_a_kai_values_file_installs_the_operator_and_it_renders_the_suite(chart_
     scheduler_config = yaml.safe_load(chart_cluster.get_json("configmap", "kai-scheduler-default",
                                                              namespace=NS)["data"]["config.yaml"])
     assert scheduler_config["plugins"]["proportion"] == {"arguments": {"kValue": "2.0"}}
+    assert scheduler_config["args"]["max-consolidation-preemptees"] == "8", "KAI's scheduler.args"
+    # The budget of the scheduler's two replicas, rendered by the operator (its chart RBAC allows it).
+    budget = wait_for("the scheduler's PodDisruptionBudget", lambda: json.loads(chart_cluster.kubectl(
+        "get", "pdb", "-n", NS, "-l", "app.kubernetes.io/managed-by=kai-operator", "-o", "json").stdout)["items"])
+    assert [(b["metadata"]["name"], b["spec"]["maxUnavailable"]) for b in budget] == [("kai-scheduler-default", 1)]
 
     # The webhook registrations, with the CA of the chart's TLS Secrets.
     def registered() -> set[str] | None:

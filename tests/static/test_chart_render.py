@@ -25,6 +25,21 @@ def default_docs() -> list[dict[str, Any]]:
     return render("global.gpuSharing=true")
 
 
+def test_the_default_install_is_the_operator_path() -> None:
+    """As KAI's chart: CRDs, the operator and the Config/SchedulingShard; the operator renders the components."""
+    docs = _default_install()
+    assert list(by_kind(docs, "Deployment")) == ["kai-operator"]
+    assert {"kai-config"} == set(by_kind(docs, "Config")) and "default" in by_kind(docs, "SchedulingShard")
+    assert by_kind(docs, "Config")["kai-config"]["spec"]["scheduler"]["replicas"] == 1
+
+
+def _default_install() -> list[dict[str, Any]]:
+    proc = subprocess.run([helm_binary(), "template", "kai-scheduler", str(CHART), "-n", NS], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+
+
 # --- CRDs -----------------------------------------------------------------------------------------------
 def test_chart_crds_are_the_generated_ones() -> None:
     """charts/kai-scheduler/crds is a copy of crds/ (generated from the models): same files, same bytes.
@@ -278,6 +293,25 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
     assert mutating["mutating-kai-admission"]["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
 
 
+def test_the_admission_service_name_is_configurable() -> None:
+    """KAI's spec.admission.serviceName: the Service, every admission webhook's target, the certificate's names."""
+    from cryptography import x509
+
+    docs = render("admission.serviceName=kai-admission")
+    service = by_kind(docs, "Service")["kai-admission"]
+    assert "admission" not in by_kind(docs, "Service") and service["spec"]["selector"] == {"app": "admission"}
+    assert "admission" in by_kind(docs, "Deployment"), "the Deployment keeps its name"
+    hooks = [w for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+             for c in by_kind(docs, kind).values() if c["metadata"]["labels"]["app"] == "admission"
+             for w in c["webhooks"]]
+    assert len(hooks) == 3 and {w["clientConfig"]["service"]["name"] for w in hooks} == {"kai-admission"}
+    secret = by_kind(docs, "Secret")["kai-admission-webhook-tls-secret"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName)
+    assert f"kai-admission.{NS}.svc" in names
+
+
 def test_webhook_url_and_extra_sans_for_out_of_cluster_servers() -> None:
     docs = render("admission.webhook.url=https://127.0.0.1:9443", "global.webhookCert.ipAddresses={127.0.0.1}",
                   "global.namespaceLabelSelector.team=a", "admission.queueLabelSelector=true")
@@ -409,6 +443,7 @@ def test_a_kai_values_file_renders_with_kais_meaning() -> None:
     assert config.k_value == 2.0 and config.default_preempt_min_runtime == 300
     assert config.reclaim_min_runtime_resolve == "queue"
     assert config.node_pool_label == "example.com/node-pool"
+    assert config.max_consolidation_preemptees == 8, "KAI's scheduler.args: the default shard's args"
     budgets = by_kind(docs, "PodDisruptionBudget")
     assert set(budgets) == {"kai-scheduler-default"}, "the only component with 2 replicas"
     assert budgets["kai-scheduler-default"]["spec"]["maxUnavailable"] == 1
@@ -473,11 +508,29 @@ def test_notes_name_deprecated_and_ignored_values(tmp_path: Path) -> None:
     plain = notes(tmp_path)
     assert "KAI Scheduler" in plain and "WARNING" not in plain and "NOTE:" not in plain
     text = notes(tmp_path, "admission.gpuPodRuntimeClassName=custom", "priorityClasses.create=false",
-                 values={"operator": {"replicaCount": 1}, "global": {"clusterAutoscaling": True}})
+                 values={"operator": {"replicaCount": 1, "qps": 50, "burst": 300},
+                         "global": {"clusterAutoscaling": True}})
     assert "admission.gpuPodRuntimeClassName: use admission.gpuFractionRuntimeClassName" in text
     assert "priorityClasses: use defaultPriorityClasses" in text
-    assert "operator: KAI's operator has no counterpart here" in text
+    assert "operator.qps, operator.burst: KAI's operator settings with no counterpart here" in text
+    assert "operator.replicaCount" not in text
     assert "global.clusterAutoscaling" in text
+
+
+def test_the_newest_kai_keys_are_accepted_and_the_ineffective_ones_named(tmp_path: Path) -> None:
+    kai = yaml.safe_load(KAI_VALUES.read_text())
+    text = notes(tmp_path, values=kai)
+    for key in ("numaPlacementExporter", "kaiConfigDeployer", "nodescaleadjuster", "operator.qps, operator.burst"):
+        assert key in text, key
+    assert "goMemLimitRatio" not in text and "openshift" not in text, "KAI's defaults are not noise"
+    text = notes(tmp_path, "openshift=true", "global.fipsMode=on", "global.blockNvidiaVisibleDevices=true",
+                 "global.vpa.enabled=true", "podgrouper.genericKartaFallback=false", "binder.plugins.x.enabled=true",
+                 "scheduler.scenarioSearchBudgets.x=1", "operator.logLevel=debug")
+    for key in ("openshift", "global.fipsMode", "global.blockNvidiaVisibleDevices", "global.vpa",
+                "podgrouper.genericKartaFallback", "binder.plugins", "scheduler.scenarioSearchBudgets",
+                "operator.logLevel"):
+        assert f"- {key}" in text, key
+    assert not by_kind(render("defaultShard.enabled=false"), "SchedulingShard"), "KAI's defaultShard.enabled"
 
 
 @pytest.mark.parametrize(("sets", "error"), [

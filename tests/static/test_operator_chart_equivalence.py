@@ -17,8 +17,8 @@ from operators.operator.components import BY_KEY, CERT_SECRETS
 from tests.helm_chart import KAI_VALUES
 from tests.helm_chart import render as helm_template
 
-KINDS = ("Deployment", "Service", "ServiceAccount", "ConfigMap", "MutatingWebhookConfiguration",
-         "ValidatingWebhookConfiguration")
+KINDS = ("Deployment", "Service", "ServiceAccount", "ConfigMap", "PodDisruptionBudget", "Lease",
+         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 MANAGER_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
 VALUE_SETS = {
     "defaults with GPU sharing": ["global.gpuSharing=true"],
@@ -32,7 +32,9 @@ VALUE_SETS = {
         "global.nodePoolLabelKey=example.com/pool", "global.queueLabelKey=example.com/q",
         "binder.resourceReservationPodResources.requests.memory=20Mi", "global.resourceReservation.fakeGpuNodes=true",
         "admission.gpuFractionRuntimeClassName=", "admission.queueLabelSelector=true",
-        "global.podLabelSelector.team=a"],
+        "global.podLabelSelector.team=a", "admission.serviceName=kai-admission", "admission.replicaCount=2",
+        "podgrouper.replicaCount=3", "podgrouper.podDisruptionBudget.maxUnavailable=2", "admission.pdb.minAvailable=1",
+        "queuecontroller.replicaCount=2", "queuecontroller.podDisruptionBudget.enabled=false"],
     "components off, a node-pool shard": [
         "podgrouper.enabled=false", "queuecontroller.webhook.enabled=false", "scheduler.placementStrategy=spread",
         "schedulingShards[0].name=pool-b", "schedulingShards[0].partitionLabelValue=b",

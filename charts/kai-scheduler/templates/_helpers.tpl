@@ -334,13 +334,43 @@ deprecated keys have no default, so a value there was set by the user). "kai.dep
 
 {{/* KAI keys accepted for values files written for KAI that have no effect here (NOTES.txt). */}}
 {{- define "kai.ignored" -}}
-{{- if and (hasKey $.Values "operator") (ne (include "kai.operated" $) "true") }}
-- operator: KAI's operator has no counterpart here unless operator.enabled=true (the chart renders the components itself)
+{{- $o := $.Values.operator | default dict }}
+{{- $kaiOnly := list }}
+{{- range $key := list "qps" "burst" "metricsBindAddress" "probeBindAddress" }}
+{{- if hasKey $o $key }}{{ $kaiOnly = append $kaiOnly $key }}{{ end }}
 {{- end }}
-{{- range $key := list "nodescaleadjuster" "crdupgrader" "topologyMigration" "postCleanup" "prometheus" "kaiConfig" }}
+{{- if $kaiOnly }}
+- operator.{{ join ", operator." $kaiOnly }}: KAI's operator settings with no counterpart here (the kai-operator serves metrics on :8080 and probes on :8081)
+{{- end }}
+
+{{- if $o.logLevel }}
+- operator.logLevel: KAI's operator log level (zap); global.logLevel sets the kai-operator's
+{{- end }}
+{{- range $key := list "nodescaleadjuster" "crdupgrader" "topologyMigration" "postCleanup" "prometheus" "kaiConfig" "kaiConfigDeployer" "numaPlacementExporter" }}
 {{- if hasKey $.Values $key }}
-- {{ $key }}: KAI's {{ $key }} has no counterpart here (no operator; the chart renders the components itself)
+- {{ $key }}: KAI's {{ $key }} has no counterpart here
 {{- end }}
+{{- end }}
+{{- if $.Values.openshift }}
+- openshift: no OpenSecurityContextConstraints are installed by this chart
+{{- end }}
+{{- if eq (toString ($.Values.global.fipsMode | default "off")) "on" }}
+- global.fipsMode: one image (no -fips tags) runs every component
+{{- end }}
+{{- if $.Values.global.blockNvidiaVisibleDevices }}
+- global.blockNvidiaVisibleDevices: the admission webhook does not block NVIDIA_VISIBLE_DEVICES here
+{{- end }}
+{{- if ($.Values.global.vpa | default dict).enabled }}
+- global.vpa: no VerticalPodAutoscalers are installed by this chart
+{{- end }}
+{{- if and (hasKey $.Values.podgrouper "genericKartaFallback") (not $.Values.podgrouper.genericKartaFallback) }}
+- podgrouper.genericKartaFallback: this pod-grouper has no Karta fallback to turn off
+{{- end }}
+{{- if $.Values.binder.plugins }}
+- binder.plugins: the binder's plugin chain is fixed here
+{{- end }}
+{{- if $.Values.scheduler.scenarioSearchBudgets }}
+- scheduler.scenarioSearchBudgets: not read by this scheduler
 {{- end }}
 {{- if $.Values.global.clusterAutoscaling }}
 - global.clusterAutoscaling: the node-scale-adjuster is not part of this project
@@ -354,6 +384,12 @@ deprecated keys have no default, so a value there was set by the user). "kai.dep
 {{- if and .Values.binder.resourceReservationImage .Values.binder.resourceReservationImage.name }}
 - binder.resourceReservationImage: use global.resourceReservation.image (a full image reference)
 {{- end }}
+{{- end -}}
+
+{{/* The admission webhook Service (KAI's Config spec.admission.serviceName): the Service, every webhook's
+target and the serving certificate's DNS names; the Deployment stays `admission`. */}}
+{{- define "kai.admissionService" -}}
+{{- .Values.admission.serviceName | default "admission" -}}
 {{- end -}}
 
 {{/* The queue label key: KAI's podgrouper.queueLabelKey when given (KAI wires it into its Config), else global. */}}
@@ -376,6 +412,7 @@ is resolved here (deprecated spellings, global fallbacks), so the operator rende
 {{- $v := index $.Values $key -}}
 {{- $image := $v.image | default dict -}}
 {{- $service := dict "enabled" (eq (include "kai.componentEnabled" (list $ $key)) "true") "image" (dict "tag" ($image.tag | default "") "pullPolicy" ($image.pullPolicy | default "")) "resources" ($v.resources | default dict) "affinity" ($v.affinity | default dict) "nodeSelector" ($v.nodeSelector | default dict) "tolerations" ($v.tolerations | default list) "podAnnotations" ($v.podAnnotations | default dict) "args" ($v.extraArgs | default list) -}}
+{{- $_ := set $service "podDisruptionBudget" (include "kai.pdb" (list $ $key) | fromYaml) -}}
 {{- $c := dict "service" $service "replicas" (int $v.replicaCount) "ports" $v.ports -}}
 {{- if hasKey $v "leaderElection" }}{{ $_ := set $c "leaderElection" $v.leaderElection }}{{ end -}}
 {{- if $v.certSecretName }}{{ $_ := set $c "certSecretName" $v.certSecretName }}{{ end -}}
@@ -384,6 +421,7 @@ is resolved here (deprecated spellings, global fallbacks), so the operator rende
 {{- $_ := set $c "gpuSharing" $g.gpuSharing -}}
 {{- $_ := set $c "gpuPodRuntimeClassName" (include "kai.fractionRuntimeClass" $) -}}
 {{- $_ := set $c "queueLabelSelector" $v.queueLabelSelector -}}
+{{- $_ := set $c "serviceName" (include "kai.admissionService" $) -}}
 {{- else if eq $key "binder" -}}
 {{- $rr := $g.resourceReservation -}}
 {{- $_ := set $c "maxConcurrentReconciles" $v.maxConcurrentReconciles -}}

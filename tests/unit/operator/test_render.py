@@ -137,3 +137,34 @@ def test_webhook_configurations_need_their_ca_bundle() -> None:
     queue = next(o for o in every if o["metadata"]["name"] == "kai-queue-validation-v2")
     assert queue["webhooks"][0]["clientConfig"]["caBundle"] == "B"
     assert queue["webhooks"][0]["clientConfig"]["service"]["name"] == "queue-controller"
+
+
+def test_a_budget_for_each_component_with_more_than_one_replica_and_its_budget_on() -> None:
+    """KAI's service.podDisruptionBudget: a budget on a single replica would block every node drain."""
+    on = {"enabled": True, "maxUnavailable": 2}
+    spec = {"scheduler": {"replicas": 2, "service": {"podDisruptionBudget": on}},
+            "binder": {"replicas": 2, "service": {"podDisruptionBudget": {"enabled": False}}},
+            "admission": {"replicas": 3, "service": {"podDisruptionBudget": {"enabled": True, "minAvailable": 2}}},
+            "podGrouper": {"replicas": 1, "service": {"podDisruptionBudget": on}}}
+    budgets = {n: o["spec"] for (k, n), o in objects(spec).items() if k == "PodDisruptionBudget"}
+    assert budgets == {"kai-scheduler-default": {"maxUnavailable": 2, "selector": {"matchLabels": {
+                           "app": "kai-scheduler-default"}}},
+                       "admission": {"minAvailable": 2, "selector": {"matchLabels": {"app": "admission"}}}}
+    unwanted = {o["metadata"]["name"] for o in render.unwanted_budgets(render.Settings(spec))}
+    assert unwanted == {"binder", "pod-grouper", "podgroup-controller", "queue-controller"}
+
+
+def test_the_admission_service_name_is_what_the_webhooks_call() -> None:
+    s = render.Settings({"admission": {"serviceName": "kai-admission"}})
+    objs = objects(dict(s.spec))
+    assert ("Service", "kai-admission") in objs and ("Service", "admission") not in objs
+    assert objs[("Service", "kai-admission")]["spec"]["selector"] == {"app": "admission"}
+    assert ("Deployment", "admission") in objs
+    hooks = render.webhook_configurations(s, {"admission": "Y2E="})
+    assert {w["clientConfig"]["service"]["name"] for c in hooks for w in c["webhooks"]} == {"kai-admission"}
+
+
+def test_an_electing_component_gets_an_owned_lease() -> None:
+    objs = objects({"scheduler": {"replicas": 2}})
+    assert objs[("Lease", "kai-scheduler-default")]["spec"] == {}
+    assert ("Lease", "kai-binder") not in objs, "one binder replica: no election, no Lease"

@@ -93,3 +93,9 @@ def test_config_fields_the_operator_does_not_render_are_named() -> None:
                                    "spec.binder.service.image.name"]
     conds = status.conditions(1, [], applied=True, state=status.Rollout(0, 0, 0), unhonoured=["spec.prometheus"])
     assert conds[-1]["type"] == "FieldsNotHonoured" and "spec.prometheus" in conds[-1]["message"]
+
+
+def test_the_operator_withdraws_exactly_the_conditions_it_writes() -> None:
+    assert status.owned_types(config=False) == {"Reconciling", "Deployed", "Available", "SpecValid"}
+    assert status.owned_types(config=True) == {"Reconciling", "Deployed", "Available", "SpecValid",
+                                               "FieldsNotHonoured"}, "the shard's FieldsNotHonoured is the scheduler's"
