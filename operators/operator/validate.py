@@ -19,6 +19,7 @@ PLUGINS = frozenset({
     "gpusharing", "nodeplacement", "minruntime", "podaffinity", "topology",
     "nodeavailability", "resourcetype", "kubeflow", "ray", "subgrouporder", "nominatednode", "dynamicresources",
     "snapshot", "gpupack", "gpuspread", "gpusharingorder",
+    "backgroundpods",
 })
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 COMPONENT_KEYS = ("admission", "binder", "podGrouper", "podGroupController", "queueController", "scheduler")
