@@ -1,0 +1,102 @@
+"""KAI v0.18 scheduler features on the real API server with the running components.
+
+Each test places its workloads on a kwok node of its own (1 or 2 GPUs, selected by a label naming the test's
+namespace), so that what is full and what frees is exactly what the test does:
+
+- a background pod (`kai.scheduler/background: "true"`, a Deployment) yields its GPU to a queue's pod within one
+  cycle, and its replacement comes back when the GPU frees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from operators.devcluster.nodes import NodeShape, node_manifest
+from tests.support import Cluster, apply, items, poll, queue
+
+pytestmark = pytest.mark.cluster
+
+GPU = "nvidia.com/gpu"
+NODE_LABEL = "kai.test/v018"
+
+
+def ready(node: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or ())
+
+
+@pytest.fixture
+def own_node(cluster: Cluster, namespace: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A kwok node with `request.param` GPUs (default 1) only this test's pods select; removed afterwards."""
+    gpus = getattr(request, "param", 1)
+    name = f"v018-{namespace}"
+    apply(cluster, namespace, [node_manifest(name, NodeShape(gpus=gpus), labels={NODE_LABEL: namespace})])
+    poll(lambda: ready(cluster.get_json("node", name)), "the test node to be Ready", timeout=60)
+    yield name
+    cluster.kubectl("delete", "pods", "--all", "--grace-period=0", "--force", namespace=namespace, check=False)
+    cluster.kubectl("delete", "node", name, "--wait=true", "--timeout=60s", check=False)
+
+
+def pod_spec(namespace: str, gpus: int) -> dict[str, Any]:
+    return {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {NODE_LABEL: namespace},
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {GPU: str(gpus)}}}]}
+
+
+def gpu_pod(name: str, namespace: str, queue_name: str, gpus: int = 1,
+            labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"kai.scheduler/queue": queue_name, **(labels or {})}},
+            "spec": pod_spec(namespace, gpus)}
+
+
+def live(cluster: Cluster, namespace: str, *selector: str) -> list[dict[str, Any]]:
+    return [p for p in items(cluster, "pods", namespace, *selector) if not p["metadata"].get("deletionTimestamp")]
+
+
+def running_on(cluster: Cluster, namespace: str, node: str, *selector: str) -> list[dict[str, Any]] | None:
+    pods = [p for p in live(cluster, namespace, *selector)
+            if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"]
+    return pods or None
+
+
+def events(cluster: Cluster, namespace: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in items(cluster, "events", namespace) if e.get("reason") == reason]
+
+
+# --- background pods --------------------------------------------------------------------------------------------
+
+
+def test_background_pod_yields_its_gpu_and_comes_back_when_it_frees(cluster: Cluster, namespace: str,
+                                                                     own_node: str) -> None:
+    maint, team = f"maint-{namespace}", f"team-{namespace}"
+    apply(cluster, namespace, [queue(maint, gpu=(0, -1, 0)), queue(team, gpu=(1, -1, 1))])
+    bg_labels = {"app": "bg", "kai.scheduler/background": "true", "kai.scheduler/queue": maint}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bg"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "bg"}},
+                           "template": {"metadata": {"labels": bg_labels},
+                                        "spec": {**pod_spec(namespace, 1), "priorityClassName": "train"}}}}
+    apply(cluster, namespace, [deployment])
+    first = poll(lambda: running_on(cluster, namespace, own_node, "-l", "app=bg"), "the background pod to run",
+                 timeout=90)[0]["metadata"]["name"]
+
+    apply(cluster, namespace, [gpu_pod("work", namespace, team)])
+    poll(lambda: running_on(cluster, namespace, own_node, "-l", "app!=bg"), "the queue's pod to take the GPU",
+         timeout=60)
+    evicts = [e for e in events(cluster, namespace, "Evict") if e["involvedObject"].get("name") == first]
+    assert evicts and evicts[0]["message"] == "Evicted to make room for a workload on this node", evicts
+    # Evicted once, by the background pods plugin at the first cycle's close (not by reclaim).
+    pg_evicts = [e for e in events(cluster, namespace, "Evict") if e["involvedObject"]["kind"] == "PodGroup"]
+    assert pg_evicts and {e["metadata"]["annotations"].get("evictor-action-type") for e in pg_evicts} \
+        == {"backgroundpods"}, pg_evicts
+    replacement = live(cluster, namespace, "-l", "app=bg")
+    assert [p["metadata"]["name"] for p in replacement] != [first] and not any(
+        p["spec"].get("nodeName") for p in replacement), replacement
+
+    cluster.kubectl("delete", "pod", "work", "--grace-period=0", "--force", namespace=namespace)
+    back = poll(lambda: running_on(cluster, namespace, own_node, "-l", "app=bg"),
+                "the background replacement to come back on the freed GPU", timeout=60)
+    assert back[0]["metadata"]["name"] != first
