@@ -96,6 +96,8 @@ BIND_PHASE_FAILED: Final = "Failed"
 # --- preemptibility -----------------------------------------------------------------------------
 PREEMPTIBLE: Final = "preemptible"
 NON_PREEMPTIBLE: Final = "non-preemptible"
+# KAI v0.18 (alpha): non-preemptible up to the gang minimum (or minNonPreemptible), preemptible above it.
+SEMI_PREEMPTIBLE: Final = "semi-preemptible"
 
 # --- priority classes installed with the suite ---------------------------------------------------
 PRIORITY_CLASSES: Final[dict[str, int]] = {

@@ -218,7 +218,7 @@ def resolve_priority(ctx: Context, owners: Sequence[Obj], fallback: str) -> str:
 
 
 def resolve_preemptibility(ctx: Context, owners: Sequence[Obj]) -> str:
-    valid = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+    valid = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE, keys.SEMI_PREEMPTIBLE)
     for obj in (*owners, ctx.pod):
         value = labels_of(obj).get(keys.PREEMPTIBILITY_LABEL)
         if value in valid:

@@ -368,6 +368,7 @@ class PodGroupRecord:
     # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
     last_eviction: float = 0.0
     topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
+    min_non_preemptible: int | None = None  # spec.minNonPreemptible (semi-preemptible: the core's size)
     # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
     # derived from the fields above, so a session tests one flag per PodGroup.
     optional_features: bool = field(default=False, init=False, compare=False, repr=False)
@@ -597,7 +598,8 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
         preemption_delay=_delay(spec.get("preemptionDelay")),
         last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
-        topology=topology_constraint(spec.get("topologyConstraint")))
+        topology=topology_constraint(spec.get("topologyConstraint")),
+        min_non_preemptible=_count(spec.get("minNonPreemptible")))
 
 
 def _whole(value: Any) -> int:

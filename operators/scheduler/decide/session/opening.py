@@ -177,6 +177,8 @@ class Opening(Accounting):
             priority = priorities.get(pg.priority_class, default)
             if pg.preemptibility in explicit:
                 preemptible = pg.preemptibility == keys.PREEMPTIBLE
+            elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
+                preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
             else:
                 preemptible = priority < threshold
             if pg.subgroups:
