@@ -4,7 +4,8 @@ Each test places its workloads on a kwok node of its own (1 or 2 GPUs, selected 
 namespace), so that what is full and what frees is exactly what the test does:
 
 - a background pod (`kai.scheduler/background: "true"`, a Deployment) yields its GPU to a queue's pod within one
-  cycle, and its replacement comes back when the GPU frees.
+  cycle, and its replacement comes back when the GPU frees;
+- a semi-preemptible gang of minMember 2 with 4 pods loses only its 2 surplus pods to a reclaim.
 """
 
 from __future__ import annotations
@@ -100,3 +101,34 @@ def test_background_pod_yields_its_gpu_and_comes_back_when_it_frees(cluster: Clu
     back = poll(lambda: running_on(cluster, namespace, own_node, "-l", "app=bg"),
                 "the background replacement to come back on the freed GPU", timeout=60)
     assert back[0]["metadata"]["name"] != first
+
+
+# --- semi-preemptible -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("own_node", [4], indirect=True)
+def test_semi_preemptible_gang_loses_only_its_surplus_to_reclaim(cluster: Cluster, namespace: str,
+                                                                 own_node: str) -> None:
+    # qa's fair share is its quota (over-quota weight 0), so its pods above 2 GPUs are reclaimable; the gang is
+    # `inference` (non-preemptible were it not semi-preemptible), created by hand and joined by its pods.
+    qa, qb = f"qa-{namespace}", f"qb-{namespace}"
+    apply(cluster, namespace, [queue(qa, gpu=(2, -1, 0)), queue(qb, gpu=(2, -1, 1))])
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "semi"},
+             "spec": {"minMember": 2, "queue": qa, "priorityClassName": "inference",
+                      "preemptibility": "semi-preemptible"}}
+    members = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"semi-{i}", "labels": {"kai.scheduler/queue": qa, "app": "semi"},
+                             "annotations": {"pod-group-name": "semi", "kai.scheduler/skip-podgrouper": "true"}},
+                "spec": pod_spec(namespace, 1)} for i in range(4)]
+    apply(cluster, namespace, [group, *members])
+    poll(lambda: (pods := running_on(cluster, namespace, own_node, "-l", "app=semi")) and len(pods) == 4,
+         "the semi-preemptible gang's 4 pods to run", timeout=90)
+
+    apply(cluster, namespace, [gpu_pod(f"claim-{i}", namespace, qb, labels={"app": "claim"}) for i in range(2)])
+    poll(lambda: (pods := running_on(cluster, namespace, own_node, "-l", "app=claim")) and len(pods) == 2,
+         "qb's 2 pods to run on the reclaimed GPUs", timeout=90)
+    left = live(cluster, namespace, "-l", "app=semi")
+    assert len(left) == 2 and all(p["status"].get("phase") == "Running" for p in left), left
+    evicted = sorted(e["involvedObject"]["name"] for e in events(cluster, namespace, "Evict")
+                     if e["involvedObject"]["kind"] == "Pod")
+    assert len(evicted) == 2 and set(evicted).isdisjoint(p["metadata"]["name"] for p in left), evicted
