@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 STRATEGIES = ("binpack", "spread")
-ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "resizeeviction")
 # This scheduler's plugins, and KAI's (accepted; the scheduler names what it does not honour).
 PLUGINS = frozenset({
     "predicates", "proportion", "priority", "elastic", "gang", "subgroups", "preemptiondelay", "taskorder",

@@ -48,7 +48,8 @@ def is_allocated(pod: Obj) -> bool:
 def _container_requests(pod: Obj) -> ResourceList:
     # What Kubernetes reserves for the pod (KAI v0.18 counts it so too): the init peak or the main containers plus
     # the sidecars, whichever is larger, and the overhead.
-    return resources.pod_container_requests(pod.get("spec") or {})
+    # An in-place resize counts at the larger of what the containers were given and what their spec asks now.
+    return resources.pod_container_requests(pod.get("spec") or {}, pod.get("status"))
 
 
 def _gpu_request(pod: Obj, requests: ResourceList) -> resources.GpuRequest:

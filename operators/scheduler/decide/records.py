@@ -24,6 +24,7 @@ from operators.core.resources import (
     node_gpu_memory_mib,
     parse_quantity,
     pod_container_requests,
+    resize_pending,
 )
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
@@ -301,6 +302,9 @@ class PodRecord:
     owner_kinds: tuple[str, ...] = ()
     # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
     preemption_delay: float | None = None
+    # A Deferred in-place resize: (millicores, bytes) the node holds for the pod today; cpu / memory above are what
+    # it holds once the resize is enacted (the larger of the two, as Kubernetes accounts it).
+    resize_from: tuple[int, int] | None = None
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
@@ -525,8 +529,12 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
     namespace = str(meta.get("namespace") or "default")
     labels = dict(meta.get("labels") or {})
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    resize_from: tuple[int, int] | None = None
     try:
-        requests = pod_container_requests(spec)
+        requests = pod_container_requests(spec, status)
+        if status.get("conditions") and resize_pending(status) == "Deferred":
+            given = pod_container_requests(spec, status, actual=True)
+            resize_from = (ceil_scaled(given.get("cpu", _ZERO), MILLI), ceil_scaled(given.get("memory", _ZERO), 1))
     except QuantityError:
         requests = {}
     gpu_error = ""
@@ -562,7 +570,7 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         is_reservation=is_reservation, gpu_error=gpu_error,
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
-                                 else annotations.get(keys.PREEMPTION_DELAY)))
+                                 else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from)
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
