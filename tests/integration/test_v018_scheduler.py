@@ -5,11 +5,16 @@ namespace), so that what is full and what frees is exactly what the test does:
 
 - a background pod (`kai.scheduler/background: "true"`, a Deployment) yields its GPU to a queue's pod within one
   cycle, and its replacement comes back when the GPU frees;
-- a semi-preemptible gang of minMember 2 with 4 pods loses only its 2 surplus pods to a reclaim.
+- a semi-preemptible gang of minMember 2 with 4 pods loses only its 2 surplus pods to a reclaim;
+- an in-place resize of a running pod shows in its Queue's `allocated` at once. kwok fakes the kubelet but writes
+  no `containerStatuses[].resources` (without them the API server refuses a resize: "Pod running on node without
+  support for resize") and never enacts a resize or sets `PodResizePending`, so the test writes what a kubelet
+  would: the resources the container was given, then an Infeasible verdict.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -132,3 +137,49 @@ def test_semi_preemptible_gang_loses_only_its_surplus_to_reclaim(cluster: Cluste
     evicted = sorted(e["involvedObject"]["name"] for e in events(cluster, namespace, "Evict")
                      if e["involvedObject"]["kind"] == "Pod")
     assert len(evicted) == 2 and set(evicted).isdisjoint(p["metadata"]["name"] for p in left), evicted
+
+
+# --- in-place resize --------------------------------------------------------------------------------------------
+
+
+def queue_cpu(cluster: Cluster, name: str) -> str | None:
+    status = cluster.get_json("queues.scheduling.run.ai", name).get("status") or {}
+    return (status.get("allocated") or {}).get("cpu")
+
+
+def kubelet_status(cluster: Cluster, namespace: str, pod: str, cpu: str, resize: str = "") -> None:
+    """Write what a kubelet would: the container's given resources, and a PodResizePending verdict."""
+    current = cluster.get_json("pod", pod, namespace=namespace)
+    statuses = current["status"]["containerStatuses"]
+    given = {"cpu": cpu, "memory": "64Mi"}
+    statuses[0]["resources"] = {"requests": given, "limits": given}
+    status: dict[str, Any] = {"containerStatuses": statuses}
+    if resize:
+        status["conditions"] = [*current["status"]["conditions"],
+                                {"type": "PodResizePending", "status": "True", "reason": resize,
+                                 "message": "Node didn't have enough capacity"}]
+    cluster.kubectl("patch", "pod", pod, "--subresource", "status", "--type", "merge", "-p",
+                    json.dumps({"status": status}), namespace=namespace)
+
+
+def test_in_place_resize_shows_in_the_queue_allocation(cluster: Cluster, namespace: str, own_node: str) -> None:
+    name = f"rz-{namespace}"
+    apply(cluster, namespace, [queue(name)])
+    given = {"cpu": "1", "memory": "64Mi"}
+    resizable = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"kai.scheduler/queue": name}},
+                 "spec": {**pod_spec(namespace, 0), "containers": [
+                     {"name": "main", "image": "busybox", "resources": {"requests": given, "limits": given}}]}}
+    apply(cluster, namespace, [resizable])
+    poll(lambda: running_on(cluster, namespace, own_node), "the pod to run", timeout=60)
+    poll(lambda: queue_cpu(cluster, name) == "1", "the queue to hold 1 CPU", timeout=60)
+    kubelet_status(cluster, namespace, "p", "1")
+
+    grown = {"cpu": "2", "memory": "64Mi"}
+    cluster.kubectl("patch", "pod", "p", "--subresource", "resize", "-p", json.dumps(
+        {"spec": {"containers": [{"name": "main", "resources": {"requests": grown, "limits": grown}}]}}),
+        namespace=namespace)
+    # Asked, not yet given: the pod counts at the larger of the two.
+    poll(lambda: queue_cpu(cluster, name) == "2", "the queue to hold the resized 2 CPUs", timeout=30)
+    # The kubelet says the resize can never happen: the pod counts at what it holds.
+    kubelet_status(cluster, namespace, "p", "1", resize="Infeasible")
+    poll(lambda: queue_cpu(cluster, name) == "1", "the queue back at the 1 CPU the pod holds", timeout=30)
