@@ -58,7 +58,7 @@ class GpuGroup:
 class NodeState:
     idx: int
     rec: NodeRecord
-    ok: bool  # Ready and schedulable
+    ok: bool  # Ready (a cordoned node too: its predicates admit only pods tolerating the cordon)
     cap_cpu: int
     cap_mem: int
     cap_gpu: int

@@ -373,6 +373,7 @@ class PodGroupRecord:
     last_eviction: float = 0.0
     topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
     min_non_preemptible: int | None = None  # spec.minNonPreemptible (semi-preemptible: the core's size)
+    safe_to_consolidate: bool = True  # spec.safeToConsolidate: false keeps consolidation from moving the job
     # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
     # derived from the fields above, so a session tests one flag per PodGroup.
     optional_features: bool = field(default=False, init=False, compare=False, repr=False)
@@ -607,7 +608,8 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         preemption_delay=_delay(spec.get("preemptionDelay")),
         last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
         topology=topology_constraint(spec.get("topologyConstraint")),
-        min_non_preemptible=_count(spec.get("minNonPreemptible")))
+        min_non_preemptible=_count(spec.get("minNonPreemptible")),
+        safe_to_consolidate=spec.get("safeToConsolidate") is not False)
 
 
 def _whole(value: Any) -> int:
