@@ -9,7 +9,10 @@ namespace), so that what is full and what frees is exactly what the test does:
 - an in-place resize of a running pod shows in its Queue's `allocated` at once. kwok fakes the kubelet but writes
   no `containerStatuses[].resources` (without them the API server refuses a resize: "Pod running on node without
   support for resize") and never enacts a resize or sets `PodResizePending`, so the test writes what a kubelet
-  would: the resources the container was given, then an Infeasible verdict.
+  would: the resources the container was given, then an Infeasible verdict;
+- `kai.scheduler/safe-to-consolidate: "false"` keeps a pod from being moved: the one consolidation move that would
+  make room is not made, and the pending job is explained instead;
+- a pod tolerating `node.kubernetes.io/unschedulable` lands on a cordoned node, and one that does not stays off it.
 """
 
 from __future__ import annotations
@@ -33,16 +36,37 @@ def ready(node: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or ())
 
 
+def make_nodes(cluster: Cluster, namespace: str, names: list[str], gpus: int,
+               spec: dict[str, Any] | None = None) -> Iterator[list[str]]:
+    docs = [node_manifest(name, NodeShape(gpus=gpus), labels={NODE_LABEL: namespace}) for name in names]
+    for doc in docs:
+        doc["spec"] = dict(spec or {})
+    apply(cluster, namespace, docs)
+    poll(lambda: all(ready(cluster.get_json("node", name)) for name in names), "the test nodes to be Ready",
+         timeout=60)
+    yield names
+    cluster.kubectl("delete", "pods", "--all", "--grace-period=0", "--force", namespace=namespace, check=False)
+    cluster.kubectl("delete", "nodes", *names, "--wait=true", "--timeout=60s", check=False)
+
+
 @pytest.fixture
 def own_node(cluster: Cluster, namespace: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A kwok node with `request.param` GPUs (default 1) only this test's pods select; removed afterwards."""
-    gpus = getattr(request, "param", 1)
-    name = f"v018-{namespace}"
-    apply(cluster, namespace, [node_manifest(name, NodeShape(gpus=gpus), labels={NODE_LABEL: namespace})])
-    poll(lambda: ready(cluster.get_json("node", name)), "the test node to be Ready", timeout=60)
-    yield name
-    cluster.kubectl("delete", "pods", "--all", "--grace-period=0", "--force", namespace=namespace, check=False)
-    cluster.kubectl("delete", "node", name, "--wait=true", "--timeout=60s", check=False)
+    for names in make_nodes(cluster, namespace, [f"v018-{namespace}"], getattr(request, "param", 1)):
+        yield names[0]
+
+
+@pytest.fixture
+def two_nodes(cluster: Cluster, namespace: str) -> Iterator[list[str]]:
+    """Two such nodes of 4 GPUs."""
+    yield from make_nodes(cluster, namespace, [f"v018-{namespace}-0", f"v018-{namespace}-1"], 4)
+
+
+@pytest.fixture
+def cordoned_node(cluster: Cluster, namespace: str) -> Iterator[str]:
+    """Such a node of 1 GPU, cordoned (spec.unschedulable)."""
+    for names in make_nodes(cluster, namespace, [f"v018-{namespace}"], 1, {"unschedulable": True}):
+        yield names[0]
 
 
 def pod_spec(namespace: str, gpus: int) -> dict[str, Any]:
@@ -183,3 +207,72 @@ def test_in_place_resize_shows_in_the_queue_allocation(cluster: Cluster, namespa
     # The kubelet says the resize can never happen: the pod counts at what it holds.
     kubelet_status(cluster, namespace, "p", "1", resize="Infeasible")
     poll(lambda: queue_cpu(cluster, name) == "1", "the queue back at the 1 CPU the pod holds", timeout=30)
+
+
+# --- safe-to-consolidate ----------------------------------------------------------------------------------------
+
+
+def unschedulable_explained(cluster: Cluster, namespace: str, pod: str) -> str | None:
+    conditions = (cluster.get_json("pod", pod, namespace=namespace).get("status") or {}).get("conditions") or []
+    return next((c.get("message") for c in conditions
+                 if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
+
+
+def test_safe_to_consolidate_false_keeps_a_pod_from_being_moved(cluster: Cluster, namespace: str,
+                                                               two_nodes: list[str]) -> None:
+    # `fixed` (2 GPUs, inference: never moved) on node 1, `pinned` (2 GPUs, train) on node 0 (a blocker on node 1
+    # keeps it there, then goes): a 3-GPU job fits only if `pinned` moves to node 1, which consolidation would do
+    # without the annotation.
+    name = f"q-{namespace}"
+    apply(cluster, namespace, [queue(name)])
+
+    def placed(pod: str, gpus: int, priority: str, node: str = "",
+               annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        doc = gpu_pod(pod, namespace, name, gpus)
+        doc["metadata"]["annotations"] = annotations or {}
+        doc["spec"] = {**doc["spec"], "priorityClassName": priority}
+        if node:
+            doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return doc
+
+    apply(cluster, namespace, [placed("fixed", 2, "inference", two_nodes[1]),
+                               placed("blocker", 2, "inference", two_nodes[1])])
+    poll(lambda: (pods := running_on(cluster, namespace, two_nodes[1])) and len(pods) == 2,
+         "node 1 to be full", timeout=60)
+    apply(cluster, namespace, [placed("pinned", 2, "train",
+                                      annotations={"kai.scheduler/safe-to-consolidate": "false"})])
+    poll(lambda: running_on(cluster, namespace, two_nodes[0]), "the pinned pod to run on node 0", timeout=60)
+    cluster.kubectl("delete", "pod", "blocker", "--grace-period=0", "--force", "--wait=true", namespace=namespace)
+    pinned_group = next(g for g in items(cluster, "podgroups", namespace)
+                        if g["metadata"]["name"].startswith("pg-pinned"))
+    assert pinned_group["spec"]["safeToConsolidate"] is False
+
+    apply(cluster, namespace, [{**gpu_pod("big", namespace, name, 3),
+                                "spec": {**pod_spec(namespace, 3), "priorityClassName": "train"}}])
+    message = poll(lambda: unschedulable_explained(cluster, namespace, "big"),
+                   "the 3-GPU pod to be explained as unschedulable", timeout=60)
+    assert "GPU" in message, message
+    pinned = cluster.get_json("pod", "pinned", namespace=namespace)
+    assert pinned["status"].get("phase") == "Running" and not pinned["metadata"].get("deletionTimestamp")
+    assert not events(cluster, namespace, "Evict")
+
+
+# --- cordoned nodes ---------------------------------------------------------------------------------------------
+
+
+def test_a_pod_tolerating_the_cordon_lands_on_a_cordoned_node(cluster: Cluster, namespace: str,
+                                                              cordoned_node: str) -> None:
+    name = f"q-{namespace}"
+    apply(cluster, namespace, [queue(name)])
+    tolerating = gpu_pod("tolerating", namespace, name)
+    tolerating["spec"] = {**tolerating["spec"], "tolerations": [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}
+    apply(cluster, namespace, [gpu_pod("plain", namespace, name)])
+    message = poll(lambda: unschedulable_explained(cluster, namespace, "plain"),
+                   "the plain pod to be explained as unschedulable", timeout=60)
+    assert "node(s) were unschedulable" in message, message
+    apply(cluster, namespace, [tolerating])
+    poll(lambda: running_on(cluster, namespace, cordoned_node, "-l", f"kai.scheduler/queue={name}"),
+         "the tolerating pod to run on the cordoned node", timeout=60)
+    assert [p["metadata"]["name"] for p in running_on(cluster, namespace, cordoned_node) or []] == ["tolerating"]
+    assert not cluster.get_json("pod", "plain", namespace=namespace)["spec"].get("nodeName")
