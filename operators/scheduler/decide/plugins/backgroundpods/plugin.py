@@ -110,11 +110,7 @@ def _settle(node: NodeState) -> None:
 def _add_request(task: Task, session: Session, sign: int) -> None:
     """The pod leaves (or rejoins) its queues' request, which fair shares are computed from."""
     assert task.job is not None and task.job.queue is not None
-    v = session.task_vector(task)
-    for q in task.job.queue.lineage():
-        q.request[0] += sign * v[0]
-        q.request[1] += sign * v[1]
-        q.request[2] += sign * v[2]
+    session.add_up_lineage(task.job.queue, "request", session.task_vector(task), sign)
 
 
 PLUGIN = BackgroundPods

@@ -62,11 +62,7 @@ class SemiPreemptible(Plugin):
 
     def _count(self, session: Session, task: Task, sign: int) -> None:
         assert task.job is not None and task.job.queue is not None
-        v = session.task_vector(task)
-        for q in task.job.queue.lineage():
-            q.allocated_np[0] += sign * v[0]
-            q.allocated_np[1] += sign * v[1]
-            q.allocated_np[2] += sign * v[2]
+        session.add_up_lineage(task.job.queue, "allocated_np", session.task_vector(task), sign)
         if sign > 0:
             self.core.add(task)
         else:
