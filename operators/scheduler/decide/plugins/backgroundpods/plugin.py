@@ -7,6 +7,8 @@ as if it were gone; a workload that needs the room is pipelined there. At sessio
 name order, is offered its place back: it stays where the node still has room for it (idle plus releasing: its
 own resources are in the releasing part), and only the others are evicted for real (`Evict` event, action
 `backgroundpods`). A displacing workload so binds one cycle later, once the pod is gone.
+An evicted pod keeps its host ports and its place in the inter-pod affinity index for the session, so nothing
+placed meanwhile can conflict with it and putting it back needs no predicate run (KAI re-runs them instead).
 """
 
 from __future__ import annotations
