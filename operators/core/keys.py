@@ -96,6 +96,10 @@ BIND_PHASE_FAILED: Final = "Failed"
 # --- preemptibility -----------------------------------------------------------------------------
 PREEMPTIBLE: Final = "preemptible"
 NON_PREEMPTIBLE: Final = "non-preemptible"
+# KAI v0.18 (alpha): non-preemptible up to the gang minimum (or minNonPreemptible), preemptible above it.
+SEMI_PREEMPTIBLE: Final = "semi-preemptible"
+# KAI v0.18: "false" on a workload (or its pods) keeps consolidation from moving it (PodGroup spec.safeToConsolidate).
+SAFE_TO_CONSOLIDATE: Final = "kai.scheduler/safe-to-consolidate"
 
 # --- priority classes installed with the suite ---------------------------------------------------
 PRIORITY_CLASSES: Final[dict[str, int]] = {

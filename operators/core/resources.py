@@ -105,26 +105,54 @@ def total(lists: Iterable[Mapping[str, Decimal]]) -> ResourceList:
     return out
 
 
-def pod_container_requests(pod_spec: Mapping[str, Any]) -> ResourceList:
+def resize_pending(pod_status: Mapping[str, Any] | None) -> str:
+    """The reason of the pod's `PodResizePending` condition (Deferred / Infeasible), "" when no resize waits."""
+    for condition in (pod_status or {}).get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodResizePending" \
+                and condition.get("status") == "True":
+            return str(condition.get("reason") or "Deferred")
+    return ""
+
+
+def pod_container_requests(pod_spec: Mapping[str, Any], pod_status: Mapping[str, Any] | None = None, *,
+                           actual: bool = False) -> ResourceList:
     """Effective requests of a pod, as Kubernetes computes them (`resourcehelper.PodRequests`), plus overhead.
 
     The main containers and the sidecars (init containers with `restartPolicy: Always`, which keep running) are
     summed; each init container runs next to the sidecars started before it, so the pod's init peak is the largest
     of (that init container + those sidecars); the pod needs the larger of the two, per resource. A container with
     a limit but no request gets the limit as request, as the API server defaults it.
+
+    In-place resize (KEP-1287), with `pod_status`: a container the kubelet reports resources for counts at the
+    larger of what it was given (`status.containerStatuses[].resources`, else `allocatedResources`) and what its
+    spec asks now (a resize not yet enacted), per resource; at what it was given alone when the resize is
+    Infeasible (it will never be enacted) or with `actual` (what the node holds today).
     """
-    def container_requests(container: Mapping[str, Any]) -> ResourceList:
+    given: dict[tuple[str, str], ResourceList] = {}
+    for kind, key in (("containers", "containerStatuses"), ("initContainers", "initContainerStatuses")):
+        for cs in (pod_status or {}).get(key) or ():
+            if isinstance(cs, Mapping):
+                raw = (cs.get("resources") or {}).get("requests") or cs.get("allocatedResources")
+                if raw:
+                    given[(kind, str(cs.get("name") or ""))] = parse_resource_list(raw)
+    only_given = actual or resize_pending(pod_status) == "Infeasible"
+
+    def container_requests(container: Mapping[str, Any], kind: str = "containers") -> ResourceList:
         res = container.get("resources") or {}
         requests = parse_resource_list(res.get("requests"))
         for name, q in parse_resource_list(res.get("limits")).items():
             requests.setdefault(name, q)
+        status = given.get((kind, str(container.get("name") or ""))) if given else None
+        if status:
+            for name, q in status.items():
+                requests[name] = q if only_given else max(q, requests.get(name, Decimal(0)))
         return requests
 
     running = total(container_requests(c) for c in pod_spec.get("containers") or [])
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
     for init in pod_spec.get("initContainers") or []:
-        requests = container_requests(init)
+        requests = container_requests(init, "initContainers")
         if init.get("restartPolicy") == "Always":
             running = add(running, requests)
             sidecars = add(sidecars, requests)

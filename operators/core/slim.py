@@ -35,6 +35,13 @@ def pod(obj: dict[str, Any]) -> dict[str, Any]:
     if volumes:
         slim_spec["volumes"] = volumes
     slim_status = {k: status[k] for k in ("phase", "conditions", "nominatedNodeName", "startTime") if k in status}
+    for key in ("containerStatuses", "initContainerStatuses"):  # what each container was given (in-place resize)
+        given = [{"name": cs.get("name"), "resources": {"requests": (cs.get("resources") or {}).get("requests")},
+                  "allocatedResources": cs.get("allocatedResources")}
+                 for cs in status.get(key) or () if (cs.get("resources") or {}).get("requests")
+                 or cs.get("allocatedResources")]
+        if given:
+            slim_status[key] = given
     return {"apiVersion": "v1", "kind": "Pod", "metadata": _meta(obj), "spec": slim_spec, "status": slim_status}
 
 

@@ -288,12 +288,17 @@ def _request(pods: Sequence[PodRecord], snapshot: Snapshot) -> list[int]:
     return total
 
 
+def _usable(n: NodeState) -> bool:
+    """Ready and not cordoned: where a suggestion may send work (a cordoned node takes only tolerating pods)."""
+    return n.ok and not n.rec.unschedulable
+
+
 def _free(n: NodeState) -> tuple[float, float, float]:
     return n.idle_gpu + n.rel_gpu, n.idle_cpu + n.rel_cpu, n.idle_mem + n.rel_mem
 
 
 def _best_node(session: Session, pending: Sequence[PodRecord]) -> dict[str, Any] | None:
-    nodes = [n for n in session.nodes if n.ok]
+    nodes = [n for n in session.nodes if _usable(n)]
     if not nodes or not pending:
         return None
     best = max(nodes, key=lambda n: (_free(n), n.best_group_free()))  # ties: the first by name
@@ -366,7 +371,7 @@ def _lower_requests(snapshot: Snapshot, config: SchedulerConfig, now: float, ses
                 out.append(Suggestion("lower-request", f"lower the GPU request per pod from {whole} to {z}"
                                       + _how(result), {"resource": "gpu", "from": whole, "to": z}, result.cycle))
                 break
-    ok = [n for n in session.nodes if n.ok]
+    ok = [n for n in session.nodes if _usable(n)]
     for i, attr in ((1, "cpu"), (2, "memory")):
         asked = max((getattr(p, attr) for p in pending), default=0)
         room = max((_free(n)[i] for n in ok), default=0)
@@ -429,9 +434,9 @@ def _label_nodes(snapshot: Snapshot, config: SchedulerConfig, now: float, sessio
     if not constrained:
         return []
     records = {n.name: n for n in snapshot.nodes}
-    if any(any(_missing_labels(records[n.name], p) == {} for p in constrained) for n in session.nodes if n.ok):
+    if any(any(_missing_labels(records[n.name], p) == {} for p in constrained) for n in session.nodes if _usable(n)):
         return []  # some node already carries the labels: labels are not what blocks it
-    for n in sorted((n for n in session.nodes if n.ok), key=lambda n: (-_free(n)[0], n.name))[:5]:
+    for n in sorted((n for n in session.nodes if _usable(n)), key=lambda n: (-_free(n)[0], n.name))[:5]:
         add: dict[str, str] = {}
         for p in constrained:
             fix = _missing_labels(records[n.name], p)
@@ -454,7 +459,7 @@ def _free_pods(snapshot: Snapshot, config: SchedulerConfig, now: float, session:
                own: Sequence[PodRecord], namespace: str, pod_group: str) -> list[Suggestion]:
     """Running pods whose leaving would let it start; when they could run elsewhere, that is a consolidation."""
     mine = {p.key for p in own}
-    free_by_node = {n.name: _free(n) for n in session.nodes if n.ok}
+    free_by_node = {n.name: _free(n) for n in session.nodes if _usable(n)}
     placed = [p for p in snapshot.pods if is_placed(p) and p.key not in mine and not p.is_reservation
               and p.node_name in free_by_node]
     # Nodes nearest to fitting first; on a node, the smallest pods first.
@@ -501,7 +506,7 @@ def _free_pods(snapshot: Snapshot, config: SchedulerConfig, now: float, session:
 def _moves(session: Session, pods: Sequence[PodRecord]) -> list[tuple[PodRecord, str]] | None:
     """First-fit new nodes for the pods, away from every node they leave; None when one does not fit."""
     leaving = {p.node_name for p in pods}
-    room = {n.name: list(_free(n)) for n in session.nodes if n.ok and n.name not in leaving}
+    room = {n.name: list(_free(n)) for n in session.nodes if _usable(n) and n.name not in leaving}
     records = {n.name: n.rec for n in session.nodes}
     out = []
     for p in pods:

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 STRATEGIES = ("binpack", "spread")
-ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "resizeeviction")
 # This scheduler's plugins, and KAI's (accepted; the scheduler names what it does not honour).
 PLUGINS = frozenset({
     "predicates", "proportion", "priority", "elastic", "gang", "subgroups", "preemptiondelay", "taskorder",
     "gpusharing", "nodeplacement", "minruntime", "podaffinity", "topology",
     "nodeavailability", "resourcetype", "kubeflow", "ray", "subgrouporder", "nominatednode", "dynamicresources",
     "snapshot", "gpupack", "gpuspread", "gpusharingorder",
+    "backgroundpods",
 })
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 COMPONENT_KEYS = ("admission", "binder", "podGrouper", "podGroupController", "queueController", "scheduler")

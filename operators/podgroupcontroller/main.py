@@ -50,7 +50,8 @@ def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": obj.get("apiVersion"), "kind": "PodGroup",
             "metadata": {k: obj["metadata"].get(k) for k in ("name", "namespace", "uid")},
             "spec": {k: v for k, v in (obj.get("spec") or {}).items()
-                     if k in ("priorityClassName", "preemptibility", "queue")},
+                     if k in ("priorityClassName", "preemptibility", "queue", "minMember", "minNonPreemptible",
+                              "subGroups")},
             "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {},
                        **{k: v for k, v in (obj.get("status") or {}).items() if k in ("running", "pending")}}}
 

@@ -48,7 +48,8 @@ def is_allocated(pod: Obj) -> bool:
 def _container_requests(pod: Obj) -> ResourceList:
     # What Kubernetes reserves for the pod (KAI v0.18 counts it so too): the init peak or the main containers plus
     # the sidecars, whichever is larger, and the overhead.
-    return resources.pod_container_requests(pod.get("spec") or {})
+    # An in-place resize counts at the larger of what the containers were given and what their spec asks now.
+    return resources.pod_container_requests(pod.get("spec") or {}, pod.get("status"))
 
 
 def _gpu_request(pod: Obj, requests: ResourceList) -> resources.GpuRequest:
@@ -115,12 +116,37 @@ def resources_status(podgroup: Obj, pods: Iterable[Obj], nodes_by_name: Mapping[
     members = pods_of(podgroup, pods)
     total_requested = resources.total(requested(pod) for pod in members if is_active(pod))
     total_allocated = resources.total(allocated(pod, nodes_by_name) for pod in members if is_allocated(pod))
-    non_preemptible = {} if is_preemptible(podgroup, priority_classes) else total_allocated
+    if (podgroup.get("spec") or {}).get("preemptibility") == keys.SEMI_PREEMPTIBLE:
+        core = semi_preemptible_core(podgroup, [pod for pod in members if is_allocated(pod)])
+        non_preemptible = resources.total(allocated(pod, nodes_by_name) for pod in core)
+    else:
+        non_preemptible = {} if is_preemptible(podgroup, priority_classes) else total_allocated
     return {
         "allocated": resources.format_resource_list(total_allocated),
         "allocatedNonPreemptible": resources.format_resource_list(non_preemptible),
         "requested": resources.format_resource_list(total_requested),
     }
+
+
+def semi_preemptible_core(podgroup: Obj, allocated_pods: list[Obj]) -> list[Obj]:
+    """The allocated pods of a semi-preemptible PodGroup that are its non-preemptible core: per leaf SubGroup its
+    minMember pods, else max(minMember, minNonPreemptible) pods; the oldest first (the scheduler's task order
+    for pods without a leader or a task priority)."""
+    spec = podgroup.get("spec") or {}
+    subgroups = [s for s in spec.get("subGroups") or [] if isinstance(s, Mapping)]
+    if subgroups:
+        limits = {str(s.get("name") or ""): int(s.get("minMember") or 0) for s in subgroups}
+    else:
+        limits = {"": max(int(spec.get("minMember") or 1), int(spec.get("minNonPreemptible") or 0))}
+    by_leaf: dict[str, list[Obj]] = {}
+    for pod in allocated_pods:
+        leaf = ((pod.get("metadata") or {}).get("labels") or {}).get(keys.SUBGROUP_LABEL, "") if subgroups else ""
+        by_leaf.setdefault(leaf, []).append(pod)
+    core: list[Obj] = []
+    for leaf, members in by_leaf.items():
+        members.sort(key=lambda p: (str(p["metadata"].get("creationTimestamp") or ""), str(p["metadata"]["name"])))
+        core.extend(members[:limits.get(leaf, 0)])
+    return core
 
 
 def status_patch(podgroup: Obj, computed: Mapping[str, Mapping[str, str]]) -> dict[str, Any] | None:

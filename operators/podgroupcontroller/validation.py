@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from operators.core.durations import delay_error
+from operators.podgroupcontroller.semipreemptible import raised_minimum_error
 
 # Spec fields the tree rules and the delay check judge: an UPDATE leaving them as they were is not re-judged.
 _RATCHETED_FIELDS = ("minMember", "minSubGroup", "subGroups", "preemptionDelay")
@@ -27,6 +28,8 @@ def validate_podgroup(podgroup: Mapping[str, Any], old: Mapping[str, Any] | None
     if (problem := _shape_error(podgroup)) is not None:
         return problem
     if (problem := _structure_error(podgroup)) is not None:
+        return problem
+    if old is not None and (problem := raised_minimum_error(podgroup, old)) is not None:
         return problem
     if old is not None and not _judged_fields_changed(podgroup, old):
         return None

@@ -36,7 +36,13 @@ class PodGroupSpec(WireModel):
     min_sub_group: Int32 | None = Field(default=None, ge=0)
     queue: str | None = None
     priority_class_name: str | None = None
-    preemptibility: Literal["preemptible", "non-preemptible"] | None = None
+    preemptibility: Literal["preemptible", "non-preemptible", "semi-preemptible"] | None = None
+    # semi-preemptible (KAI v0.18, alpha): how many pods are non-preemptible and in quota, when more than the gang
+    # minimum (unset: minMember, or the minSubGroup tree's minimum).
+    min_non_preemptible: Int32 | None = Field(default=None, ge=0)
+    # false: consolidation never moves this workload (KAI v0.18; the pod-grouper sets it from
+    # kai.scheduler/safe-to-consolidate). Reclaim and preempt may still evict it.
+    safe_to_consolidate: bool | None = None
     parallelism: Int32 | None = None
     completions: Int32 | None = None
     backoff_limit: Int32 | None = None

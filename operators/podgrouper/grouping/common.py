@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.core import keys
+from operators.core.booleans import parse_bool
 from operators.core.durations import parse_delay
 from operators.podgrouper.grouping.model import (
     GrouperConfig,
@@ -218,7 +219,7 @@ def resolve_priority(ctx: Context, owners: Sequence[Obj], fallback: str) -> str:
 
 
 def resolve_preemptibility(ctx: Context, owners: Sequence[Obj]) -> str:
-    valid = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+    valid = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE, keys.SEMI_PREEMPTIBLE)
     for obj in (*owners, ctx.pod):
         value = labels_of(obj).get(keys.PREEMPTIBILITY_LABEL)
         if value in valid:
@@ -250,6 +251,21 @@ def resolve_preemption_delay(ctx: Context) -> str:
                     continue
                 return value
     return ""
+
+
+def resolve_safe_to_consolidate(ctx: Context) -> bool | None:
+    """`kai.scheduler/safe-to-consolidate` of the workload (KAI v0.18): the first valid annotation on the owners
+    (top owner first: the workload object's value wins), then on the pod; an invalid value is skipped."""
+    for obj in (*reversed(ctx.chain), ctx.pod):
+        metadata = obj.get("metadata") or {}
+        values = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+        value = values.get(keys.SAFE_TO_CONSOLIDATE) if isinstance(values, Mapping) else None
+        if value is not None:
+            try:
+                return parse_bool(value)
+            except ValueError:
+                continue
+    return None
 
 
 def topology_from(annotations: dict[str, str]) -> dict[str, str]:
@@ -305,4 +321,5 @@ def base_metadata(ctx: Context, top: Obj, *, default_priority: str = TRAIN,
         min_member=1,
         topology=topology_from(annotations_of(top)),
         preemption_delay=resolve_preemption_delay(ctx),
+        safe_to_consolidate=resolve_safe_to_consolidate(ctx),
     )

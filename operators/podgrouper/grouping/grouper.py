@@ -47,7 +47,7 @@ SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"  # KAI v0.17: the PodGroup is 
 # Spec fields the pod-grouper computes; any other spec field on a live PodGroup (markUnschedulable,
 # schedulingBackoff, legacy fields, server defaults) belongs to someone else and is kept as is.
 OWNED_SPEC_FIELDS = ("minMember", "queue", "priorityClassName", "preemptibility", "subGroups",
-                     "topologyConstraint", "preemptionDelay")
+                     "topologyConstraint", "preemptionDelay", "safeToConsolidate")
 
 
 def _go_owner(ref: Mapping[str, Any]) -> str:
@@ -117,6 +117,8 @@ def to_podgroup(metadata: Metadata) -> dict[str, Any]:
     spec["topologyConstraint"] = dict(metadata.topology)
     if metadata.preemption_delay:
         spec["preemptionDelay"] = metadata.preemption_delay
+    if metadata.safe_to_consolidate is not None:
+        spec["safeToConsolidate"] = metadata.safe_to_consolidate
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": "PodGroup",

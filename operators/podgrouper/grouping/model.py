@@ -140,6 +140,7 @@ class Metadata:
     subgroups: list[SubGroup] = field(default_factory=list)
     pod_subgroup: str | None = None
     preemption_delay: str = ""  # spec.preemptionDelay, a Go duration; empty: none
+    safe_to_consolidate: bool | None = None  # spec.safeToConsolidate; None: unset (consolidation may move it)
 
 
 class GroupingFailure(Exception):

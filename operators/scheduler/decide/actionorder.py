@@ -7,4 +7,4 @@ configuration can check action names without importing them.
 from __future__ import annotations
 
 PRIORITIES: dict[str, int] = {"allocate": 500, "consolidation": 400, "reclaim": 300, "preempt": 200,
-                              "stalegangeviction": 100}
+                              "stalegangeviction": 100, "resizeeviction": 150}

@@ -58,7 +58,7 @@ class GpuGroup:
 class NodeState:
     idx: int
     rec: NodeRecord
-    ok: bool  # Ready and schedulable
+    ok: bool  # Ready (a cordoned node too: its predicates admit only pods tolerating the cordon)
     cap_cpu: int
     cap_mem: int
     cap_gpu: int
@@ -134,6 +134,8 @@ class PodSet:
     alive: int = 0
     gated: int = 0
     pending: list[Task] = field(default_factory=list)  # task order; consumed from the front
+    # Semi-preemptible jobs: allocated pods kept from victims beyond min_available (minNonPreemptible).
+    core: int = 0
 
     @property
     def below_min(self) -> bool:

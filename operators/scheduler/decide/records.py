@@ -24,6 +24,7 @@ from operators.core.resources import (
     node_gpu_memory_mib,
     parse_quantity,
     pod_container_requests,
+    resize_pending,
 )
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
@@ -301,6 +302,9 @@ class PodRecord:
     owner_kinds: tuple[str, ...] = ()
     # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
     preemption_delay: float | None = None
+    # A Deferred in-place resize: (millicores, bytes) the node holds for the pod today; cpu / memory above are what
+    # it holds once the resize is enacted (the larger of the two, as Kubernetes accounts it).
+    resize_from: tuple[int, int] | None = None
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
@@ -368,6 +372,8 @@ class PodGroupRecord:
     # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
     last_eviction: float = 0.0
     topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
+    min_non_preemptible: int | None = None  # spec.minNonPreemptible (semi-preemptible: the core's size)
+    safe_to_consolidate: bool = True  # spec.safeToConsolidate: false keeps consolidation from moving the job
     # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
     # derived from the fields above, so a session tests one flag per PodGroup.
     optional_features: bool = field(default=False, init=False, compare=False, repr=False)
@@ -524,8 +530,12 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
     namespace = str(meta.get("namespace") or "default")
     labels = dict(meta.get("labels") or {})
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    resize_from: tuple[int, int] | None = None
     try:
-        requests = pod_container_requests(spec)
+        requests = pod_container_requests(spec, status)
+        if status.get("conditions") and resize_pending(status) == "Deferred":
+            given = pod_container_requests(spec, status, actual=True)
+            resize_from = (ceil_scaled(given.get("cpu", _ZERO), MILLI), ceil_scaled(given.get("memory", _ZERO), 1))
     except QuantityError:
         requests = {}
     gpu_error = ""
@@ -561,7 +571,7 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         is_reservation=is_reservation, gpu_error=gpu_error,
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
-                                 else annotations.get(keys.PREEMPTION_DELAY)))
+                                 else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from)
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
@@ -597,7 +607,9 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
         preemption_delay=_delay(spec.get("preemptionDelay")),
         last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
-        topology=topology_constraint(spec.get("topologyConstraint")))
+        topology=topology_constraint(spec.get("topologyConstraint")),
+        min_non_preemptible=_count(spec.get("minNonPreemptible")),
+        safe_to_consolidate=spec.get("safeToConsolidate") is not False)
 
 
 def _whole(value: Any) -> int:

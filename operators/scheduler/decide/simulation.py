@@ -41,7 +41,7 @@ def with_implicit_podgroups(objects: Iterable[Mapping[str, Any]], scheduler_name
         priority = next((c for c in candidates if c and c in priority_classes), "train")
         pg_spec: dict[str, Any] = {"minMember": 1, "queue": labels.get(keys.QUEUE_LABEL, keys.DEFAULT_QUEUE),
                                    "priorityClassName": priority}
-        if labels.get(keys.PREEMPTIBILITY_LABEL) in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+        if labels.get(keys.PREEMPTIBILITY_LABEL) in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE, keys.SEMI_PREEMPTIBLE):
             pg_spec["preemptibility"] = labels[keys.PREEMPTIBILITY_LABEL]
         out.append({"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
                     "metadata": {"name": pg_name, "namespace": meta.get("namespace") or "default",

@@ -42,7 +42,8 @@ def test_podgroup_crd_short_name_and_subgroup_constraints() -> None:
     assert sub["properties"]["minSubGroup"] == {"format": "int32", "minimum": 0, "type": "integer"}
     assert spec["minSubGroup"] == {"format": "int32", "minimum": 0, "type": "integer"}
     assert spec["preemptionDelay"] == {"type": "string"}
-    assert spec["preemptibility"]["enum"] == ["preemptible", "non-preemptible"]
+    assert spec["preemptibility"]["enum"] == ["preemptible", "non-preemptible", "semi-preemptible"]
+    assert spec["minNonPreemptible"] == {"format": "int32", "minimum": 0, "type": "integer"}
 
 
 def test_topology_crd_matches_kai_and_adds_an_optional_alias() -> None:

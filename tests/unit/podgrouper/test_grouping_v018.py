@@ -108,3 +108,18 @@ def test_skip_podgrouper_on_the_pod_or_any_owner() -> None:
     assert owners_skip([rs, deploy])
     deploy["metadata"]["annotations"] = {SKIP_PODGROUPER: "yes"}  # only "true" counts, as in KAI
     assert not owners_skip([rs, deploy])
+
+
+def test_safe_to_consolidate_from_the_workload_then_its_pods() -> None:
+    def pod(annotations: dict[str, str]) -> dict[str, Any]:
+        return pod_from_template("p-0", sts, {"metadata": {"annotations": annotations},
+                                               "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+
+    sts = child("apps/v1", "StatefulSet", "s", None)
+    sts["metadata"]["namespace"] = "default"
+    assert "safeToConsolidate" not in ok(World().group(pod({}), [sts])).spec
+    assert ok(World().group(pod({keys.SAFE_TO_CONSOLIDATE: "false"}), [sts])).spec["safeToConsolidate"] is False
+    sts["metadata"]["annotations"] = {keys.SAFE_TO_CONSOLIDATE: "true"}  # the workload object's value wins
+    assert ok(World().group(pod({keys.SAFE_TO_CONSOLIDATE: "false"}), [sts])).spec["safeToConsolidate"] is True
+    sts["metadata"]["annotations"] = {keys.SAFE_TO_CONSOLIDATE: "maybe"}  # invalid: ignored
+    assert ok(World().group(pod({keys.SAFE_TO_CONSOLIDATE: "false"}), [sts])).spec["safeToConsolidate"] is False

@@ -1,6 +1,7 @@
 """Action registry: each action class registers under its name with a default priority (higher runs first);
 the built-in ones in KAI's default order (allocate 500, consolidation 400, reclaim 300, preempt 200,
-stalegangeviction 100). The configuration's `actions` map picks the enabled set and order by these names."""
+stalegangeviction 100; resizeeviction 150, off unless configured). The configuration's `actions` map picks the
+enabled set and order by these names."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from operators.scheduler.decide.actions.base import Action
 from operators.scheduler.decide.actions.consolidate import Consolidation
 from operators.scheduler.decide.actions.preempt import Preempt
 from operators.scheduler.decide.actions.reclaim import Reclaim
+from operators.scheduler.decide.actions.resizeeviction import ResizeEviction
 from operators.scheduler.decide.actions.stalegang import StaleGangEviction
 
 ACTIONS: dict[str, type[Action]] = {}
@@ -22,7 +24,7 @@ def register_action(cls: type[Action], priority: int) -> type[Action]:
     return cls
 
 
-for _cls in (Allocate, Consolidation, Reclaim, Preempt, StaleGangEviction):
+for _cls in (Allocate, Consolidation, Reclaim, Preempt, StaleGangEviction, ResizeEviction):
     register_action(_cls, PRIORITIES[_cls.name])
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from operators.core import keys
 from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.model import VICTIM_STATUSES, Job, QueueState, Task
 from operators.scheduler.decide.ordering import podset_order_key
@@ -87,7 +88,7 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
     if whole:
         return [] if protected else [Chunk(job, live, True)]
     for ps in job.podsets:
-        if ps.active_allocated > ps.min_available:
+        if ps.active_allocated > max(ps.min_available, ps.core):
             break
     else:  # no podset above its minimum: no elastic pods, only the core
         return [] if protected else [Chunk(job, live, True)]
@@ -95,7 +96,7 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
     extras: list[Task] = []
     leaves: list[list[Task]] = []
     for ps in sorted(job.podsets, key=podset_order_key, reverse=True):
-        surplus = ps.active_allocated - ps.min_available
+        surplus = ps.active_allocated - max(ps.min_available, ps.core)
         if surplus <= 0:
             continue
         mine = [t for t in reversed(live) if t.podset is ps]  # reverse task order
@@ -253,7 +254,10 @@ def reclaim_min_runtime(session: Session, reclaimer: QueueState, victim: QueueSt
 
 
 def protected(session: Session, job: Job, min_runtime: float) -> bool:
-    """`last-start-timestamp + minRuntime > now`; a job without the annotation is not protected."""
+    """`last-start-timestamp + minRuntime > now`; a job without the annotation is not protected. A
+    semi-preemptible job always is: its core (the gang minimum, or minNonPreemptible) is never a victim."""
+    if job.rec.preemptibility == keys.SEMI_PREEMPTIBLE:
+        return True
     if min_runtime <= 0:
         return False
     started = parse_time(job.rec.last_start)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from operators.scheduler.decide.model import NodeState
-from operators.scheduler.decide.records import Constraints, PodAffinityTerm, PodRecord
+from operators.scheduler.decide.records import Constraints, PodAffinityTerm, PodRecord, Taint
 
 NOT_READY = "node has NotReady condition"
 UNSCHEDULABLE = "node(s) were unschedulable"
@@ -19,6 +19,13 @@ POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 POD_NUMBER = "node(s) pod number exceeded"
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
+# The taint a cordoned node stands for (kube-scheduler's NodeUnschedulable): a pod tolerating it may land there.
+CORDON_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+def cordon_ok(c: Constraints, node: NodeState) -> bool:
+    """Not cordoned, or the pod tolerates `node.kubernetes.io/unschedulable:NoSchedule` (KAI v0.18)."""
+    return not node.rec.unschedulable or any(t.tolerates(CORDON_TAINT) for t in c.tolerations)
 
 
 def untolerated_taint(c: Constraints, node: NodeState) -> str | None:
@@ -49,7 +56,7 @@ def static_reason(c: Constraints, node: NodeState, configmaps: frozenset[str]) -
     """First failing static predicate, in KAI's filter order; None when the node passes."""
     if not node.rec.ready:
         return NOT_READY
-    if node.rec.unschedulable:
+    if not cordon_ok(c, node):
         return UNSCHEDULABLE
     if c.configmaps:
         missing = missing_configmaps(c, configmaps)
@@ -70,13 +77,13 @@ def feasible_mask(c: Constraints, nodes: Sequence[NodeState], configmaps: frozen
         return bytearray(len(nodes))
     if not c.node_selector and c.node_affinity is None:
         mask = bytearray(base)
-        for node in nodes:  # only tainted nodes need a second look
-            if node.ok and node.rec.taints and not mask[node.idx]:
-                mask[node.idx] = untolerated_taint(c, node) is None
+        for node in nodes:  # only tainted or cordoned nodes need a second look
+            if node.ok and (node.rec.taints or node.rec.unschedulable) and not mask[node.idx]:
+                mask[node.idx] = untolerated_taint(c, node) is None and cordon_ok(c, node)
         return mask
     mask = bytearray(len(nodes))
     for node in nodes:
-        if node.ok and node_affinity_ok(c, node) and untolerated_taint(c, node) is None:
+        if node.ok and node_affinity_ok(c, node) and untolerated_taint(c, node) is None and cordon_ok(c, node):
             mask[node.idx] = 1
     return mask
 

@@ -52,7 +52,7 @@ class Placer:
         self.base = bytearray(len(nodes))
         for node in nodes:
             hard = any(t.effect in ("NoSchedule", "NoExecute") for t in node.rec.taints)
-            self.base[node.idx] = node.ok and not hard
+            self.base[node.idx] = node.ok and not hard and not node.rec.unschedulable
         self._masks: dict[object, bytearray] = {}
         self.failed: set[tuple[object, ...]] = set()
         # Plugin hooks (none by default: the indexed search alone).

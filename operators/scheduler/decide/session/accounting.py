@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from operators.scheduler.decide import explain
@@ -145,6 +145,15 @@ class Accounting:
                 anp[1] += v1
                 anp[2] += v2
             q = q.parent
+
+    @staticmethod
+    def add_up_lineage(queue: QueueState, field: str, vec: Sequence[int], sign: int) -> None:
+        """Add `sign * vec` to the vector `field` (`request`, `allocated_np`, ...) of the queue and its ancestors."""
+        for q in queue.lineage():
+            acc = getattr(q, field)
+            acc[0] += sign * vec[0]
+            acc[1] += sign * vec[1]
+            acc[2] += sign * vec[2]
 
     def unlimited(self, queue: QueueState) -> bool:
         """No limit on any resource at this queue or any ancestor (limits are fixed for the session)."""

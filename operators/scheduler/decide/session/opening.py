@@ -43,7 +43,8 @@ class Opening(Accounting):
         for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
             scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
             self.nodes.append(NodeState(
-                idx=i, rec=rec, ok=rec.ready and not rec.unschedulable, cap_cpu=rec.cpu, cap_mem=rec.memory,
+                # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI v0.18).
+                idx=i, rec=rec, ok=rec.ready, cap_cpu=rec.cpu, cap_mem=rec.memory,
                 cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
                 idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus))
         self.node_by_name = {n.name: n for n in self.nodes}
@@ -177,6 +178,8 @@ class Opening(Accounting):
             priority = priorities.get(pg.priority_class, default)
             if pg.preemptibility in explicit:
                 preemptible = pg.preemptibility == keys.PREEMPTIBLE
+            elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
+                preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
             else:
                 preemptible = priority < threshold
             if pg.subgroups:

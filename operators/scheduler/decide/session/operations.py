@@ -266,6 +266,16 @@ class Statement:
         for handler in session.framework.on_deallocate:
             handler(session, task, "evict")
 
+    def unevict(self, task: Task) -> None:
+        """Undo this statement's eviction of `task` alone, whatever came after it (the background pods plugin
+        gives a pod its place back at session close)."""
+        i = next(i for i, op in enumerate(self.ops) if op.kind == "evict" and op.task is task)
+        op = self.ops.pop(i)
+        session = self.session
+        session._unevict(task, op.prev_status)
+        for handler in session.framework.on_allocate:
+            handler(session, task, "rollback")
+
     def checkpoint(self) -> int:
         return len(self.ops)
 
