@@ -301,6 +301,8 @@ class PodRecord:
     owner_kinds: tuple[str, ...] = ()
     # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
     preemption_delay: float | None = None
+    # spec.preemptionPolicy is Never (admission copies it from the PriorityClass): this pod never evicts anyone.
+    preempt_never: bool = False
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
@@ -424,6 +426,7 @@ class PriorityClassRecord:
     name: str
     value: int
     global_default: bool
+    preempt_never: bool = False  # preemptionPolicy: Never
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,7 +564,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         is_reservation=is_reservation, gpu_error=gpu_error,
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
-                                 else annotations.get(keys.PREEMPTION_DELAY)))
+                                 else annotations.get(keys.PREEMPTION_DELAY)),
+        preempt_never=spec.get("preemptionPolicy") == "Never")
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
@@ -688,7 +692,8 @@ def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:
     meta = _meta(obj)
-    return PriorityClassRecord(str(meta.get("name", "")), int(obj.get("value") or 0), bool(obj.get("globalDefault")))
+    return PriorityClassRecord(str(meta.get("name", "")), int(obj.get("value") or 0), bool(obj.get("globalDefault")),
+                               obj.get("preemptionPolicy") == "Never")
 
 
 def configmap_record(obj: Mapping[str, Any]) -> ConfigMapRecord:
