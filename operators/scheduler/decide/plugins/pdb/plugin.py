@@ -7,8 +7,9 @@ cycle share a budget. Going beyond a budget is allowed by default (as KAI, which
 annotation `kai.scheduler/pdb-violation: forbid` (the nearest queue up the victim's lineage that sets it) or the
 plugin argument `violation: forbid` (the SchedulingShard) forbids it. The eviction message names the budget.
 
-It also carries the live loop's refused evictions (`RefusedEviction`: a 429 from the Eviction API): a job with a
-refused pod is no victim while the refusal is remembered, and the job the eviction was for is told why it waits.
+It also carries the live loop's refused evictions (`RefusedEviction`: a 429 from the Eviction API): a victim chunk
+holding a refused pod is left out of every search while the refusal is remembered, and the job the eviction was
+for is told why it waits.
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ class Pdb(Plugin):
         self.covered: dict[Task, list[int]] = {}
         self.spent: list[int] = []
         self.refused: dict[str, RefusedEviction] = {}
-        self.refused_jobs: set[Job] = set()
+        self.refused_tasks: set[Task] = set()
         self._queue_setting: dict[QueueState, bool] = {}
 
     def hooks(self) -> Hooks:
-        return Hooks(session_open=self, scope=self, victim_filter=self, victim_order=self, deallocate_event=self,
-                     allocate_event=self, session_close=self)
+        return Hooks(session_open=self, scope=self, victim_order=self, deallocate_event=self, allocate_event=self,
+                     session_close=self)
 
     def on_session_open(self, session: Session) -> None:
         snapshot = session.snapshot
@@ -68,7 +69,7 @@ class Pdb(Plugin):
                     if hit:
                         self.covered[t] = hit
                 if t.rec.key in self.refused:
-                    self.refused_jobs.add(job)
+                    self.refused_tasks.add(t)
 
     def in_use(self, session: Session) -> bool:
         """Some pod is covered by a budget, or some eviction was refused lately."""
@@ -76,15 +77,17 @@ class Pdb(Plugin):
 
     # --- victims -------------------------------------------------------------------------------------
 
-    def may_evict(self, session: Session, preemptor: Job, victim: Job, action: str) -> bool:
-        return victim not in self.refused_jobs
-
     def order_victims(self, session: Session, preemptor: Job, chunks: Sequence[Sequence[Task]],
                       action: str) -> list[int]:
+        indexes = list(range(len(chunks)))
+        if self.refused_tasks:
+            refused = self.refused_tasks
+            indexes = [i for i in indexes if refused.isdisjoint(chunks[i])]
         if not self.covered:
-            return list(range(len(chunks)))
+            return indexes
         budget = [max(p.disruptions_allowed - s, 0) for p, s in zip(self.pdbs, self.spent, strict=True)]
-        return order_by_budget(chunks, self.covered, budget, self._may_break)
+        return [indexes[i] for i in order_by_budget([chunks[i] for i in indexes], self.covered, budget,
+                                                    self._may_break)]
 
     def _may_break(self, task: Task) -> bool:
         queue = task.job.queue if task.job is not None else None
