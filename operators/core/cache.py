@@ -45,6 +45,7 @@ QUEUES = Resource("scheduling.run.ai", "v2", "queues")
 PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups")
 BINDREQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests")
 TOPOLOGIES = Resource("kai.scheduler", "v1alpha1", "topologies")
+PDBS = Resource("policy", "v1", "poddisruptionbudgets")
 
 
 def object_key(obj: dict[str, Any]) -> str:

@@ -43,6 +43,8 @@ TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"
 # A Go duration a pending workload must wait before it may cause evictions (label, as KAI reads it, or
 # annotation); the PodGroup carries it as spec.preemptionDelay.
 PREEMPTION_DELAY: Final = "kai.scheduler/preemption-delay"
+# Beyond KAI, on a Queue: `forbid` keeps its workloads' PodDisruptionBudgets whole (`allow`: tried last).
+PDB_VIOLATION: Final = "kai.scheduler/pdb-violation"
 NODE_POOL_LABEL: Final = "kai.scheduler/node-pool"
 PROJECT_LABEL: Final = "project"
 USER_LABEL: Final = "user"

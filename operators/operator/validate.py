@@ -16,7 +16,7 @@ ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction
 # This scheduler's plugins, and KAI's (accepted; the scheduler names what it does not honour).
 PLUGINS = frozenset({
     "predicates", "proportion", "priority", "elastic", "gang", "subgroups", "preemptiondelay", "taskorder",
-    "gpusharing", "nodeplacement", "minruntime", "podaffinity", "topology",
+    "gpusharing", "nodeplacement", "minruntime", "podaffinity", "topology", "preemptionpolicy", "pdb",
     "nodeavailability", "resourcetype", "kubeflow", "ray", "subgrouporder", "nominatednode", "dynamicresources",
     "snapshot", "gpupack", "gpuspread", "gpusharingorder",
     "backgroundpods",

@@ -365,7 +365,8 @@ FORBIDDEN = [
 ]
 ALLOWED = {
     "scheduler": [("create", "bindrequests.scheduling.run.ai", "-n", "default"), ("delete", "pods", "-A"),
-                  ("watch", "configmaps", "-A"), ("watch", "topologies.kai.scheduler")],
+                  ("watch", "configmaps", "-A"), ("watch", "topologies.kai.scheduler"),
+                  ("create", "pods", "--subresource=eviction", "-A"), ("watch", "poddisruptionbudgets.policy", "-A")],
     "binder": [("create", "pods", "--subresource=binding", "-n", "default"),
                ("create", "pods", "-n", "kai-resource-reservation"),
                ("patch", "bindrequests.scheduling.run.ai", "--subresource=status", "-A")],

@@ -54,7 +54,8 @@ CORE = {
     "scheduler": {("", "nodes", "cluster"), ("", "pods", "cluster"), ("", "configmaps", "cluster"),
                   ("scheduling.k8s.io", "priorityclasses", "cluster"), ("scheduling.run.ai", "podgroups", "cluster"),
                   ("scheduling.run.ai", "queues", "cluster"), ("scheduling.run.ai", "bindrequests", "cluster"),
-                  ("kai.scheduler", "schedulingshards", "cluster"), ("kai.scheduler", "configs", "resource")},
+                  ("kai.scheduler", "schedulingshards", "cluster"), ("kai.scheduler", "configs", "resource"),
+                  ("policy", "poddisruptionbudgets", "cluster")},
     "admission": set(),
 }
 

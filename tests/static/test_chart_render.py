@@ -201,6 +201,7 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
     # What each component does, in one line each (the integration test proves it is enough).
     expect = {
         "scheduler": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "delete"),
+                      ("", "pods/eviction", "create"), ("policy", "poddisruptionbudgets", "watch"),
                       ("kai.scheduler", "topologies", "watch"),
                       ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch"),
                       ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete")],

@@ -66,6 +66,9 @@ class SchedulerConfig:
     reclaimer_saturation_multiplier: float = 1.0
     # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
     plugins: tuple[PluginSetting, ...] = ()
+    # How a victim leaves: `eviction` (the pods/eviction subresource: PodDisruptionBudgets and admission may
+    # refuse it) or `delete` (KAI's way: the pod is deleted, nothing can refuse it).
+    eviction_method: str = "eviction"
 
     @property
     def effective_actions(self) -> tuple[str, ...]:
@@ -111,6 +114,7 @@ SHARD_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "detailed-fit-errors": ("detailed_fit_errors", lambda v: str(v).lower() == "true"),
     "max-evictions-per-job": ("max_evictions_per_job", int),
     "max-evicted-gpus-per-job": ("max_evicted_gpus_per_job", float),
+    "eviction-method": ("eviction_method", lambda v: _eviction_method(str(v))),
 }
 # `spec.plugins.<name>.arguments` keys the scheduler applies, per plugin (KAI's argument names).
 PLUGIN_ARGUMENTS: dict[str, frozenset[str]] = {
@@ -217,6 +221,15 @@ def _strategy(value: str) -> str:
     return value
 
 
+EVICTION_METHODS = ("eviction", "delete")
+
+
+def _eviction_method(value: str) -> str:
+    if value not in EVICTION_METHODS:
+        raise ValueError(f"eviction-method must be eviction or delete, got {value!r}")
+    return value
+
+
 def parse_actions(value: str | list[str]) -> tuple[str, ...]:
     names = value.split(",") if isinstance(value, str) else list(value)
     out = tuple(n.strip() for n in names if n.strip())
@@ -248,6 +261,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="pods one job may evict per cycle (reclaim, preempt, consolidation; negative: no cap)")
     parser.add_argument("--max-evicted-gpus-per-job", type=float,
                         help="GPUs one job may evict per cycle (negative: no cap, the default)")
+    parser.add_argument("--eviction-method", choices=EVICTION_METHODS,
+                        help="eviction (the pods/eviction subresource, honours PodDisruptionBudgets; the default) "
+                             "or delete (KAI's: delete the pod)")
 
 
 def config_from_args(args: argparse.Namespace, base: SchedulerConfig | None = None) -> SchedulerConfig:
@@ -276,4 +292,6 @@ def config_from_args(args: argparse.Namespace, base: SchedulerConfig | None = No
             changes[attr] = getattr(args, attr)
     if getattr(args, "partition_label_value", None) is not None:
         changes["partition"] = args.partition_label_value
+    if getattr(args, "eviction_method", None) is not None:
+        changes["eviction_method"] = args.eviction_method
     return replace(cfg, **changes)

@@ -147,6 +147,15 @@ class VictimFilter(Protocol):
     def may_evict(self, session: Session, preemptor: Job, victim: Job, action: str) -> bool: ...
 
 
+class VictimOrder(Protocol):
+    """Reorder (or drop) a search's victim chunks, given as each chunk's pods in the action's order: returns
+    the indexes of the chunks to try, in the order to try them (PodDisruptionBudgets: chunks that would take a
+    budget below its minimum go last, or not at all). Applied after the victim filters, in plugin order."""
+
+    def order_victims(self, session: Session, preemptor: Job, chunks: Sequence[Sequence[Task]],
+                      action: str) -> list[int]: ...
+
+
 class VictimMinRuntime(Protocol):
     """How long after it started a victim job is protected (seconds; 0: not at all): a protected job offers only
     its pods above minMember. `reclaimer` is the reclaiming job's queue (reclaim), None for preempt and
@@ -244,6 +253,7 @@ class Hooks:
     node_subsets: NodeSubsets | None = None
     job_gate: JobGate | None = None
     victim_filter: VictimFilter | None = None
+    victim_order: VictimOrder | None = None
     victim_min_runtime: VictimMinRuntime | None = None
     scenario_validator: ScenarioValidator | None = None
     capacity: Capacity | None = None
@@ -496,6 +506,8 @@ class Framework:
             h.job_gate.may_try for h in hooks if h.job_gate is not None]
         self.victim_filters: list[Callable[[Session, Job, Job, str], bool]] = [
             h.victim_filter.may_evict for h in hooks if h.victim_filter is not None]
+        self.victim_orders: list[Callable[[Session, Job, Sequence[Sequence[Task]], str], list[int]]] = [
+            h.victim_order.order_victims for h in hooks if h.victim_order is not None]
         min_runtime: VictimMinRuntime | None = first("victim_min_runtime")
         self.min_runtime: Callable[[Session, QueueState, QueueState | None], float] | None = (
             min_runtime.min_runtime if min_runtime is not None else None)

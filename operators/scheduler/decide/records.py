@@ -305,6 +305,8 @@ class PodRecord:
     # A Deferred in-place resize: (millicores, bytes) the node holds for the pod today; cpu / memory above are what
     # it holds once the resize is enacted (the larger of the two, as Kubernetes accounts it).
     resize_from: tuple[int, int] | None = None
+    # spec.preemptionPolicy is Never (admission copies it from the PriorityClass): this pod never evicts anyone.
+    preempt_never: bool = False
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
@@ -408,6 +410,8 @@ class QueueRecord:
     # Autoscaler opt-in for every workload of the queue (a workload's own annotation wins).
     provisioning_class: str = ""
     provisioning_parameters: tuple[tuple[str, str], ...] = ()
+    # kai.scheduler/pdb-violation: forbid | allow | "" (unset: the parent's, else the pdb plugin's argument).
+    pdb_violation: str = ""
 
     @property
     def title(self) -> str:
@@ -430,6 +434,34 @@ class PriorityClassRecord:
     name: str
     value: int
     global_default: bool
+    preempt_never: bool = False  # preemptionPolicy: Never
+
+
+@dataclass(frozen=True, slots=True)
+class PdbRecord:
+    """A PodDisruptionBudget (policy/v1): which pods of its namespace it covers and how many may go now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None  # None: a null selector, which covers no pod
+    disruptions_allowed: int  # status.disruptionsAllowed (0 until the disruption controller computed it)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def covers(self, pod: PodRecord) -> bool:
+        return self.selector is not None and pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedEviction:
+    """An eviction the API server refused (429: a PodDisruptionBudget, or an admission policy), remembered by
+    the live loop for a while: that pod is no victim meanwhile, and the job it was for is told why it waits."""
+
+    pod: str  # "namespace/name"
+    for_pod_group: str  # "namespace/name" of the job the eviction was for
+    message: str  # the API server's reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,7 +603,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         is_reservation=is_reservation, gpu_error=gpu_error,
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
-                                 else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from)
+                                 else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from,
+        preempt_never=spec.get("preemptionPolicy") == "Never")
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
@@ -683,7 +716,8 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
         reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
         provisioning_class=_provisioning_class(meta.get("annotations") or {}),
-        provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}))
+        provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}),
+        pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower())
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
@@ -700,7 +734,16 @@ def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:
     meta = _meta(obj)
-    return PriorityClassRecord(str(meta.get("name", "")), int(obj.get("value") or 0), bool(obj.get("globalDefault")))
+    return PriorityClassRecord(str(meta.get("name", "")), int(obj.get("value") or 0), bool(obj.get("globalDefault")),
+                               obj.get("preemptionPolicy") == "Never")
+
+
+def pdb_record(obj: Mapping[str, Any]) -> PdbRecord:
+    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
+    raw = spec.get("selector")
+    return PdbRecord(str(meta.get("namespace") or "default"), str(meta.get("name", "")),
+                     None if raw is None else parse_label_selector(raw),
+                     max(int(status.get("disruptionsAllowed") or 0), 0))
 
 
 def configmap_record(obj: Mapping[str, Any]) -> ConfigMapRecord:

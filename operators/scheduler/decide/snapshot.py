@@ -15,14 +15,17 @@ from operators.scheduler.decide.records import (
     BindRequestRecord,
     ConfigMapRecord,
     NodeRecord,
+    PdbRecord,
     PodGroupRecord,
     PodRecord,
     PriorityClassRecord,
     QueueRecord,
+    RefusedEviction,
     TopologyRecord,
     bindrequest_record,
     configmap_record,
     node_record,
+    pdb_record,
     pod_record,
     podgroup_record,
     priorityclass_record,
@@ -36,6 +39,7 @@ __all__ = [
     "build_snapshot",
     "configmap_record",
     "node_record",
+    "pdb_record",
     "pod_record",
     "podgroup_record",
     "priorityclass_record",
@@ -57,6 +61,8 @@ class Snapshot:
     configmaps: frozenset[str] = frozenset()  # "namespace/name"
     node_pool: str = ""
     topologies: tuple[TopologyRecord, ...] = ()
+    pdbs: tuple[PdbRecord, ...] = ()
+    refused_evictions: tuple[RefusedEviction, ...] = ()  # the live loop's recent 429s (never in a file)
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:
@@ -76,6 +82,8 @@ def build_snapshot(
     topologies: Iterable[TopologyRecord] = (),
     node_pool_label: str = keys.NODE_POOL_LABEL,
     partition: str = "",
+    pdbs: Iterable[PdbRecord] = (),
+    refused_evictions: Iterable[RefusedEviction] = (),
 ) -> Snapshot:
     return Snapshot(
         nodes=tuple(n for n in nodes if _in_shard(n.labels, node_pool_label, partition)),
@@ -88,13 +96,15 @@ def build_snapshot(
         configmaps=frozenset(f"{c.namespace}/{c.name}" for c in configmaps),
         node_pool=partition,
         topologies=tuple(sorted(topologies, key=lambda t: t.name)),
+        pdbs=tuple(sorted(pdbs, key=lambda p: (p.namespace, p.name))),
+        refused_evictions=tuple(refused_evictions),
     )
 
 
 _PARSERS: dict[str, Any] = {
     "Node": node_record, "Pod": pod_record, "PodGroup": podgroup_record, "Queue": queue_record,
     "BindRequest": bindrequest_record, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
-    "Topology": topology_record,
+    "Topology": topology_record, "PodDisruptionBudget": pdb_record,
 }
 
 
@@ -130,4 +140,4 @@ def snapshot_from_objects(
         podgroups=buckets.get(PodGroupRecord, []), queues=buckets.get(QueueRecord, []),
         bindrequests=buckets.get(BindRequestRecord, []), priority_classes=buckets.get(PriorityClassRecord, []),
         configmaps=buckets.get(ConfigMapRecord, []), topologies=buckets.get(TopologyRecord, []),
-        node_pool_label=node_pool_label, partition=partition)
+        node_pool_label=node_pool_label, partition=partition, pdbs=buckets.get(PdbRecord, []))

@@ -21,6 +21,7 @@ from operators.core.cache import (
     BINDREQUESTS,
     CONFIGMAPS,
     NODES,
+    PDBS,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
@@ -38,6 +39,7 @@ from operators.scheduler.decide.snapshot import (
     build_snapshot,
     configmap_record,
     node_record,
+    pdb_record,
     priorityclass_record,
     queue_record,
     topology_record,
@@ -70,8 +72,9 @@ class SchedulerLoop(Writer):
         self.bindrequests = Informer(api, BINDREQUESTS, bindrequest_record)
         self.priority_classes = Informer(api, PRIORITY_CLASSES, priorityclass_record)
         self.configmaps = Informer(api, CONFIGMAPS, configmap_record)
+        self.pdbs = Informer(api, PDBS, pdb_record)  # PDB-aware victim choice; the writer evicts guarded pods first
         self.informers: list[Informer[Any]] = [self.nodes, self.pods, self.podgroups, self.queues,
-                                               self.bindrequests, self.priority_classes, self.configmaps]
+                                               self.bindrequests, self.priority_classes, self.configmaps, self.pdbs]
         for informer in self.informers:
             informer.add_listener(self._on_change)
         # Topologies are optional: a cluster without their CRD schedules as if none existed (see _run_topologies).
@@ -183,7 +186,8 @@ class SchedulerLoop(Writer):
             bindrequests=list(self.bindrequests.store.values()),
             priority_classes=list(self.priority_classes.store.values()),
             configmaps=list(self.configmaps.store.values()), topologies=list(self.topologies.store.values()),
-            node_pool_label=self.config.node_pool_label, partition=self.config.partition)
+            node_pool_label=self.config.node_pool_label, partition=self.config.partition,
+            pdbs=list(self.pdbs.store.values()), refused_evictions=self.refused_evictions())
 
     async def cycle(self) -> Decisions:
         t0 = time.monotonic()

@@ -25,6 +25,7 @@ KINDS: list[tuple[cache.Resource, str, str]] = [
     (cache.PODS, "v1", "Pod"),
     (cache.CONFIGMAPS, "v1", "ConfigMap"),
     (cache.TOPOLOGIES, "kai.scheduler/v1alpha1", "Topology"),
+    (cache.PDBS, "policy/v1", "PodDisruptionBudget"),
 ]
 
 

@@ -24,15 +24,18 @@ from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_fo
 from operators.core.times import rfc3339
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Unschedulable
+from operators.scheduler.decide.records import RefusedEviction
 from operators.scheduler.decide.snapshot import bindrequest_record
 from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import Assumed, PodGroupOverlay
+from operators.scheduler.shell.eviction import Refusals, guarded_by, per_preemptor, refusal_message
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
 
 log = logging.getLogger("scheduler")
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 FIELD_MANAGER = "kai-scheduler"
+EVENT_EVICTION_REFUSED = "EvictionRefused"
 
 
 class Writer:
@@ -47,6 +50,7 @@ class Writer:
     pods: Informer[Any]
     podgroups: Informer[Any]
     bindrequests: Informer[Any]
+    pdbs: Informer[Any]
     events: EventRecorder
     provisioning: ProvisioningShell
     overlay: PodGroupOverlay
@@ -69,6 +73,7 @@ class Writer:
         self._binding: dict[str, float] = {}
         self.assumed_bindrequests = Assumed(self.bindrequests)
         self.assumed_podgroups = Assumed(self.podgroups)
+        self._refusals = Refusals()
 
     async def _stop_writing(self) -> None:
         """Stopped (a clean stop before the lease is released): the writes still going out finish within
@@ -84,9 +89,9 @@ class Writer:
                 break
             await asyncio.wait(pending, timeout=left)
 
-    async def _bounded(self, calls: Iterable[Callable[[], Awaitable[None]]],
+    async def _bounded(self, calls: Iterable[Callable[[], Awaitable[object]]],
                        gate: asyncio.Semaphore | None = None) -> None:
-        async def one(call: Callable[[], Awaitable[None]]) -> None:
+        async def one(call: Callable[[], Awaitable[object]]) -> None:
             async with gate or self.gate:
                 try:
                     await call()
@@ -126,7 +131,7 @@ class Writer:
             k[0], k[1], v)]
         if annotations:
             self._background(self._bounded(annotations))
-        await self._bounded([partial(self.evict, e) for e in d.evictions])
+        await self._evict_all(d.evictions)
         explanations: list[Callable[[], Awaitable[None]]] = [partial(self.explain, u) for u in d.unschedulable]
         for p in d.pipelined:
             explanations.append(partial(self.events.emit, self._pod_ref(p.namespace, p.pod), "Normal",
@@ -244,14 +249,42 @@ class Writer:
         self.assumed_bindrequests.correct(f"{namespace}/{name}", None if live is None else bindrequest_record(live),
                                           "REREAD")
 
-    async def evict(self, e: Eviction) -> None:
-        key = f"{e.namespace}/{e.pod}"
-        if time.monotonic() - self._evicted.get(key, -1e9) < 60:
+    def refused_evictions(self) -> tuple[RefusedEviction, ...]:
+        """The evictions the API server refused lately (the next cycles plan without those victims)."""
+        return self._refusals.current()
+
+    async def _evict_all(self, evictions: list[Eviction]) -> None:
+        """Each preemptor's evictions, PDB-covered victims first and one at a time: a refusal ends that
+        preemptor's evictions for this cycle. Preemptors go concurrently, as do the victims no budget covers."""
+        if not evictions:
             return
-        self._evicted[key] = time.monotonic()
-        pod = self.pods.get(key)
-        if pod is None or pod.deleting:
-            return
+        pdbs = list(self.pdbs.store.values())
+        guarded = {f"{e.namespace}/{e.pod}" for e in evictions
+                   if guarded_by(self.pods.get(f"{e.namespace}/{e.pod}"), pdbs)} if pdbs else set()
+
+        async def one_preemptor(group: list[Eviction]) -> None:
+            first = [e for e in group if f"{e.namespace}/{e.pod}" in guarded]
+            for e in first:
+                async with self.gate:
+                    if not await self.evict(e):
+                        return
+            await self._bounded([partial(self.evict, e) for e in group[len(first):]])
+
+        await asyncio.gather(*(one_preemptor(g) for g in per_preemptor(evictions, guarded)))
+
+    async def _refused(self, e: Eviction, exc: BaseException) -> None:
+        message = refusal_message(exc)
+        self._refusals.add(e, message)
+        self._evicted.pop(f"{e.namespace}/{e.pod}", None)
+        log.info("eviction of %s/%s for %s refused: %s", e.namespace, e.pod, e.for_pod_group or "-", message)
+        text = (f"Eviction of pod {e.namespace}/{e.pod} ({e.action}) refused by the API server: {message}. "
+                "Nothing else is evicted for this workload in this cycle; the next cycles plan without that pod.")
+        if e.for_pod_group:
+            namespace, name = e.for_pod_group.split("/", 1)
+            await self.events.emit(self._pg_ref(namespace, name), "Warning", EVENT_EVICTION_REFUSED, text)
+        await self.events.emit(self._pod_ref(e.namespace, e.pod), "Warning", EVENT_EVICTION_REFUSED, text)
+
+    async def _disruption_target(self, e: Eviction) -> None:
         condition = {"type": keys.CONDITION_DISRUPTION_TARGET, "status": "True",
                      "reason": keys.REASON_PREEMPTION_BY_SCHEDULER, "message": e.message,
                      "lastTransitionTime": rfc3339()}
@@ -259,11 +292,33 @@ class Writer:
             await raw(self.api, "PATCH", f"{PODS.path(e.namespace)}/{e.pod}/status",
                       body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
         except Exception as exc:
-            log.debug("DisruptionTarget on %s not written: %s", key, exc)
+            log.debug("DisruptionTarget on %s/%s not written: %s", e.namespace, e.pod, exc)
+
+    async def evict(self, e: Eviction) -> bool:
+        """Make the victim leave (one write: the eviction, or the delete); False when the API server refused.
+        The DisruptionTarget condition goes before a delete, and after an eviction (a refused one leaves the pod
+        untouched; an accepted one is still there, terminating)."""
+        key = f"{e.namespace}/{e.pod}"
+        if time.monotonic() - self._evicted.get(key, -1e9) < 60:
+            return True
+        self._evicted[key] = time.monotonic()
+        pod = self.pods.get(key)
+        if pod is None or pod.deleting:
+            return True
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}}
         try:
-            await raw(self.api, "DELETE", f"{PODS.path(e.namespace)}/{e.pod}",
-                      body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}})
+            if self.config.eviction_method == "delete":
+                await self._disruption_target(e)
+                await raw(self.api, "DELETE", f"{PODS.path(e.namespace)}/{e.pod}", body=options)
+            else:
+                await raw(self.api, "POST", f"{PODS.path(e.namespace)}/{e.pod}/eviction",
+                          body={"apiVersion": "policy/v1", "kind": "Eviction",
+                                "metadata": {"name": e.pod, "namespace": e.namespace}, "deleteOptions": options})
+                await self._disruption_target(e)
         except Exception as exc:
+            if status_of(exc) == 429:
+                await self._refused(e, exc)
+                return False
             if not is_not_found(exc) and status_of(exc) != 409:
                 raise
         metrics.EVICTIONS.inc()
@@ -278,6 +333,7 @@ class Writer:
         await self.events.emit(self._pg_ref(e.namespace, e.pod_group), "Normal", keys.EVENT_EVICT, e.message,
                                annotations)
         await self.events.emit(self._pod_ref(e.namespace, e.pod), "Normal", keys.EVENT_EVICT, e.message)
+        return True
 
     async def explain(self, u: Unschedulable) -> None:
         await self.events.emit(self._pg_ref(u.namespace, u.pod_group), "Normal", keys.EVENT_UNSCHEDULABLE,

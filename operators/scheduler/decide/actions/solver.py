@@ -103,6 +103,9 @@ class Solver:
         fw = session.framework
         if fw.victim_filters:
             chunks = self._allowed(job, chunks)
+        for order in fw.victim_orders:
+            listed = list(chunks)
+            chunks = [listed[i] for i in order(session, job, [c.tasks for c in listed], self.action)]
         if fw.scenario_validators:
             validate = self._with_plugins(job, validate)
         known = session.outcomes.get(job.key)

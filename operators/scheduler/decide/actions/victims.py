@@ -118,9 +118,11 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
 
 
 def _within_queue_key(chunk: Chunk, index: int) -> tuple[object, ...]:
-    # Lowest priority first, elastic pods above minimum before cores, newest job first.
+    # Lowest priority first, elastic pods above minimum before cores, then (beyond KAI) the chunk moving the
+    # fewest pods (a single-pod job before a gang: equally good victims, fewer gangs broken), newest job first.
     rec = chunk.job.rec
-    return (chunk.job.priority, 1 if chunk.core else 0, -rec.created, rec.namespace, rec.name, index)
+    return (chunk.job.priority, 1 if chunk.core else 0, len(chunk.tasks), -rec.created, rec.namespace, rec.name,
+            index)
 
 
 def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:

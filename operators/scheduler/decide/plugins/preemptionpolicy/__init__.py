@@ -1,0 +1,4 @@
+"""preemptionpolicy: a workload whose PriorityClass (or pod) says `preemptionPolicy: Never` evicts no one.
+
+The plugin class is `plugin.PLUGIN`.
+"""
