@@ -19,6 +19,7 @@ from operators.core import keys
 from operators.scheduler.decide.actionorder import PRIORITIES
 from operators.scheduler.decide.durations import parse_duration
 from operators.scheduler.decide.framework import Framework, PluginSetting, merge_settings, parse_plugin_settings
+from operators.scheduler.decide.usageconfig import UsageDBSettings, parse_usage_db_config
 
 BINPACK = "binpack"
 SPREAD = "spread"
@@ -66,6 +67,8 @@ class SchedulerConfig:
     reclaimer_saturation_multiplier: float = 1.0
     # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
     plugins: tuple[PluginSetting, ...] = ()
+    # Time-based fair share: the SchedulingShard's usageDBConfig (None: plain fair share).
+    usage_db: UsageDBSettings | None = None
 
     @property
     def effective_actions(self) -> tuple[str, ...]:
@@ -174,6 +177,8 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
         changes["queue_depth_per_action"] = {str(k): int(v) for k, v in (spec["queueDepthPerAction"] or {}).items()}
     if "kValue" in spec:
         changes["k_value"] = float(spec["kValue"])
+    if "usageDBConfig" in spec:
+        changes["usage_db"] = parse_usage_db_config(spec["usageDBConfig"])
     if isinstance(spec.get("actions"), Mapping):
         changes["actions"] = _actions_from_map(spec["actions"], cfg.actions)
     elif isinstance(spec.get("actions"), list | str):

@@ -17,10 +17,11 @@ from operators.scheduler.decide.config import SHARD_ARGS, SchedulerConfig, confi
 from operators.scheduler.decide.decisions import Reason, Unschedulable
 from operators.scheduler.decide.framework import builtin_plugins
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord
+from operators.scheduler.decide.usageconfig import with_connection
 
 # Top-level SchedulingShard spec fields the scheduler applies (the rest of KAI's are accepted and kept).
 SHARD_FIELDS = frozenset({"args", "placementStrategy", "partitionLabelValue", "queueDepthPerAction", "minRuntime",
-                          "kValue", "plugins", "actions"})
+                          "kValue", "plugins", "actions", "usageDBConfig"})
 NOT_HONOURED = "FieldsNotHonoured"
 REASON_NODE_POOL_NOT_SERVED = "NodePoolNotServed"
 
@@ -48,6 +49,8 @@ def effective_config(base: SchedulerConfig, shard_spec: Mapping[str, Any] | None
     if shard_spec:
         try:
             cfg = config_from_mapping(shard_spec, base)
+            if cfg.usage_db is not None:
+                cfg = replace(cfg, usage_db=with_connection(cfg.usage_db, config_spec))
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # any malformed value
             return Effective(last_good or base, f"spec rejected, running with the last valid settings: {exc}")
     key = node_pool_label_key(config_spec)

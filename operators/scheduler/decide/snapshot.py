@@ -57,6 +57,8 @@ class Snapshot:
     configmaps: frozenset[str] = frozenset()  # "namespace/name"
     node_pool: str = ""
     topologies: tuple[TopologyRecord, ...] = ()
+    # Time-based fair share: (queue, (gpu, cpu, memory) usage as a fraction of capacity over the window).
+    queue_usage: tuple[tuple[str, tuple[float, float, float]], ...] = ()
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:
