@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -113,10 +116,16 @@ def test_usage_in_prometheus_weighs_the_split_and_its_loss_degrades_to_plain_fai
     cluster.kubectl("delete", "pods", "--all", "--wait=false", namespace=namespace)
     wait_for("A's pods gone", lambda: not cluster.get_json("pods", namespace=namespace)["items"], 30)
 
-    # 2. Both queues ask for the 8 GPUs; the shard reads usage from Prometheus.
+    # 2. Both queues ask for the 8 GPUs; the shard reads usage from Prometheus. Its scheduler is paused while
+    # the 16 pods and their PodGroups are created, so that one allocation divides them (bare pods evicted by a
+    # reclaim would be gone for good, changing the requests).
     usagedb.point_shard([cluster.kubectl_bin, f"--kubeconfig={cluster.kubeconfig}"], shard, config)
     wait_for("usage read", lambda: (c := usage_condition(cluster, shard)) and c["status"] == "True", 30)
+    process = shards.process_name(shard)
+    argv = dev.stop_component(state, process)
     apply(cluster, namespace, [gpu_pod(f"{q[-1]}-{i}", q, shard) for q in (a, b) for i in range(8)])
+    wait_for("16 PodGroups", lambda: len(cluster.get_json("podgroups", namespace=namespace)["items"]) == 16, 30)
+    dev.start_component(state, process, argv)
 
     def split_matches_kai() -> str | None:
         got = bound(cluster, namespace)
@@ -133,6 +142,15 @@ def test_usage_in_prometheus_weighs_the_split_and_its_loss_degrades_to_plain_fai
 
     report = wait_for("the split in A's disfavour as KAI's formula gives", split_matches_kai, 45, interval=1)
     assert bound(cluster, namespace) == {a: 3, b: 5}, report
+    # The restarted scheduler waited for its first usage answer: the first allocation divided, nothing reclaimed.
+    assert len(cluster.get_json("pods", namespace=namespace)["items"]) == 16, report
+    # `kai queues` shows the usage and its effect: the fair share with it and without it (PLAIN).
+    shown = subprocess.run([sys.executable, "-m", "operators.cli", "queues", "-o", "json", f"--shard={shard}",
+                            f"--partition-label-value={shard}"], capture_output=True, text=True, check=True,
+                           env={**os.environ, "KUBECONFIG": cluster.kubeconfig}, timeout=60)
+    gpu = {q["name"]: q["resources"]["gpu"] for q in json.loads(shown.stdout)["queues"]}
+    assert gpu[a]["usage"] > gpu[b]["usage"] and gpu[a]["fairShare"] == 3 and gpu[a]["plainFairShare"] == 4, (
+        json.dumps({a: gpu[a], b: gpu[b]}))
 
     # 3. Prometheus gone: plain fair share, with the condition; back: cleared.
     usagedb.stop(state, prom)

@@ -86,8 +86,10 @@ def unhonoured_fields(spec: Mapping[str, Any] | None) -> list[str]:
 def unhonoured_config_fields(spec: Mapping[str, Any] | None) -> list[str]:
     """Dotted paths of Config fields that are set but not read (the chart's values configure the components)."""
     spec = spec or {}
-    out = [f"spec.{k}" for k in sorted(spec) if k not in ("namespace", "global")]
+    out = [f"spec.{k}" for k in sorted(spec) if k not in ("namespace", "global", "prometheus")]
     out += [f"spec.global.{k}" for k in sorted(spec.get("global") or {}) if k != "nodePoolLabelKey"]
+    # The usage database's URL (time-based fair share) is read from here; no Prometheus is deployed.
+    out += [f"spec.prometheus.{k}" for k in sorted(spec.get("prometheus") or {}) if k != "externalPrometheusUrl"]
     return out
 
 

@@ -159,6 +159,8 @@ class SchedulerLoop(Writer):
         await self.wait_synced()
         log.info("informers synced: %d nodes, %d pods, %d podgroups, %d queues", len(self.nodes.store),
                  len(self.pods.store), len(self.podgroups.store), len(self.queues.store))
+        self.usage.configure((self.shard.refresh() if self.shard is not None else self.config).usage_db)
+        await self.usage.wait_first()
         while True:
             period = self.config.schedule_period
             started = time.monotonic()

@@ -16,6 +16,7 @@ succeeds again. (KAI keeps using stale usage with a log line; plain fair share i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -106,6 +107,7 @@ class UsageReader:
         self.error = ""
         self.used = False  # a usageDBConfig was seen: the condition is reported from then on
         self._task: asyncio.Task[None] | None = None
+        self._attempted = asyncio.Event()  # a fetch for the current settings has answered (or failed)
 
     def configure(self, settings: UsageDBSettings | None) -> None:
         """Follow the shard's settings: (re)start the fetcher when they change, stop it when they go."""
@@ -115,9 +117,17 @@ class UsageReader:
             self._task.cancel()
             self._task = None
         self.settings, self.usage, self.fetched_at, self.error = settings, {}, None, ""
+        self._attempted.clear()
         if settings is not None:
             self.used = True
             self._task = asyncio.create_task(self._run(settings), name="usagedb")
+
+    async def wait_first(self) -> None:
+        """KAI's WaitForCacheSync, before the first cycle only: until the first fetch has answered, at most
+        `waitTimeout` (the first cycle then divides by usage rather than correcting itself with reclaims)."""
+        if self.settings is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._attempted.wait(), self.settings.wait_timeout)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -138,15 +148,18 @@ class UsageReader:
             if not url:
                 raise UsageDBError(f"environment variable {settings.connection_string_env_var} is empty")
             usage = await fetch_usage(session, settings, url, time.time())
-        except UsageDBError as exc:
-            if exc.args[0] != self.error:
-                log.warning("usage database: %s", exc)
-            self.error = str(exc)
+        except Exception as exc:  # any failure (a malformed answer too) leaves the last usage to go stale
+            message = str(exc) if isinstance(exc, UsageDBError) else f"unexpected answer: {exc!r}"
+            if message != self.error:
+                log.warning("usage database: %s", message)
+            self.error = message
+            self._attempted.set()
             return
         metrics.USAGE_QUERY_LATENCY.observe((time.monotonic() - started) * 1000)
         if self.error or self.fetched_at is None:
             log.info("usage database: usage of %d queues read from %s", len(usage), url)
         self.usage, self.fetched_at, self.error = usage, time.monotonic(), ""
+        self._attempted.set()
 
     def fresh(self) -> bool:
         s = self.settings

@@ -20,7 +20,7 @@ from operators.scheduler.decide.plugins.proportion.usage import (
     window_start,
     windowed_sum,
 )
-from operators.scheduler.decide.shardconfig import effective_config, unhonoured_fields
+from operators.scheduler.decide.shardconfig import effective_config, unhonoured_config_fields, unhonoured_fields
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.usageconfig import WEEK, UsageDBSettings, parse_usage_db_config, with_connection
 from operators.scheduler.shell.simulate import run_simulation
@@ -87,6 +87,9 @@ def test_connection_string_from_the_config() -> None:
         with_connection(bare, {})
     eff = effective_config(SchedulerConfig(), {"usageDBConfig": {"clientType": "prometheus"}}, None)
     assert "connection string not configured" in eff.error
+    # The Config's external URL is read; KAI's own Prometheus deployment is not made here.
+    assert unhonoured_config_fields({"prometheus": {"externalPrometheusUrl": "u", "enabled": False}}) == [
+        "spec.prometheus.enabled"]
 
 
 # --- window and decay -------------------------------------------------------------------------------------------
@@ -179,3 +182,20 @@ def test_simulate_example_scenario() -> None:
     assert fair == {"team-a": 3, "team-b": 5}
     plain = run_simulation([d for d in objs if d.get("kind") != "QueueUsage"], config)
     assert {q["name"]: q["fairShare"]["gpu"] for q in plain["queues"]} == {"team-a": 4, "team-b": 4}
+
+
+# --- kai queues -------------------------------------------------------------------------------------------------
+def test_kai_queues_shows_usage_and_its_effect() -> None:
+    from operators.insight.queues import format_text, queue_tree
+
+    snapshot = replace(snapshot_from_objects(two_queues()), queue_usage=usage_pairs({"a": (0.5,)}))
+    tree = {q["name"]: q["resources"]["gpu"] for q in queue_tree(snapshot, SchedulerConfig(), 1e9)}
+    assert (tree["a"]["usage"], tree["a"]["fairShare"], tree["a"]["plainFairShare"]) == (0.5, 3, 4)
+    assert (tree["b"]["usage"], tree["b"]["fairShare"], tree["b"]["plainFairShare"]) == (0.0, 5, 4)
+    text = format_text(queue_tree(snapshot, SchedulerConfig(), 1e9))
+    header, row_a = text.splitlines()[:2]
+    assert header.split()[:7] == ["QUEUE", "GPU-QUOTA", "GPU-LIMIT", "GPU-WEIGHT", "GPU-FAIR", "GPU-USAGE",
+                                  "GPU-PLAIN"]
+    assert row_a.split()[:7] == ["a", "0", "-", "1", "3", "0.500", "4"]
+    plain = format_text(queue_tree(snapshot_from_objects(two_queues()), SchedulerConfig(), 1e9))
+    assert "USAGE" not in plain  # without a usage database the view is unchanged
