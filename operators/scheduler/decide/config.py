@@ -145,7 +145,7 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
     proportion = args.get("proportion", {})
     if proportion.get("kValue") is not None:
-        changes["k_value"] = float(proportion["kValue"])
+        changes["k_value"] = max(0.0, float(proportion["kValue"]))  # KAI: k <= 0 is 0
     if proportion.get("relcaimerSaturationMultiplier") is not None:
         changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
     return changes
@@ -176,7 +176,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     if "queueDepthPerAction" in spec:
         changes["queue_depth_per_action"] = {str(k): int(v) for k, v in (spec["queueDepthPerAction"] or {}).items()}
     if "kValue" in spec:
-        changes["k_value"] = float(spec["kValue"])
+        changes["k_value"] = max(0.0, float(spec["kValue"]))  # KAI: k <= 0 is 0
     if "usageDBConfig" in spec:
         changes["usage_db"] = parse_usage_db_config(spec["usageDBConfig"])
     if isinstance(spec.get("actions"), Mapping):

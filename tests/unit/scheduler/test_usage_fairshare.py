@@ -199,3 +199,9 @@ def test_kai_queues_shows_usage_and_its_effect() -> None:
     assert row_a.split()[:7] == ["a", "0", "-", "1", "3", "0.500", "4"]
     plain = format_text(queue_tree(snapshot_from_objects(two_queues()), SchedulerConfig(), 1e9))
     assert "USAGE" not in plain  # without a usage database the view is unchanged
+
+
+def test_a_negative_k_value_is_zero() -> None:
+    # KAI: "kValue must be > 0.0 ... Setting as 0": usage then has no effect.
+    assert config_from_mapping({"kValue": -2}).k_value == 0.0
+    assert config_from_mapping({"plugins": {"proportion": {"arguments": {"kValue": "-1"}}}}).k_value == 0.0
