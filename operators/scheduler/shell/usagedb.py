@@ -63,7 +63,9 @@ async def query(session: aiohttp.ClientSession, url: str, promql: str, at: float
         async with session.get(f"{url.rstrip('/')}/api/v1/query", params={"query": promql, "time": f"{at:.3f}"},
                                timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
             body = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+    except TimeoutError as exc:
+        raise UsageDBError(f"no answer within usageQueryTimeout ({timeout:g}s)") from exc
+    except (aiohttp.ClientError, ValueError) as exc:
         raise UsageDBError(f"{url} unreachable: {exc.__class__.__name__}") from exc
     if not isinstance(body, dict) or body.get("status") != "success":
         error = body.get("error") if isinstance(body, dict) else body
@@ -147,9 +149,12 @@ class UsageReader:
         try:
             if not url:
                 raise UsageDBError(f"environment variable {settings.connection_string_env_var} is empty")
-            usage = await fetch_usage(session, settings, url, time.time())
+            async with asyncio.timeout(settings.query_timeout):  # KAI: one usageQueryTimeout for the whole fetch
+                usage = await fetch_usage(session, settings, url, time.time())
         except Exception as exc:  # any failure (a malformed answer too) leaves the last usage to go stale
-            message = str(exc) if isinstance(exc, UsageDBError) else f"unexpected answer: {exc!r}"
+            message = (str(exc) if isinstance(exc, UsageDBError) else
+                       f"no answer within usageQueryTimeout ({settings.query_timeout:g}s)"
+                       if isinstance(exc, TimeoutError) else f"unexpected answer: {exc!r}")
             if message != self.error:
                 log.warning("usage database: %s", message)
             self.error = message

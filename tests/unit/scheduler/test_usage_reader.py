@@ -46,8 +46,10 @@ class StandIn:
     def __init__(self) -> None:
         self.answers: dict[str, list[dict[str, Any]]] = {}
         self.down = False
+        self.delay = 0.0
 
     async def handle(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(self.delay)
         if self.down:
             return web.json_response({"status": "error", "error": "unavailable"}, status=503)
         result = self.answers.get(request.query["query"], [])
@@ -121,5 +123,21 @@ async def test_reader_degrades_to_plain_fair_share_and_recovers(prometheus: tupl
         reader.configure(gone)
         await asyncio.wait_for(reader.wait_first(), 10)
         assert reader.current() == {} and "unreachable" in reader.error
+    finally:
+        await reader.stop()
+
+
+async def test_a_slow_database_times_out_in_the_background(prometheus: tuple[StandIn, str]) -> None:
+    stand_in, url = prometheus
+    settings = UsageDBSettings(connection_string=url, capacity_metrics=SETTINGS.capacity_metrics,
+                               query_timeout=0.2, fetch_interval=60.0)
+    answer(stand_in, settings)
+    stand_in.delay = 1.0
+    reader = UsageReader()
+    reader.configure(settings)
+    try:
+        assert reader.current() == {}  # configuring never waits for the database
+        await asyncio.wait_for(reader.wait_first(), 5)
+        assert reader.current() == {} and reader.error == "no answer within usageQueryTimeout (0.2s)"
     finally:
         await reader.stop()
