@@ -27,7 +27,7 @@ def _dev_up(args: argparse.Namespace) -> int:
                            port_base=args.port_base, components=not args.no_components,
                            kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout,
                            shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology,
-                           real_node=args.real_node, suite=args.suite)
+                           real_node=args.real_node, suite=args.suite, usage_db=args.usage_db)
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -242,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--real-node", action=argparse.BooleanOptionalAction, default=None,
                     help="one node with a real kubelet, containerd and kube-proxy, tainted for the suite's pods "
                          "(default: on when run as root, which it needs)")
+    up.add_argument("--usage-db", action="store_true",
+                    help="time-based fair share: a Prometheus (Debian's package) scraping the components, "
+                         "the default SchedulingShard reading queue usage from it")
     up.add_argument("--suite", choices=["host", "chart"], default="host",
                     help="host: the components as host processes (the fast inner loop); chart: the image built "
                          "here, installed with the seed's helm command, every component a pod on the real node")

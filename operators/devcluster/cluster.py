@@ -63,6 +63,8 @@ class Options:
     # How the components run: "host" (`kai run <component>` processes, the fast inner loop) or "chart" (the image
     # built here, the chart installed with the seed's helm command, every component a pod on the real node).
     suite: str = "host"
+    # Time-based fair share: a Prometheus (Debian's package) scraping the components, the default shard using it.
+    usage_db: bool = False
 
 
 @dataclass
@@ -374,6 +376,24 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         from operators.devcluster import shards
 
         shards.start_shards(state, opts.shards, nodes_per_shard=opts.shard_nodes, shape=shape, timeout=timeout)
+    if opts.usage_db and opts.components and opts.suite == "host":
+        _start_usage_db(state, opts, kubectl, timeout)
+    elif opts.usage_db:
+        print("--usage-db scrapes the components run as host processes (--suite host): not started",
+              file=sys.stderr)
+
+
+def _start_usage_db(state: State, opts: Options, kubectl: list[str], timeout: float) -> None:
+    """Prometheus scraping every component's metrics; the default SchedulingShard reads usage from it."""
+    from operators.core.resources import parse_quantity
+    from operators.devcluster import usagedb
+
+    base = state.ports["apiserver"] - 443
+    targets = {name: f"127.0.0.1:{p['metrics']}" for name, p in component_ports(base).items()}
+    url = usagedb.start(state, targets, port=base + usagedb.PORT_OFFSET, timeout=timeout)
+    capacity = (float(opts.nodes * opts.gpus), float(opts.nodes * parse_quantity(opts.cpu)),
+                float(opts.nodes * parse_quantity(opts.memory)))
+    usagedb.point_shard(kubectl, "default", usagedb.usage_db_config(url, capacity))
 
 
 def _start_real_node(state: State, launcher: Launcher, ca: pki.CertificateAuthority, addrs: NodeAddresses,

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import yaml
 from operators.core.cache import Resource
 from operators.core.kube import api_client, raw
 from operators.scheduler.decide.config import SchedulerConfig, add_arguments, config_from_args
+from operators.scheduler.decide.plugins.proportion.usage import usage_pairs
 from operators.scheduler.decide.simulation import with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
 from operators.scheduler.shell.simulate import load_objects
@@ -161,19 +163,25 @@ def queues(argv: Sequence[str]) -> int:
                                 "fair share, allocated, requested (GPUs, millicores, MB) and pending PodGroups.")
     p.add_argument("-w", "--watch", action="store_true", help="redraw every --interval seconds")
     p.add_argument("--interval", type=float, default=2.0)
+    p.add_argument("--shard", default="default",
+                   help="SchedulingShard whose usageDBConfig gives the queues' historical usage")
     _common(p, ("text", "wide", "json", "yaml"))
     args = p.parse_args(argv)
     config = config_from_args(args)
     while True:
         objects = asyncio.run(_read(args.kubeconfig))
-        tree = analysis.queue_tree(_snapshot(objects, config), config, time.time())
+        usage, note = asyncio.run(_usage(args.kubeconfig, args.shard, config))
+        snapshot = _snapshot(objects, config)
+        if usage:
+            snapshot = replace(snapshot, queue_usage=usage_pairs(usage))
+        tree = analysis.queue_tree(snapshot, config, time.time())
         if args.namespace and not args.all_namespaces:  # queues are cluster-wide; -n narrows the pending list
             for q in tree:
                 q["pendingPodGroups"] = [g for g in q["pendingPodGroups"] if g.startswith(f"{args.namespace}/")]
         if args.output in ("json", "yaml"):
-            text = _dump({"queues": tree}, args.output)
+            text = _dump({"queues": tree, **({"usage": note} if note else {})}, args.output)
         else:
-            text = analysis.format_text(tree, wide=args.output == "wide")
+            text = analysis.format_text(tree, wide=args.output == "wide") + (f"{note}\n" if note else "")
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[H\x1b[2J")
         sys.stdout.write(text)
@@ -181,6 +189,34 @@ def queues(argv: Sequence[str]) -> int:
         if not args.watch:
             return EXIT_OK
         time.sleep(args.interval)
+
+
+async def _usage(kubeconfig: str | None, shard: str, base: SchedulerConfig) -> tuple[dict[str, Any], str]:
+    """The queues' usage as the shard's scheduler reads it (one query now), and a line saying where from."""
+    import aiohttp
+
+    from operators.scheduler.decide.shardconfig import effective_config
+    from operators.scheduler.shell.usagedb import UsageDBError, connection_url, fetch_usage
+
+    api = await api_client(kubeconfig)
+    async with api:
+        try:
+            spec = (await raw(api, "GET", f"/apis/kai.scheduler/v1/schedulingshards/{shard}")).get("spec")
+            config = (await raw(api, "GET", "/apis/kai.scheduler/v1/configs/kai-config")).get("spec")
+        except Exception:
+            return {}, ""  # no shard (or no CRD): plain fair share, nothing to say
+    effective = effective_config(base, spec, config)
+    settings = effective.config.usage_db
+    if effective.error or settings is None:
+        return {}, f"usage: {effective.error}" if effective.error and "usageDBConfig" in effective.error else ""
+    url = connection_url(settings)
+    try:
+        async with aiohttp.ClientSession() as session:
+            usage = await fetch_usage(session, settings, url, time.time())
+    except UsageDBError as exc:
+        return {}, f"usage: unavailable ({exc}): fair share shown is plain"
+    return usage, (f"usage: fraction of the capacity over the {settings.window_type} {settings.window_size:g}s "
+                   f"window from {url}; PLAIN: the fair share without it")
 
 
 def top(argv: Sequence[str]) -> int:

@@ -141,11 +141,11 @@ def test_unhonoured_fields_and_unusable_specs_are_reported_on_the_shard(cluster:
         return cond if current and cond["status"] == status else None
 
     try:
-        patch({"usageDBConfig": {"clientType": "prometheus"}, "plugins": {"snapshot": {"enabled": False}}})
+        patch({"futureField": {"a": 1}, "plugins": {"snapshot": {"enabled": False}}})
         stored = cluster.get_json("schedulingshard", "default")
-        assert stored["spec"]["usageDBConfig"] == {"clientType": "prometheus"}, "unknown KAI fields are kept"
+        assert stored["spec"]["futureField"] == {"a": 1}, "unknown fields are kept"
         named = wait_for("FieldsNotHonoured names the fields", lambda: condition("FieldsNotHonoured", "True"))
-        assert named["message"] == ("Accepted but not honoured by this scheduler: spec.usageDBConfig, "
+        assert named["message"] == ("Accepted but not honoured by this scheduler: spec.futureField, "
                                     "spec.plugins.snapshot.enabled"), named
         assert condition("Available", "True")
 
@@ -157,7 +157,7 @@ def test_unhonoured_fields_and_unusable_specs_are_reported_on_the_shard(cluster:
         wait_for("scheduling goes on with the last valid settings",
                  lambda: placement(cluster, namespace, ["still-scheduled"]), 120)
     finally:
-        patch({"usageDBConfig": None, "plugins": None, "queueDepthPerAction": None})
+        patch({"futureField": None, "plugins": None, "queueDepthPerAction": None})
     wait_for("every field honoured again", lambda: condition("FieldsNotHonoured", "False"))
     assert wait_for("available again", lambda: condition("Available", "True"))
     # The default shard reports on the Config too; the dev cluster's Config sets only what is honoured.

@@ -45,6 +45,37 @@ class ActionConfig(WireModel):
     priority: int | None = Field(default=None, description="Higher runs first.")
 
 
+class UsageParams(WireModel):
+    """KAI's usagedb UsageParams: how historical usage is aggregated (durations are Go durations)."""
+
+    half_life_period: str | None = Field(
+        default=None, description="Half-life of the usage decay (e.g. 10m); unset or 0: no decay.")
+    window_size: str | None = Field(default=None, description="Time window of usage considered (default 168h).")
+    window_type: str | None = Field(default=None, description="sliding (default), tumbling or cron.")
+    tumbling_window_start_time: str | None = Field(
+        default=None, description="Start of the first tumbling window (RFC 3339).",
+        json_schema_extra={"format": "date-time"})
+    cron_string: str | None = Field(default=None, description="Cron expression of the cron window's resets.")
+    fetch_interval: str | None = Field(default=None, description="How often usage is fetched (default 1m).")
+    staleness_period: str | None = Field(
+        default=None, description="Usage older than this is not used: plain fair share (default 5m).")
+    wait_timeout: str | None = Field(default=None, description="Wait for the first fetch at start (default 1m).")
+    extra_params: dict[str, str] | None = Field(
+        default=None, description="Client-specific: usageQueryTimeout, queryResolution, <gpu|cpu|memory>"
+                                  "AllocationMetric, <gpu|cpu|memory>CapacityMetric.")
+
+
+class UsageDBConfig(WireModel):
+    """KAI's usagedb UsageDBConfig: where the time-based fair share reads each queue's historical usage."""
+
+    client_type: str = Field(description="Usage database client; this scheduler supports prometheus.")
+    connection_string: str | None = Field(
+        default=None, description="Prometheus URL; unset: from the Config's prometheus settings.")
+    connection_string_env_var: str | None = Field(
+        default=None, description="Environment variable of the scheduler holding the connection string.")
+    usage_params: UsageParams | None = None
+
+
 class SchedulingShardSpec(WireModel):
     model_config = _KEEP_UNKNOWN
 
@@ -56,6 +87,8 @@ class SchedulingShardSpec(WireModel):
         default=None, description="Maximum jobs tried per queue by each action.")
     min_runtime: MinRuntime | None = None
     k_value: float | None = Field(default=None, description="Proportion plugin k (default 1.0).")
+    usage_db_config: UsageDBConfig | None = Field(
+        default=None, alias="usageDBConfig", description="Time-based fair share: the usage database.")
     plugins: dict[str, PluginConfig] | None = None
     actions: dict[str, ActionConfig] | None = None
 

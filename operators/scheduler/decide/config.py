@@ -19,6 +19,7 @@ from operators.core import keys
 from operators.scheduler.decide.actionorder import PRIORITIES
 from operators.scheduler.decide.durations import parse_duration
 from operators.scheduler.decide.framework import Framework, PluginSetting, merge_settings, parse_plugin_settings
+from operators.scheduler.decide.usageconfig import UsageDBSettings, parse_usage_db_config
 
 BINPACK = "binpack"
 SPREAD = "spread"
@@ -69,6 +70,8 @@ class SchedulerConfig:
     # How a victim leaves: `eviction` (the pods/eviction subresource: PodDisruptionBudgets and admission may
     # refuse it) or `delete` (KAI's way: the pod is deleted, nothing can refuse it).
     eviction_method: str = "eviction"
+    # Time-based fair share: the SchedulingShard's usageDBConfig (None: plain fair share).
+    usage_db: UsageDBSettings | None = None
 
     @property
     def effective_actions(self) -> tuple[str, ...]:
@@ -146,7 +149,7 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
     proportion = args.get("proportion", {})
     if proportion.get("kValue") is not None:
-        changes["k_value"] = float(proportion["kValue"])
+        changes["k_value"] = max(0.0, float(proportion["kValue"]))  # KAI: k <= 0 is 0
     if proportion.get("relcaimerSaturationMultiplier") is not None:
         changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
     return changes
@@ -177,7 +180,9 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     if "queueDepthPerAction" in spec:
         changes["queue_depth_per_action"] = {str(k): int(v) for k, v in (spec["queueDepthPerAction"] or {}).items()}
     if "kValue" in spec:
-        changes["k_value"] = float(spec["kValue"])
+        changes["k_value"] = max(0.0, float(spec["kValue"]))  # KAI: k <= 0 is 0
+    if "usageDBConfig" in spec:
+        changes["usage_db"] = parse_usage_db_config(spec["usageDBConfig"])
     if isinstance(spec.get("actions"), Mapping):
         changes["actions"] = _actions_from_map(spec["actions"], cfg.actions)
     elif isinstance(spec.get("actions"), list | str):

@@ -17,10 +17,11 @@ from operators.scheduler.decide.config import SHARD_ARGS, SchedulerConfig, confi
 from operators.scheduler.decide.decisions import Reason, Unschedulable
 from operators.scheduler.decide.framework import builtin_plugins
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord
+from operators.scheduler.decide.usageconfig import with_connection
 
 # Top-level SchedulingShard spec fields the scheduler applies (the rest of KAI's are accepted and kept).
 SHARD_FIELDS = frozenset({"args", "placementStrategy", "partitionLabelValue", "queueDepthPerAction", "minRuntime",
-                          "kValue", "plugins", "actions"})
+                          "kValue", "plugins", "actions", "usageDBConfig"})
 NOT_HONOURED = "FieldsNotHonoured"
 REASON_NODE_POOL_NOT_SERVED = "NodePoolNotServed"
 
@@ -48,6 +49,8 @@ def effective_config(base: SchedulerConfig, shard_spec: Mapping[str, Any] | None
     if shard_spec:
         try:
             cfg = config_from_mapping(shard_spec, base)
+            if cfg.usage_db is not None:
+                cfg = replace(cfg, usage_db=with_connection(cfg.usage_db, config_spec))
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # any malformed value
             return Effective(last_good or base, f"spec rejected, running with the last valid settings: {exc}")
     key = node_pool_label_key(config_spec)
@@ -83,8 +86,10 @@ def unhonoured_fields(spec: Mapping[str, Any] | None) -> list[str]:
 def unhonoured_config_fields(spec: Mapping[str, Any] | None) -> list[str]:
     """Dotted paths of Config fields that are set but not read (the chart's values configure the components)."""
     spec = spec or {}
-    out = [f"spec.{k}" for k in sorted(spec) if k not in ("namespace", "global")]
+    out = [f"spec.{k}" for k in sorted(spec) if k not in ("namespace", "global", "prometheus")]
     out += [f"spec.global.{k}" for k in sorted(spec.get("global") or {}) if k != "nodePoolLabelKey"]
+    # The usage database's URL (time-based fair share) is read from here; no Prometheus is deployed.
+    out += [f"spec.prometheus.{k}" for k in sorted(spec.get("prometheus") or {}) if k != "externalPrometheusUrl"]
     return out
 
 

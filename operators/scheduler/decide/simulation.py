@@ -14,6 +14,7 @@ from operators.scheduler.decide import provisioning
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.plugins.proportion.usage import usage_from_documents, usage_pairs
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord, parse_time
 from operators.scheduler.decide.snapshot import Snapshot, flatten, snapshot_from_objects
 
@@ -96,6 +97,9 @@ def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig
     snapshot = snapshot_from_objects(with_implicit_podgroups(objects, cfg.scheduler_name),
                                      node_pool_label=cfg.node_pool_label, partition=cfg.partition)
     start = _default_now(snapshot) if now is None else now
+    usage = usage_from_documents(flatten(objects), cfg.usage_db, start)  # time-based fair share input
+    if usage:
+        snapshot = replace(snapshot, queue_usage=usage_pairs(usage))
     result: dict[str, Any] = {"binds": [], "pipelined": [], "evictions": [], "unschedulable": [], "queues": []}
     # ProvisioningRequests given as input are the existing ones; each cycle's new ones stay pending after it.
     requests = [r for o in flatten(objects) if o.get("kind") == provisioning.KIND

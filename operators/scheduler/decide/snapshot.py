@@ -63,6 +63,8 @@ class Snapshot:
     topologies: tuple[TopologyRecord, ...] = ()
     pdbs: tuple[PdbRecord, ...] = ()
     refused_evictions: tuple[RefusedEviction, ...] = ()  # the live loop's recent 429s (never in a file)
+    # Time-based fair share: (queue, (gpu, cpu, memory) usage as a fraction of capacity over the window).
+    queue_usage: tuple[tuple[str, tuple[float, float, float]], ...] = ()
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:

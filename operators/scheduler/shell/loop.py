@@ -14,6 +14,7 @@ import asyncio
 import gc
 import logging
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -34,6 +35,7 @@ from operators.core.kube import raw, status_of
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions
+from operators.scheduler.decide.plugins.proportion.usage import usage_pairs
 from operators.scheduler.decide.snapshot import (
     bindrequest_record,
     build_snapshot,
@@ -48,6 +50,7 @@ from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import PodGroupOverlay, pod_transform
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
 from operators.scheduler.shell.shard import ShardWatcher
+from operators.scheduler.shell.usagedb import UsageReader
 from operators.scheduler.shell.writer import Writer
 
 log = logging.getLogger("scheduler")
@@ -86,8 +89,11 @@ class SchedulerLoop(Writer):
         self.synced = False
         self._init_writes(concurrency)
         self.pods.add_listener(self._on_pod)
+        # Time-based fair share: historical usage fetched in the background (the shard's usageDBConfig).
+        self.usage = UsageReader()
         if shard is not None:
             shard.on_change(self.wake.set)
+            shard.extra_conditions = self.usage.conditions
         # Autoscaler provisioning for gangs that opted in (a no-op while the API server lacks the CRD).
         self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
         self.podgroups.add_listener(self._on_podgroup)
@@ -148,6 +154,7 @@ class SchedulerLoop(Writer):
         try:
             await self._run()
         except asyncio.CancelledError:
+            await self.usage.stop()
             await self._stop_writing()
             raise
 
@@ -155,6 +162,8 @@ class SchedulerLoop(Writer):
         await self.wait_synced()
         log.info("informers synced: %d nodes, %d pods, %d podgroups, %d queues", len(self.nodes.store),
                  len(self.pods.store), len(self.podgroups.store), len(self.queues.store))
+        self.usage.configure((self.shard.refresh() if self.shard is not None else self.config).usage_db)
+        await self.usage.wait_first()
         while True:
             period = self.config.schedule_period
             started = time.monotonic()
@@ -193,8 +202,11 @@ class SchedulerLoop(Writer):
         t0 = time.monotonic()
         if self.shard is not None:
             self.config = self.shard.refresh()
+        self.usage.configure(self.config.usage_db)
         await self.cleanup_bindrequests()
         snapshot = self.provisioning.prefer(self.snapshot())
+        if usage := self.usage.current():  # the last fetched answer: a cycle never waits for the database
+            snapshot = replace(snapshot, queue_usage=usage_pairs(usage))
         t1 = time.monotonic()
         loop = asyncio.get_running_loop()
         streamed: set[str] = set()

@@ -85,6 +85,8 @@ class ShardWatcher:
         self._applied: tuple[KaiObject | None, KaiObject | None] | None = None
         self._reported: dict[str, Any] = {}  # object path -> (conditions seen, conditions written)
         self._writing: asyncio.Task[None] | None = None
+        # More conditions for the instance's own shard (the usage database's), by generation.
+        self.extra_conditions: Callable[[int], list[dict[str, Any]]] | None = None
         SHARD_INFO.labels(shard_name, base.node_pool_name).set(1)
 
     @property
@@ -168,6 +170,8 @@ class ShardWatcher:
         writes: list[tuple[str, Sequence[Mapping[str, Any]], list[dict[str, Any]]]] = []
         if shard is not None:
             wanted = status_conditions(shard.generation, self.effective.error, unhonoured_fields(shard.spec))
+            if self.extra_conditions is not None:
+                wanted += self.extra_conditions(shard.generation)
             writes.append((f"{SHARDS.path()}/{shard.name}", shard.conditions, _own(shard, wanted)))
         if config is not None and not self.effective.config.partition:
             wanted = status_conditions(config.generation, "", unhonoured_config_fields(config.spec))

@@ -26,7 +26,7 @@ def test_shard_schema_types_the_honoured_fields() -> None:
     crd = crdgen.all_crds()["kai.scheduler_schedulingshards.yaml"]
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert set(spec) == {"args", "placementStrategy", "partitionLabelValue", "queueDepthPerAction", "minRuntime",
-                         "kValue", "plugins", "actions"}
+                         "kValue", "plugins", "actions", "usageDBConfig"}
     assert spec["placementStrategy"]["properties"]["gpu"]["enum"] == ["binpack", "spread"]
     assert spec["queueDepthPerAction"]["additionalProperties"] == {"type": "integer"}
     assert spec["plugins"]["additionalProperties"]["properties"]["arguments"]["additionalProperties"] == {

@@ -76,12 +76,12 @@ def test_no_shard_object_means_flags_and_file_alone() -> None:
 
 def test_unhonoured_fields_are_named() -> None:
     spec = {"placementStrategy": {"gpu": "spread"}, "usageDBConfig": {"clientType": "prometheus"},
-            "goMemLimitRatio": 0.8, "args": {"schedule-period": "2s", "leader-elect": "true"},
+            "goMemLimitRatio": 0.8, "futureField": {"a": 1}, "args": {"schedule-period": "2s", "leader-elect": "true"},
             "plugins": {"minruntime": {"arguments": {"defaultReclaimMinRuntime": "1m"}},
                         "snapshot": {"enabled": False}, "predicates": {"enabled": True},
                         "gpupack": {"priority": 900, "arguments": {"x": "y"}}}}
     assert unhonoured_fields(spec) == [
-        "spec.goMemLimitRatio", "spec.usageDBConfig", "spec.args.leader-elect",
+        "spec.futureField", "spec.goMemLimitRatio", "spec.args.leader-elect",
         "spec.plugins.gpupack.priority", "spec.plugins.gpupack.arguments.x", "spec.plugins.snapshot.enabled"]
     assert unhonoured_fields({"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}}) == []
     assert unhonoured_config_fields({"namespace": "kai-scheduler", "global": {

@@ -15,6 +15,7 @@ from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
 from operators.scheduler.decide.ordering import queue_before, queue_facts
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.decide.plugins.proportion.usage import NO_USAGE, queue_usage
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
 
@@ -37,9 +38,11 @@ class Proportion(Plugin):
         """Every queue's fair share (hierarchical, DRF) of the session's total, and its allocatable share."""
         started = time.perf_counter()  # this OnSessionOpen's time, for metrics only
         total = session.total
+        usage = queue_usage(session.snapshot)  # time-based fair share; empty without a usage database
         specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
                                    q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
-                                   q.rec.created, q.rec.uid) for q in session.queues.values()}
+                                   q.rec.created, q.rec.uid, usage.get(q.name, NO_USAGE))
+                 for q in session.queues.values()}
         shares = fair_shares(specs, total, session.config.k_value)
         for q in session.queues.values():
             q.fair_share = shares[q.name]
