@@ -96,6 +96,13 @@ class JobOrder(Protocol):
     def job_order_key(self, job: Job) -> tuple[object, ...]: ...
 
 
+class VictimOrder(Protocol):
+    """A tie-break of victim order inside a queue, smaller evicted first: compared after the job-order rules
+    (priority, elastic state) and before age, so it decides only between jobs those rules call equal."""
+
+    def victim_order_key(self, session: Session, job: Job) -> tuple[object, ...]: ...
+
+
 class TaskOrder(Protocol):
     """Total order of the pods of a job (the highest-priority implementing plugin decides)."""
 
@@ -238,6 +245,7 @@ class Hooks:
     queue_order: QueueOrder | None = None
     job_order: JobOrder | None = None
     task_order: TaskOrder | None = None
+    victim_order: VictimOrder | None = None
     node_prefilter: NodePreFilter | None = None
     node_filter: NodeFilter | None = None
     node_score: NodeScore | None = None
@@ -482,6 +490,8 @@ class Framework:
         task_order: TaskOrder | None = first("task_order")
         self.task_order_key: Callable[[Task], tuple[object, ...]] = (
             task_order.task_order_key if task_order is not None else ordering.task_order_key)
+        self.victim_order_keys: list[Callable[[Session, Job], tuple[object, ...]]] = [
+            h.victim_order.victim_order_key for h in hooks if h.victim_order is not None]
         self.prefilters: list[Callable[[Session, Task], str | None]] = [
             h.node_prefilter.prefilter for h in hooks if h.node_prefilter is not None]
         self.node_filters: list[Callable[[Session, Task, NodeState], str | None]] = [

@@ -285,7 +285,8 @@ class Reclaim:
             hit = shared[1]
         else:
             hit = within_queue_order([c for other in self._by_queue[victim]
-                                      for c in victim_chunks(other, protected(session, other, runtime))])
+                                      for c in victim_chunks(other, protected(session, other, runtime))],
+                                     session)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit
