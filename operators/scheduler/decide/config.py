@@ -64,6 +64,10 @@ class SchedulerConfig:
     reclaim_min_runtime_resolve: str = "lca"
     # proportion plugin `relcaimerSaturationMultiplier` (>= 1).
     reclaimer_saturation_multiplier: float = 1.0
+    # proportion plugin `queuePriorityInQuotaReclaim` (KAI v0.18, alpha, off): a queue may reclaim in-quota
+    # resources of a strictly lower-priority queue while it stays within its own quota, and the deserved band
+    # of the fair share is granted by queue priority, capped by what is left.
+    queue_priority_in_quota_reclaim: bool = False
     # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
     plugins: tuple[PluginSetting, ...] = ()
 
@@ -116,7 +120,7 @@ SHARD_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 PLUGIN_ARGUMENTS: dict[str, frozenset[str]] = {
     "nodeplacement": frozenset({"gpu", "cpu"}),
     "minruntime": frozenset({"defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "reclaimResolveMethod"}),
-    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier"}),
+    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier", "queuePriorityInQuotaReclaim"}),
 }
 
 
@@ -145,7 +149,24 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
         changes["k_value"] = float(proportion["kValue"])
     if proportion.get("relcaimerSaturationMultiplier") is not None:
         changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
+    if proportion.get("queuePriorityInQuotaReclaim") is not None:
+        changes["queue_priority_in_quota_reclaim"] = parse_bool_argument(
+            "queuePriorityInQuotaReclaim", proportion["queuePriorityInQuotaReclaim"])
     return changes
+
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_bool_argument(name: str, value: Any) -> bool:
+    """A boolean plugin argument, spelled as KAI reads it (Go's strconv.ParseBool); a YAML boolean is accepted."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError(f"plugin argument {name} must be true or false, got {value!r}")
 
 
 def _resolve_method(value: Any) -> str:

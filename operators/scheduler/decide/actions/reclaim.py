@@ -7,6 +7,8 @@ the victim side of the hierarchy (the sibling where the reclaimer's and victim's
 its allocatable share ("maintain fair share"), or the reclaimer side stays within its quota while the victim
 side is above its quota ("guarantee deserved quota"); and no level of the reclaimer's ancestry ends more
 saturated than a sibling it takes from. So reclaim takes queues back down to their share, never below it.
+With `queuePriorityInQuotaReclaim` (KAI v0.18, opt-in) a chunk is also valid when the reclaimer side has a strictly
+higher queue priority than the victim side and stays within its quota: in-quota work of lower-priority queues.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, Que
     return r_side, v_side
 
 
+def _by_priority(session: Session, r_side: QueueState, v_side: QueueState) -> bool:
+    """queuePriorityInQuotaReclaim: the reclaimer side outranks the victim side (strictly higher priority)."""
+    return session.config.queue_priority_in_quota_reclaim and r_side.rec.priority > v_side.rec.priority
+
+
 def _could_take(v_side: QueueState, used: Sequence[int]) -> bool:
     """The validator's per-chunk test on the victim side's allocation before anything is taken from it."""
     alloc, share, quota = v_side.allocated, v_side.alloc_share, v_side.rec.quota
@@ -95,7 +102,8 @@ class ReclaimValidator:
         key = (victim, self._used(chunk.vector(self.session)))
         ok = self._viable.get(key)
         if ok is None:
-            ok = self._viable[key] = _could_take(self._diverge(victim)[1], key[1])
+            r_side, v_side = self._diverge(victim)
+            ok = self._viable[key] = (_could_take(v_side, key[1]) or _by_priority(self.session, r_side, v_side))
         return ok
 
     def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
@@ -127,11 +135,15 @@ class ReclaimValidator:
                                    or mine[r] + self.request[r] <= r_side.rec.quota[r] for r in contested)
                 above_quota = [r for r in used if v_side.rec.quota[r] != UNLIMITED
                                and remaining[r] > v_side.rec.quota[r]]
-                if not (within_quota and above_quota):
+                if within_quota and above_quota:
+                    r = self.res if self.res in above_quota else above_quota[0]
+                    reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its quota of "
+                                   f"{amount(v_side.rec.quota, r)}, while queue {r_side.name} is within its quota")
+                elif within_quota and _by_priority(self.session, r_side, v_side):
+                    reasons.append(f"queue {r_side.name} (priority {r_side.rec.priority}) is within its quota and "
+                                   f"outranks queue {v_side.name} (priority {v_side.rec.priority})")
+                else:
                     return None
-                r = self.res if self.res in above_quota else above_quota[0]
-                reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its quota of "
-                               f"{amount(v_side.rec.quota, r)}, while queue {r_side.name} is within its quota")
             for q in chunk.job.queue.lineage():
                 v = a(q)
                 for i in range(3):
@@ -270,7 +282,7 @@ class Reclaim:
             ok = takeable.get(v_side)
             if ok is None:
                 ok = takeable[v_side] = _could_take(v_side, contested)
-            if ok:
+            if ok or _by_priority(session, pair[0], v_side):
                 per_queue.append((victim, self._queue_chunks(session, mine, victim)))
         return MergedVictims(session, per_queue)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decide import explain
+from operators.scheduler.decide.config import parse_bool_argument
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
 from operators.scheduler.decide.ordering import queue_before, queue_facts
@@ -23,7 +24,7 @@ class Proportion(Plugin):
     name = "proportion"
     default_priority = 800
     required = True
-    argument_names = frozenset({"kValue", "relcaimerSaturationMultiplier"})
+    argument_names = frozenset({"kValue", "relcaimerSaturationMultiplier", "queuePriorityInQuotaReclaim"})
 
     # The plain functions (called on every job-tree pop).
     queue_facts = staticmethod(queue_facts)
@@ -40,7 +41,8 @@ class Proportion(Plugin):
         specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
                                    q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
                                    q.rec.created, q.rec.uid) for q in session.queues.values()}
-        shares = fair_shares(specs, total, session.config.k_value)
+        shares = fair_shares(specs, total, session.config.k_value,
+                             priority_ordered=session.config.queue_priority_in_quota_reclaim)
         for q in session.queues.values():
             q.fair_share = shares[q.name]
             q.alloc_share = (
@@ -58,6 +60,8 @@ class Proportion(Plugin):
                     float(arguments[arg])
                 except (TypeError, ValueError):
                     raise ValueError(f"proportion argument {arg} must be a number, got {arguments[arg]!r}") from None
+        if arguments.get("queuePriorityInQuotaReclaim") is not None:
+            parse_bool_argument("queuePriorityInQuotaReclaim", arguments["queuePriorityInQuotaReclaim"])
 
     @staticmethod
     def capacity_error(session: Session, job: Job, tasks: Iterable[Task],
