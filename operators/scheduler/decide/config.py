@@ -68,6 +68,9 @@ class SchedulerConfig:
     # resources of a strictly lower-priority queue while it stays within its own quota, and the deserved band
     # of the fair share is granted by queue priority, capped by what is left.
     queue_priority_in_quota_reclaim: bool = False
+    # proportion plugin `steadyFairShareReclaim` (KAI v0.18, alpha, off): a GPU job of a queue below its steady fair
+    # share may reclaim GPUs from queues above theirs, down to their steady fair share.
+    steady_fair_share_reclaim: bool = False
     # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
     plugins: tuple[PluginSetting, ...] = ()
 
@@ -120,7 +123,8 @@ SHARD_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 PLUGIN_ARGUMENTS: dict[str, frozenset[str]] = {
     "nodeplacement": frozenset({"gpu", "cpu"}),
     "minruntime": frozenset({"defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "reclaimResolveMethod"}),
-    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier", "queuePriorityInQuotaReclaim"}),
+    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier", "queuePriorityInQuotaReclaim",
+                             "steadyFairShareReclaim"}),
 }
 
 
@@ -149,9 +153,10 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
         changes["k_value"] = float(proportion["kValue"])
     if proportion.get("relcaimerSaturationMultiplier") is not None:
         changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
-    if proportion.get("queuePriorityInQuotaReclaim") is not None:
-        changes["queue_priority_in_quota_reclaim"] = parse_bool_argument(
-            "queuePriorityInQuotaReclaim", proportion["queuePriorityInQuotaReclaim"])
+    for arg, attr in (("queuePriorityInQuotaReclaim", "queue_priority_in_quota_reclaim"),
+                      ("steadyFairShareReclaim", "steady_fair_share_reclaim")):
+        if proportion.get(arg) is not None:
+            changes[attr] = parse_bool_argument(arg, proportion[arg])
     return changes
 
 

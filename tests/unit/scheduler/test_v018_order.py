@@ -1,5 +1,5 @@
-"""KAI v0.18 ordering and reclaim features, as `kai simulate` scenarios: the gpujoborder victim tie-break and
-the opt-in `queuePriorityInQuotaReclaim`."""
+"""KAI v0.18 ordering and reclaim features, as `kai simulate` scenarios: the gpujoborder victim tie-break, and
+the opt-in `queuePriorityInQuotaReclaim` and `steadyFairShareReclaim` proportion arguments."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
 from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
 from operators.scheduler.decide.framework import PluginSetting
-from operators.scheduler.decide.plugins.proportion.fairshare import ShareInput, divide
+from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, ShareInput, divide, fair_shares
+from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.records import UNLIMITED
+from operators.scheduler.decide.units import GPU
 
 LATER = "2025-01-01T01:00:00Z"
 OLD = "2025-01-01T00:00:00Z"
@@ -153,3 +155,86 @@ def test_deserved_band_is_granted_by_priority_with_the_flag() -> None:
     high = ShareInput("high", 2, UNLIMITED, 1.0, 1, 200)
     assert divide(2, [low, high]) == {"low": 2, "high": 1}
     assert divide(2, [low, high], priority_ordered=True) == {"low": 1, "high": 1}
+
+
+# --- steadyFairShareReclaim (proportion argument, opt-in) --------------------------------------------------------
+
+def at(minute: int) -> str:
+    return f"2025-01-01T00:{minute:02d}:00Z"
+
+
+def weighted_queues() -> list[dict[str, Any]]:
+    """Three queues with quota 0 and over-quota weight 1 (B idle): steady fair shares of 10 GPUs each on 30."""
+    return [queue(n, gpu=(0, -1, 1)) for n in ("qa", "qb", "qc")]
+
+
+def fragmented_cluster() -> list[dict[str, Any]]:
+    """The design's example on 30 GPUs (10 nodes of 3): qa runs 18 (six 3-GPU jobs, n0-n5), qc runs 9 and waits
+    with a 2-GPU pod; the 3 free GPUs are one per node (n6-n8), so the pod fits nowhere."""
+    objs: list[dict[str, Any]] = [*(node(f"n{i}", gpus=3) for i in range(10)), *PRIORITY_CLASSES,
+                                  *weighted_queues()]
+    for i in range(6):
+        objs += [podgroup(f"a{i}", "qa", created=at(i)), running(f"a{i}-0", f"a{i}", f"n{i}", gpus=3, created=at(i))]
+    for i, (node_name, gpus) in enumerate((("n6", 2), ("n7", 2), ("n8", 2), ("n9", 3))):
+        objs += [podgroup(f"c{i}", "qc", created=at(10 + i)),
+                 running(f"c{i}-0", f"c{i}", node_name, gpus=gpus, created=at(10 + i))]
+    return [*objs, podgroup("p", "qc", created=LATER), pod("p-0", "p", gpus=2, created=LATER)]
+
+
+def steady_config(**arguments: Any) -> SchedulerConfig:
+    return config_from_mapping({"plugins": {"proportion": {"arguments": arguments}}},
+                               SchedulerConfig(actions=("allocate", "reclaim")))
+
+
+def test_fragmented_free_gpus_leave_every_queue_within_its_fair_share() -> None:
+    """Without the argument: fair shares equal demand (qa 18, qc 11), nobody is above theirs, qc's job waits."""
+    d = cycle(fragmented_cluster(), steady_config())
+    assert not d.evictions and not d.pipelined
+
+
+def test_queue_below_its_steady_fair_share_reclaims_from_one_above() -> None:
+    """qc (9 of its 10) reclaims qa's newest job: qa keeps 15 >= 10, and qc at 11 (1.1) stays less saturated than
+    qa (1.5)."""
+    d = cycle(fragmented_cluster(), steady_config(steadyFairShareReclaim="true"))
+    assert [e.pod for e in d.evictions] == ["a5-0"]
+    assert [(p.pod, p.node) for p in d.pipelined] == [("p-0", "n5")]
+    assert "above its steady fair share of 10 GPU" in d.evictions[0].message
+
+
+def test_cpu_only_jobs_do_not_use_the_steady_path() -> None:
+    objs = [o for o in fragmented_cluster() if o["metadata"]["name"] != "p-0"]
+    objs.append(pod("p-0", "p", gpus=0, cpu="200", created=LATER))  # fits no node: CPU-only, so no steady path
+    d = cycle(objs, steady_config(steadyFairShareReclaim="true"))
+    assert not d.evictions
+
+
+def test_victim_queue_keeps_its_steady_fair_share() -> None:
+    """On 30 GPUs (15 nodes of 2): qa runs 13 (a 4-GPU gang, newest, on n0-n1; 1-GPU jobs on n2-n9 and n14), qc
+    runs 8 and waits with a 2-GPU pod. qa's surplus is 3: its newest job, the gang, would take it below 10 and is
+    passed over for its newest 1-GPU job, whose node then has room."""
+    objs: list[dict[str, Any]] = [*(node(f"n{i}", gpus=2) for i in range(15)), *PRIORITY_CLASSES,
+                                  *weighted_queues()]
+    for i, n in enumerate([2, 3, 4, 5, 6, 7, 8, 9, 14]):
+        objs += [podgroup(f"a{i}", "qa", created=at(i)), running(f"a{i}-0", f"a{i}", f"n{n}", created=at(i))]
+    objs += [podgroup("gang", "qa", 2, created=at(30)),
+             running("gang-0", "gang", "n0", gpus=2, created=at(30)),
+             running("gang-1", "gang", "n1", gpus=2, created=at(30))]
+    for i in range(4):
+        objs += [podgroup(f"c{i}", "qc", created=at(40 + i)),
+                 running(f"c{i}-0", f"c{i}", f"n{10 + i}", gpus=2, created=at(40 + i))]
+    objs += [podgroup("p", "qc", created=LATER), pod("p-0", "p", gpus=2, created=LATER)]
+    d = cycle(objs, steady_config(steadyFairShareReclaim="true"))
+    assert [e.pod for e in d.evictions] == ["a8-0"]
+    assert ("p-0", "n14") in [(p.pod, p.node) for p in d.pipelined]
+    assert not cycle(objs, steady_config()).evictions
+
+
+def test_steady_shares_follow_weights_not_demand() -> None:
+    """A queue with an over-quota weight and a finite quota counts as asking for the whole cluster; one with
+    unlimited quota (qd) keeps its real demand."""
+    specs = {n: QueueSpec(n, "", (q, UNLIMITED, UNLIMITED), (UNLIMITED,) * 3, (1.0, 1.0, 1.0), (r * GPU, 0, 0))
+             for n, q, r in (("qa", 0, 18), ("qb", 0, 0), ("qc", 0, 11), ("qd", UNLIMITED, 0))}
+    total = (30 * GPU, 0, 0)
+    assert {n: v[0] // GPU for n, v in fair_shares(specs, total).items()} == {"qa": 18, "qb": 0, "qc": 11, "qd": 0}
+    assert {n: v[0] // GPU for n, v in steady_shares(specs, total).items()} == {"qa": 10, "qb": 10, "qc": 10,
+                                                                                "qd": 0}

@@ -9,6 +9,8 @@ side is above its quota ("guarantee deserved quota"); and no level of the reclai
 saturated than a sibling it takes from. So reclaim takes queues back down to their share, never below it.
 With `queuePriorityInQuotaReclaim` (KAI v0.18, opt-in) a chunk is also valid when the reclaimer side has a strictly
 higher queue priority than the victim side and stays within its quota: in-quota work of lower-priority queues.
+With `steadyFairShareReclaim` (KAI v0.18, opt-in) a GPU job may also reclaim on the steady fair-share path (see
+`steady`), whose victims, floor and saturation rule use steady fair shares.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from operators.scheduler.decide.actions import steady
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     Chunk,
@@ -71,8 +74,13 @@ class ReclaimValidator:
     """Fairness rules of one reclaimer against one scenario, on the accounting at the start of its search."""
 
     def __init__(self, session: Session, job: Job, request: Sequence[int],
-                 sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None) -> None:
+                 sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None, *,
+                 existing: bool = True, steady_path: bool = False) -> None:
+        """`existing`: the job passed the fair-share entry (the fairness and quota rules apply); `steady_path`: it
+        passed the steady fair-share entry (`steady.may_reclaim`)."""
         assert job.queue is not None
+        self.existing = existing
+        self.steady = steady_path
         self.session = session
         self.job = job
         self.queue = job.queue
@@ -103,7 +111,12 @@ class ReclaimValidator:
         ok = self._viable.get(key)
         if ok is None:
             r_side, v_side = self._diverge(victim)
-            ok = self._viable[key] = (_could_take(v_side, key[1]) or _by_priority(self.session, r_side, v_side))
+            ok = self._viable[key] = self.existing and (_could_take(v_side, key[1])
+                                                        or _by_priority(self.session, r_side, v_side))
+        if not ok and self.steady:
+            r_side, v_side = self._diverge(victim)
+            return steady.takes(r_side, r_side.allocated[0], v_side, v_side.allocated[0],
+                                chunk.vector(self.session)[0])
         return ok
 
     def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
@@ -118,14 +131,21 @@ class ReclaimValidator:
         contested = self.contested
         reasons: list[str] = []
         affected: set[QueueState] = set()
+        on_steady: set[QueueState] = set()  # queues taken from on the steady fair-share path
         for chunk in scenario:
             assert chunk.job.queue is not None
             r_side, v_side = self._diverge(chunk.job.queue)
             vec = chunk.vector(self.session)
             used = self._used(vec)
             remaining = a(v_side)
-            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]]
-            if above_share:
+            path_steady = False
+            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]] if self.existing else []
+            if not self.existing:
+                if not (self.steady and steady.takes(r_side, a(r_side)[0], v_side, remaining[0], vec[0])):
+                    return None
+                reasons.append(_steady_reason(v_side, remaining))
+                path_steady = True
+            elif above_share:
                 r = self.res if self.res in above_share else above_share[0]
                 reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its fair share of "
                                f"{amount(v_side.alloc_share, r)}")
@@ -142,16 +162,27 @@ class ReclaimValidator:
                 elif within_quota and _by_priority(self.session, r_side, v_side):
                     reasons.append(f"queue {r_side.name} (priority {r_side.rec.priority}) is within its quota and "
                                    f"outranks queue {v_side.name} (priority {v_side.rec.priority})")
+                elif self.steady and steady.takes(r_side, mine[0], v_side, remaining[0], vec[0]):
+                    reasons.append(_steady_reason(v_side, remaining))
+                    path_steady = True
                 else:
                     return None
-            for q in chunk.job.queue.lineage():
+            lineage = chunk.job.queue.lineage()
+            for q in lineage:
                 v = a(q)
                 for i in range(3):
                     v[i] -= vec[i]
-                affected.add(q)
+            (on_steady if path_steady else affected).update(lineage)
         if not self._saturation_ok(a, affected, contested):
             return None
+        if on_steady and not steady.saturation_ok(self.queue.lineage(), self._siblings, a, on_steady,
+                                                  self.request[0], self.multiplier):
+            return None
         return reasons
+
+    def _siblings(self, q: QueueState) -> list[QueueState]:
+        return q.parent.children if q.parent is not None else [
+            s for s in self.session.queues.values() if s.parent is None]
 
     def _saturation_ok(self, a: Callable[[QueueState], list[int]], affected: set[QueueState],
                        contested: list[int]) -> bool:
@@ -177,6 +208,11 @@ class ReclaimValidator:
                     if ratio * self.multiplier >= a(s)[r] / theirs - _RATIO_EPS:
                         return False
         return True
+
+
+def _steady_reason(v_side: QueueState, remaining: Sequence[int]) -> str:
+    return (f"queue {v_side.name} uses {amount(remaining, 0)}, above its steady fair share of "
+            f"{amount((v_side.steady_keep, 0, 0), 0)}")
 
 
 class Reclaim:
@@ -218,7 +254,9 @@ class Reclaim:
             if signature in failed:
                 continue
             request = session.job_request(tasks)
-            if not can_reclaim(job.queue, request):
+            existing = can_reclaim(job.queue, request)
+            steady_path = steady.may_reclaim(session, job.queue, request)
+            if not (existing or steady_path):
                 continue
             # Limits are checked in each scenario, after its victims left: a victim below a limited queue makes
             # room under it. Here only a limit that every candidate leaving would not relieve rules the job out.
@@ -237,7 +275,8 @@ class Reclaim:
             def describe(task: Task, chunk: Chunk, reason: str, job: Job = job) -> str:
                 return reclaim_message(task, job, reason)
 
-            validator = ReclaimValidator(session, job, request, self._sides)
+            validator = ReclaimValidator(session, job, request, self._sides, existing=existing,
+                                         steady_path=steady_path)
             if solver.solve(stmt, job, tasks, chunks, describe=describe, validate=validator,
                             viable=validator.viable):
                 victims = {id(op.task.job): op.task.job for op in stmt.ops if op.kind == "evict" and op.task.job}
@@ -282,7 +321,7 @@ class Reclaim:
             ok = takeable.get(v_side)
             if ok is None:
                 ok = takeable[v_side] = _could_take(v_side, contested)
-            if ok or _by_priority(session, pair[0], v_side):
+            if ok or _by_priority(session, pair[0], v_side) or steady.above_keep(session, v_side):
                 per_queue.append((victim, self._queue_chunks(session, mine, victim)))
         return MergedVictims(session, per_queue)
 
