@@ -71,6 +71,10 @@ class SchedulerConfig:
     # proportion plugin `steadyFairShareReclaim` (KAI v0.18, alpha, off): a GPU job of a queue below its steady fair
     # share may reclaim GPUs from queues above theirs, down to their steady fair share.
     steady_fair_share_reclaim: bool = False
+    # `scenarioSearchBudgets.minFailedSearchBackoff` / `.maxFailedSearchBackoff` (KAI v0.18, off): per action (or
+    # `default`), seconds a job whose search failed is left out of that action (see `searchbackoff`).
+    min_failed_search_backoff: Mapping[str, float] = field(default_factory=dict)
+    max_failed_search_backoff: Mapping[str, float] = field(default_factory=dict)
     # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
     plugins: tuple[PluginSetting, ...] = ()
 
@@ -174,6 +178,15 @@ def parse_bool_argument(name: str, value: Any) -> bool:
     raise ValueError(f"plugin argument {name} must be true or false, got {value!r}")
 
 
+def _action_durations(field_name: str, raw: Any) -> dict[str, float]:
+    """A map of action name (or `default`) to a duration, in seconds."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{field_name} must map action names to durations, got {raw!r}")
+    return {str(action): parse_duration(value) for action, value in raw.items()}
+
+
 def _resolve_method(value: Any) -> str:
     method = str(value)
     if method not in ("lca", "queue"):
@@ -219,6 +232,11 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
             changes[attr] = parse_duration(min_runtime[camel])
     if min_runtime.get("reclaimResolveMethod"):
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
+    budgets = spec.get("scenarioSearchBudgets") or {}
+    for camel, attr in (("minFailedSearchBackoff", "min_failed_search_backoff"),
+                        ("maxFailedSearchBackoff", "max_failed_search_backoff")):
+        if camel in budgets:
+            changes[attr] = _action_durations(f"scenarioSearchBudgets.{camel}", budgets[camel])
     # Plugin arguments replace what the dedicated fields set (KAI renders those fields as plugin arguments).
     if isinstance(spec.get("plugins"), Mapping):
         changes["plugins"] = merge_settings(cfg.plugins, parse_plugin_settings(spec["plugins"], cfg.plugins))

@@ -7,7 +7,7 @@ shard selector, so the live loop can call it every cycle; all derived state is b
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import keys
@@ -29,6 +29,7 @@ from operators.scheduler.decide.records import (
     queue_record,
     topology_record,
 )
+from operators.scheduler.decide.searchbackoff import Backoff
 
 __all__ = [
     "Snapshot",
@@ -57,6 +58,8 @@ class Snapshot:
     configmaps: frozenset[str] = frozenset()  # "namespace/name"
     node_pool: str = ""
     topologies: tuple[TopologyRecord, ...] = ()
+    # Failed-search back-offs carried from the previous cycles (`searchbackoff`), by (action, job key).
+    search_backoff: Mapping[tuple[str, str], Backoff] = field(default_factory=dict)
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:

@@ -11,6 +11,7 @@ created while the cycle goes on. The informer transforms and the assume cache ar
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import time
@@ -33,6 +34,7 @@ from operators.core.kube import raw, status_of
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions
+from operators.scheduler.decide.searchbackoff import Backoff
 from operators.scheduler.decide.snapshot import (
     bindrequest_record,
     build_snapshot,
@@ -87,6 +89,8 @@ class SchedulerLoop(Writer):
             shard.on_change(self.wake.set)
         # Autoscaler provisioning for gangs that opted in (a no-op while the API server lacks the CRD).
         self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
+        # The failed-search back-offs (`decide.searchbackoff`), carried from one cycle to the next in memory.
+        self.search_backoff: dict[tuple[str, str], Backoff] = {}
         self.podgroups.add_listener(self._on_podgroup)
 
     # --- triggers --------------------------------------------------------------------------------
@@ -191,6 +195,8 @@ class SchedulerLoop(Writer):
             self.config = self.shard.refresh()
         await self.cleanup_bindrequests()
         snapshot = self.provisioning.prefer(self.snapshot())
+        if self.search_backoff:
+            snapshot = dataclasses.replace(snapshot, search_backoff=self.search_backoff)
         t1 = time.monotonic()
         loop = asyncio.get_running_loop()
         streamed: set[str] = set()
@@ -202,6 +208,7 @@ class SchedulerLoop(Writer):
                 pass  # the event loop is closed (shutting down): nothing is written any more
 
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time(), on_bind=on_bind)
+        self.search_backoff = decisions.search_backoff
         if self.shard is not None:
             decisions.unschedulable += self.shard.unserved(self.podgroups.store.values(), self.pods.store.values())
         decisions = self.provisioning.hold(snapshot, decisions, time.time())

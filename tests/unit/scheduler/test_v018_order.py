@@ -1,18 +1,23 @@
 """KAI v0.18 ordering and reclaim features, as `kai simulate` scenarios: the gpujoborder victim tie-break, and
-the opt-in `queuePriorityInQuotaReclaim` and `steadyFairShareReclaim` proportion arguments."""
+the opt-in `queuePriorityInQuotaReclaim` and `steadyFairShareReclaim` proportion arguments, and the opt-in
+back-off of failed scenario searches (`scenarioSearchBudgets`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
 from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
+from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.framework import PluginSetting
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, ShareInput, divide, fair_shares
 from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.records import UNLIMITED
+from operators.scheduler.decide.searchbackoff import Backoff, bounds
+from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.units import GPU
 
 LATER = "2025-01-01T01:00:00Z"
@@ -238,3 +243,79 @@ def test_steady_shares_follow_weights_not_demand() -> None:
     assert {n: v[0] // GPU for n, v in fair_shares(specs, total).items()} == {"qa": 18, "qb": 0, "qc": 11, "qd": 0}
     assert {n: v[0] // GPU for n, v in steady_shares(specs, total).items()} == {"qa": 10, "qb": 10, "qc": 10,
                                                                                 "qd": 0}
+
+
+# --- failed-search back-off (scenarioSearchBudgets, opt-in) ------------------------------------------------------
+
+def preempt_fails(preemptor_gpus: int = 4) -> list[dict[str, Any]]:
+    """One 2-GPU node held by a train job; an inference job of the same queue (quota 8) asks for more than any
+    node has, so its preempt search fails (evicting the victim is simulated, and still nothing fits)."""
+    return [node("n1", gpus=2), queue("q", gpu=(8, -1, 1)), *PRIORITY_CLASSES,
+            podgroup("v", "q"), running("v-0", "v", "n1", gpus=2),
+            podgroup("p", "q", priority_class="inference", created=LATER),
+            pod("p-0", "p", gpus=preemptor_gpus, created=LATER)]
+
+
+def backoff_config(**budgets: Any) -> SchedulerConfig:
+    return config_from_mapping({"scenarioSearchBudgets": budgets}, SchedulerConfig(actions=("allocate", "preempt")))
+
+
+def run(objs: list[dict[str, Any]], config: SchedulerConfig, now: float, table: Any = None) -> Any:
+    snapshot = snapshot_from_objects(objs)
+    if table:
+        snapshot = replace(snapshot, search_backoff=table)
+    return run_cycle(snapshot, config, now)
+
+
+def test_failed_search_backs_off_doubling_up_to_the_maximum() -> None:
+    config = backoff_config(minFailedSearchBackoff={"preempt": "10s"}, maxFailedSearchBackoff={"preempt": "25s"})
+    key = ("preempt", "uid-p")
+    t0 = 1e9
+    d = run(preempt_fails(), config, t0)
+    assert d.search_outcomes == [("preempt", "uid-p", False)]
+    assert d.search_backoff == {key: Backoff(t0 + 10, 10)}
+    # Within the back-off the job is not searched again, and its back-off stands.
+    d = run(preempt_fails(), config, t0 + 5, d.search_backoff)
+    assert d.search_outcomes == []
+    assert d.search_backoff == {key: Backoff(t0 + 10, 10)}
+    # Once it ends, the next failure doubles it, and the maximum caps it.
+    d = run(preempt_fails(), config, t0 + 10, d.search_backoff)
+    assert d.search_outcomes == [("preempt", "uid-p", False)]
+    assert d.search_backoff == {key: Backoff(t0 + 30, 20)}
+    d = run(preempt_fails(), config, t0 + 30, d.search_backoff)
+    assert d.search_backoff == {key: Backoff(t0 + 55, 25)}
+    # A search that solves the job clears its back-off.
+    d = run(preempt_fails(preemptor_gpus=1), config, t0 + 55, d.search_backoff)
+    assert [e.pod for e in d.evictions] == ["v-0"]
+    assert d.search_backoff == {}
+
+
+def test_backoff_is_off_by_default_and_per_action() -> None:
+    d = run(preempt_fails(), SchedulerConfig(actions=("allocate", "preempt")), 1e9)
+    assert not d.search_outcomes and d.search_backoff == {}
+    # `default` applies to every action without its own setting; 0 turns one action off; max defaults to min.
+    config = backoff_config(minFailedSearchBackoff={"default": "1m", "preempt": "0s"})
+    assert run(preempt_fails(), config, 1e9).search_backoff == {}
+    config = backoff_config(minFailedSearchBackoff={"default": "1m"})
+    assert run(preempt_fails(), config, 1e9).search_backoff == {("preempt", "uid-p"): Backoff(1e9 + 60, 60)}
+    assert bounds({"default": 60.0}, {}, "reclaim") == (60.0, 60.0)
+    assert bounds({"reclaim": 10.0}, {"reclaim": 5.0}, "reclaim") == (10.0, 10.0)
+
+
+def test_a_deleted_podgroup_leaves_the_table() -> None:
+    config = backoff_config(minFailedSearchBackoff={"preempt": "10s"})
+    d = run(preempt_fails(), config, 1e9)
+    assert d.search_backoff
+    gone = [o for o in preempt_fails() if o["metadata"]["name"] not in ("p", "p-0")]
+    assert run(gone, config, 1e9 + 1, d.search_backoff).search_backoff == {}
+
+
+def test_reclaim_job_without_victims_backs_off() -> None:
+    """KAI counts a reclaim search that finds no victim at all as failed: q1 runs within its quota, so nothing of
+    it may be reclaimed."""
+    objs = [node("n1", gpus=1), queue("q1", gpu=(1, -1, 1)), queue("q2", gpu=(1, -1, 1)), *PRIORITY_CLASSES,
+            podgroup("v", "q1"), running("v-0", "v", "n1"),
+            podgroup("p", "q2", created=LATER), pod("p-0", "p", gpus=1, created=LATER)]
+    config = config_from_mapping({"scenarioSearchBudgets": {"minFailedSearchBackoff": {"reclaim": "30s"}}},
+                                 SchedulerConfig(actions=("allocate", "reclaim")))
+    assert run(objs, config, 1e9).search_backoff == {("reclaim", "uid-p"): Backoff(1e9 + 30, 30)}

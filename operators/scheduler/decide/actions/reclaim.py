@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.actions import steady
+from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     Chunk,
@@ -252,6 +253,7 @@ class Reclaim:
                 continue
             signature = (job.queue.name, job.preemptible, tuple(t.fit_key for t in tasks))
             if signature in failed:
+                record_search(session, self.name, job, False)  # an equal job's search failed this cycle
                 continue
             request = session.job_request(tasks)
             existing = can_reclaim(job.queue, request)
@@ -269,6 +271,7 @@ class Reclaim:
             if chunks is None:
                 chunks = cache[key] = self._victims(session, job, request)
             if not chunks:
+                record_search(session, self.name, job, False)
                 continue
             stmt = session.statement()
 
@@ -279,6 +282,7 @@ class Reclaim:
                                          steady_path=steady_path)
             if solver.solve(stmt, job, tasks, chunks, describe=describe, validate=validator,
                             viable=validator.viable):
+                record_search(session, self.name, job, True)
                 victims = {id(op.task.job): op.task.job for op in stmt.ops if op.kind == "evict" and op.task.job}
                 touched = {op.task.job.queue for op in stmt.ops if op.task.job is not None}
                 stmt.commit()
@@ -295,6 +299,7 @@ class Reclaim:
             else:
                 stmt.discard()
                 failed.add(signature)
+                record_search(session, self.name, job, False)
 
     def _victims(self, session: Session, job: Job, request: Sequence[int]) -> MergedVictims:
         """Victims of other queues whose victim side is above its share or quota now, in victim order.
