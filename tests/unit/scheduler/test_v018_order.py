@@ -17,6 +17,7 @@ from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, S
 from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.searchbackoff import Backoff, bounds
+from operators.scheduler.decide.shardconfig import unhonoured_fields
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.units import GPU
 
@@ -319,3 +320,10 @@ def test_reclaim_job_without_victims_backs_off() -> None:
     config = config_from_mapping({"scenarioSearchBudgets": {"minFailedSearchBackoff": {"reclaim": "30s"}}},
                                  SchedulerConfig(actions=("allocate", "reclaim")))
     assert run(objs, config, 1e9).search_backoff == {("reclaim", "uid-p"): Backoff(1e9 + 30, 30)}
+
+
+def test_search_budget_fields_other_than_the_backoff_are_named_not_honoured() -> None:
+    spec = {"scenarioSearchBudgets": {"minFailedSearchBackoff": {"default": "10s"}, "maxJobSearchDuration": "1s"}}
+    assert unhonoured_fields(spec) == ["spec.scenarioSearchBudgets.maxJobSearchDuration"]
+    with pytest.raises(ValueError, match=r"scenarioSearchBudgets\.minFailedSearchBackoff must map action names"):
+        config_from_mapping({"scenarioSearchBudgets": {"minFailedSearchBackoff": "10s"}})
