@@ -140,5 +140,12 @@ def test_scheduler_metrics_have_live_values(cluster: Cluster, namespace: str) ->
     assert labels["uid"] and labels["nodepool"], labels
     assert (value(after, "kai_podgroups_scheduled_by_action", action="allocate") or 0) >= 1
     assert (value(after, "kai_total_preemption_attempts") or 0) >= 1
+    # KAI v0.18's per-action eviction counters: the preempted pod counts once its delete was accepted; the
+    # other actions' counters are exposed (at 0 or above) from the start.
+    evictions = (value(after, "kai_total_preemption_evictions") or 0) - (
+        value(before, "kai_total_preemption_evictions") or 0)
+    assert evictions >= 1, evictions
+    for name in ("kai_total_reclaim_evictions", "kai_total_consolidation_evictions"):
+        assert value(before, name) is not None, name
     assert value(after, "kai_queue_fair_share_gpu", queue_name=team) is not None
     assert (value(after, "kai_queue_gpu_usage", queue_name=team) or 0) >= 1

@@ -65,6 +65,17 @@ class SchedulerConfig:
     reclaim_min_runtime_resolve: str = "lca"
     # proportion plugin `relcaimerSaturationMultiplier` (>= 1).
     reclaimer_saturation_multiplier: float = 1.0
+    # proportion plugin `queuePriorityInQuotaReclaim` (KAI v0.18, alpha, off): a queue may reclaim in-quota
+    # resources of a strictly lower-priority queue while it stays within its own quota, and the deserved band
+    # of the fair share is granted by queue priority, capped by what is left.
+    queue_priority_in_quota_reclaim: bool = False
+    # proportion plugin `steadyFairShareReclaim` (KAI v0.18, alpha, off): a GPU job of a queue below its steady fair
+    # share may reclaim GPUs from queues above theirs, down to their steady fair share.
+    steady_fair_share_reclaim: bool = False
+    # `scenarioSearchBudgets.minFailedSearchBackoff` / `.maxFailedSearchBackoff` (KAI v0.18, off): per action (or
+    # `default`), seconds a job whose search failed is left out of that action (see `searchbackoff`).
+    min_failed_search_backoff: Mapping[str, float] = field(default_factory=dict)
+    max_failed_search_backoff: Mapping[str, float] = field(default_factory=dict)
     # The `plugins` map of every configuration layer, merged per plugin (enabled set, order, arguments, class).
     plugins: tuple[PluginSetting, ...] = ()
     # How a victim leaves: `eviction` (the pods/eviction subresource: PodDisruptionBudgets and admission may
@@ -123,7 +134,8 @@ SHARD_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 PLUGIN_ARGUMENTS: dict[str, frozenset[str]] = {
     "nodeplacement": frozenset({"gpu", "cpu"}),
     "minruntime": frozenset({"defaultPreemptMinRuntime", "defaultReclaimMinRuntime", "reclaimResolveMethod"}),
-    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier"}),
+    "proportion": frozenset({"kValue", "relcaimerSaturationMultiplier", "queuePriorityInQuotaReclaim",
+                             "steadyFairShareReclaim"}),
 }
 
 
@@ -152,7 +164,34 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
         changes["k_value"] = max(0.0, float(proportion["kValue"]))  # KAI: k <= 0 is 0
     if proportion.get("relcaimerSaturationMultiplier") is not None:
         changes["reclaimer_saturation_multiplier"] = float(proportion["relcaimerSaturationMultiplier"])
+    for arg, attr in (("queuePriorityInQuotaReclaim", "queue_priority_in_quota_reclaim"),
+                      ("steadyFairShareReclaim", "steady_fair_share_reclaim")):
+        if proportion.get(arg) is not None:
+            changes[attr] = parse_bool_argument(arg, proportion[arg])
     return changes
+
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_bool_argument(name: str, value: Any) -> bool:
+    """A boolean plugin argument, spelled as KAI reads it (Go's strconv.ParseBool); a YAML boolean is accepted."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ValueError(f"plugin argument {name} must be true or false, got {value!r}")
+
+
+def _action_durations(field_name: str, raw: Any) -> dict[str, float]:
+    """A map of action name (or `default`) to a duration, in seconds."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{field_name} must map action names to durations, got {raw!r}")
+    return {str(action): parse_duration(value) for action, value in raw.items()}
 
 
 def _resolve_method(value: Any) -> str:
@@ -202,6 +241,11 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
             changes[attr] = parse_duration(min_runtime[camel])
     if min_runtime.get("reclaimResolveMethod"):
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
+    budgets = spec.get("scenarioSearchBudgets") or {}
+    for camel, attr in (("minFailedSearchBackoff", "min_failed_search_backoff"),
+                        ("maxFailedSearchBackoff", "max_failed_search_backoff")):
+        if camel in budgets:
+            changes[attr] = _action_durations(f"scenarioSearchBudgets.{camel}", budgets[camel])
     # Plugin arguments replace what the dedicated fields set (KAI renders those fields as plugin arguments).
     if isinstance(spec.get("plugins"), Mapping):
         changes["plugins"] = merge_settings(cfg.plugins, parse_plugin_settings(spec["plugins"], cfg.plugins))

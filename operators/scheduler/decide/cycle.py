@@ -11,6 +11,7 @@ from operators.scheduler.decide.actions.allocate import Allocate
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions
 from operators.scheduler.decide.framework import builtin_plugins
+from operators.scheduler.decide.searchbackoff import advance, job_key
 from operators.scheduler.decide.session import Session
 from operators.scheduler.decide.snapshot import Snapshot
 
@@ -44,6 +45,10 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
                 timings[name] = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
         decisions = session.close()
+        if snapshot.search_backoff or decisions.search_outcomes:
+            decisions.search_backoff = advance(
+                snapshot.search_backoff, decisions.search_outcomes, now, config.min_failed_search_backoff,
+                config.max_failed_search_backoff, (job_key(g.namespace, g.name, g.uid) for g in snapshot.podgroups))
         timings["close-session"] = (time.perf_counter() - started) * 1000
         decisions.timings.update(timings)  # the session adds its plugins' ("plugin/<name>")
         return decisions

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from operators.scheduler.decide.searchbackoff import Backoff
+
 
 @dataclass(frozen=True, slots=True)
 class Bind:
@@ -165,6 +167,10 @@ class Decisions:
     # Event counts for metrics ("scenarios_simulation/<action>", "scenarios_filtered/<action>",
     # "scenarios_duplicate/<action>"): never printed.
     counters: dict[str, int] = field(default_factory=dict)
+    # Scenario searches of this cycle, (action, job key, solved), and the failed-search back-off table they lead
+    # to (`searchbackoff`): the shell passes the table to the next cycle's snapshot. Never printed.
+    search_outcomes: list[tuple[str, str, bool]] = field(default_factory=list)
+    search_backoff: dict[tuple[str, str], Backoff] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -96,6 +96,13 @@ class JobOrder(Protocol):
     def job_order_key(self, job: Job) -> tuple[object, ...]: ...
 
 
+class VictimOrder(Protocol):
+    """A tie-break of victim order inside a queue, smaller evicted first: compared after the job-order rules
+    (priority, elastic state) and before age, so it decides only between jobs those rules call equal."""
+
+    def victim_order_key(self, session: Session, job: Job) -> tuple[object, ...]: ...
+
+
 class TaskOrder(Protocol):
     """Total order of the pods of a job (the highest-priority implementing plugin decides)."""
 
@@ -147,7 +154,7 @@ class VictimFilter(Protocol):
     def may_evict(self, session: Session, preemptor: Job, victim: Job, action: str) -> bool: ...
 
 
-class VictimOrder(Protocol):
+class VictimChunkOrder(Protocol):
     """Reorder (or drop) a search's victim chunks, given as each chunk's pods in the action's order: returns
     the indexes of the chunks to try, in the order to try them (PodDisruptionBudgets: chunks that would take a
     budget below its minimum go last, or not at all). Applied after the victim filters, in plugin order."""
@@ -247,13 +254,14 @@ class Hooks:
     queue_order: QueueOrder | None = None
     job_order: JobOrder | None = None
     task_order: TaskOrder | None = None
+    victim_order: VictimOrder | None = None
     node_prefilter: NodePreFilter | None = None
     node_filter: NodeFilter | None = None
     node_score: NodeScore | None = None
     node_subsets: NodeSubsets | None = None
     job_gate: JobGate | None = None
     victim_filter: VictimFilter | None = None
-    victim_order: VictimOrder | None = None
+    victim_chunk_order: VictimChunkOrder | None = None
     victim_min_runtime: VictimMinRuntime | None = None
     scenario_validator: ScenarioValidator | None = None
     capacity: Capacity | None = None
@@ -492,6 +500,8 @@ class Framework:
         task_order: TaskOrder | None = first("task_order")
         self.task_order_key: Callable[[Task], tuple[object, ...]] = (
             task_order.task_order_key if task_order is not None else ordering.task_order_key)
+        self.victim_order_keys: list[Callable[[Session, Job], tuple[object, ...]]] = [
+            h.victim_order.victim_order_key for h in hooks if h.victim_order is not None]
         self.prefilters: list[Callable[[Session, Task], str | None]] = [
             h.node_prefilter.prefilter for h in hooks if h.node_prefilter is not None]
         self.node_filters: list[Callable[[Session, Task, NodeState], str | None]] = [
@@ -507,7 +517,7 @@ class Framework:
         self.victim_filters: list[Callable[[Session, Job, Job, str], bool]] = [
             h.victim_filter.may_evict for h in hooks if h.victim_filter is not None]
         self.victim_orders: list[Callable[[Session, Job, Sequence[Sequence[Task]], str], list[int]]] = [
-            h.victim_order.order_victims for h in hooks if h.victim_order is not None]
+            h.victim_chunk_order.order_victims for h in hooks if h.victim_chunk_order is not None]
         min_runtime: VictimMinRuntime | None = first("victim_min_runtime")
         self.min_runtime: Callable[[Session, QueueState, QueueState | None], float] | None = (
             min_runtime.min_runtime if min_runtime is not None else None)

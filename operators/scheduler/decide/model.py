@@ -197,6 +197,10 @@ class QueueState:
     request: list[int] = field(default_factory=lambda: [0, 0, 0])
     fair_share: tuple[int, int, int] = (0, 0, 0)
     alloc_share: tuple[int, int, int] = (0, 0, 0)
+    # steadyFairShareReclaim (micro-GPUs): the GPU share if every weighted queue asked for the whole cluster, and
+    # what the queue may keep on that reclaim path (max(quota, steady), capped by the limit); -1: not computed.
+    steady_share: int = -1
+    steady_keep: int = -1
     depth: int = 0
 
     @property

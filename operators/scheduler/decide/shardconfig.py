@@ -21,7 +21,9 @@ from operators.scheduler.decide.usageconfig import with_connection
 
 # Top-level SchedulingShard spec fields the scheduler applies (the rest of KAI's are accepted and kept).
 SHARD_FIELDS = frozenset({"args", "placementStrategy", "partitionLabelValue", "queueDepthPerAction", "minRuntime",
-                          "kValue", "plugins", "actions", "usageDBConfig"})
+                          "kValue", "plugins", "actions", "usageDBConfig", "scenarioSearchBudgets"})
+# `scenarioSearchBudgets` fields the scheduler applies (the failed-search back-off); KAI's search time budgets are not.
+SEARCH_BUDGET_FIELDS = frozenset({"minFailedSearchBackoff", "maxFailedSearchBackoff"})
 NOT_HONOURED = "FieldsNotHonoured"
 REASON_NODE_POOL_NOT_SERVED = "NodePoolNotServed"
 
@@ -64,6 +66,8 @@ def unhonoured_fields(spec: Mapping[str, Any] | None) -> list[str]:
     spec = spec or {}
     out = [f"spec.{k}" for k in sorted(spec) if k not in SHARD_FIELDS]
     out += [f"spec.args.{k}" for k in sorted(spec.get("args") or {}) if k not in SHARD_ARGS]
+    out += [f"spec.scenarioSearchBudgets.{k}" for k in sorted(spec.get("scenarioSearchBudgets") or {})
+            if k not in SEARCH_BUDGET_FIELDS]
     known = builtin_plugins()
     for name, opts in sorted((spec.get("plugins") or {}).items()):
         opts = opts or {}

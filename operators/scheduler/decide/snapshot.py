@@ -7,7 +7,7 @@ shard selector, so the live loop can call it every cycle; all derived state is b
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import keys
@@ -32,6 +32,7 @@ from operators.scheduler.decide.records import (
     queue_record,
     topology_record,
 )
+from operators.scheduler.decide.searchbackoff import Backoff
 
 __all__ = [
     "Snapshot",
@@ -65,6 +66,8 @@ class Snapshot:
     refused_evictions: tuple[RefusedEviction, ...] = ()  # the live loop's recent 429s (never in a file)
     # Time-based fair share: (queue, (gpu, cpu, memory) usage as a fraction of capacity over the window).
     queue_usage: tuple[tuple[str, tuple[float, float, float]], ...] = ()
+    # Failed-search back-offs carried from the previous cycles (`searchbackoff`), by (action, job key).
+    search_backoff: Mapping[tuple[str, str], Backoff] = field(default_factory=dict)
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:

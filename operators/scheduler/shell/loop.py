@@ -36,6 +36,7 @@ from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions
 from operators.scheduler.decide.plugins.proportion.usage import usage_pairs
+from operators.scheduler.decide.searchbackoff import Backoff
 from operators.scheduler.decide.snapshot import (
     bindrequest_record,
     build_snapshot,
@@ -96,6 +97,8 @@ class SchedulerLoop(Writer):
             shard.extra_conditions = self.usage.conditions
         # Autoscaler provisioning for gangs that opted in (a no-op while the API server lacks the CRD).
         self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
+        # The failed-search back-offs (`decide.searchbackoff`), carried from one cycle to the next in memory.
+        self.search_backoff: dict[tuple[str, str], Backoff] = {}
         self.podgroups.add_listener(self._on_podgroup)
 
     # --- triggers --------------------------------------------------------------------------------
@@ -207,6 +210,8 @@ class SchedulerLoop(Writer):
         snapshot = self.provisioning.prefer(self.snapshot())
         if usage := self.usage.current():  # the last fetched answer: a cycle never waits for the database
             snapshot = replace(snapshot, queue_usage=usage_pairs(usage))
+        if self.search_backoff:
+            snapshot = replace(snapshot, search_backoff=self.search_backoff)
         t1 = time.monotonic()
         loop = asyncio.get_running_loop()
         streamed: set[str] = set()
@@ -218,6 +223,7 @@ class SchedulerLoop(Writer):
                 pass  # the event loop is closed (shutting down): nothing is written any more
 
         decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time(), on_bind=on_bind)
+        self.search_backoff = decisions.search_backoff
         if self.shard is not None:
             decisions.unschedulable += self.shard.unserved(self.podgroups.store.values(), self.pods.store.values())
         decisions = self.provisioning.hold(snapshot, decisions, time.time())

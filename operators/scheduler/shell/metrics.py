@@ -37,6 +37,11 @@ for _action in ("reclaim", "preempt", "consolidation"):  # the solver's actions:
 SCHEDULED = Counter("kai_podgroups_scheduled_by_action", "PodGroups that got pods bound", ["action"])
 ACTED_ON = Counter("kai_podgroups_acted_on_by_action", "PodGroups evicted from", ["action"])
 EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the scheduler")
+# KAI v0.18's eviction counters: victim pods of each solver action whose delete the API server accepted (a pod
+# already gone, a refused request, and evictions outside these actions are not counted); exposed at 0 from start.
+ACTION_EVICTIONS = {action: Counter(f"kai_total_{name}_evictions", f"Victim pods evicted by the {action} action")
+                    for action, name in (("preempt", "preemption"), ("reclaim", "reclaim"),
+                                         ("consolidation", "consolidation"))}
 FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", ["queue_name"])
               for r, n in (("gpu", "gpu"), ("cpu", "cpu_cores"), ("memory", "memory_gb"))}
 USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", ["queue_name"]) for r in ("gpu", "cpu", "memory")}

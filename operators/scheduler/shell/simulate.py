@@ -1,8 +1,8 @@
 """`kai simulate`: run scheduling cycles on objects read from YAML files and print the decisions.
 
 Input: YAML streams of ordinary Kubernetes objects (Nodes, Pods, PodGroups, Queues, PriorityClasses, Topologies,
-BindRequests, ConfigMaps, ProvisioningRequests, PodDisruptionBudgets; `kind: List` is expanded). A gang that opted into autoscaler
-provisioning and does not fit shows the ProvisioningRequest it would get in a `provisioning` list.
+BindRequests, ConfigMaps, ProvisioningRequests, PodDisruptionBudgets; `kind: List` is expanded). A gang that
+opted into autoscaler provisioning and does not fit shows the ProvisioningRequest it would get in a `provisioning` list.
 A pod with spec.nodeName and phase Running runs there.
 Bare kai-scheduler pods without a `pod-group-name` annotation get the PodGroup the pod-grouper would create
 (`pg-<pod>-<uid>`, minMember 1), so the KAI quickstart pods can be simulated as they are.

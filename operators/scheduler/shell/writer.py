@@ -321,6 +321,10 @@ class Writer:
                 return False
             if not is_not_found(exc) and status_of(exc) != 409:
                 raise
+        else:
+            counter = metrics.ACTION_EVICTIONS.get(e.action)
+            if counter is not None:
+                counter.inc()
         metrics.EVICTIONS.inc()
         metrics.ACTED_ON.labels(e.action).inc()
         group = self.podgroups.get(f"{e.namespace}/{e.pod_group}")

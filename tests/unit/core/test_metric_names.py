@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from operators.core.metrics import Counter, exposition
 from operators.queuecontroller.metrics import QueueMetrics
 
-# KAI's scheduler metrics (namespace `kai`): name -> type.
+# KAI v0.18's scheduler metrics (namespace `kai`): name -> type.
 KAI_SCHEDULER = {
     "kai_e2e_scheduling_latency_milliseconds": "gauge",
     "kai_open_session_latency_milliseconds": "gauge",
@@ -35,6 +35,10 @@ KAI_SCHEDULER = {
     "kai_queue_gpu_usage": "gauge",
     "kai_usage_query_latency_milliseconds": "histogram",
     "kai_pod_group_evicted_pods_total": "counter",
+    # v0.18: victim pods evicted per solver action.
+    "kai_total_preemption_evictions": "counter",
+    "kai_total_reclaim_evictions": "counter",
+    "kai_total_consolidation_evictions": "counter",
 }
 # KAI v0.18's queue-controller metrics (v0.18 added non-preemptible, requested and limit).
 KAI_QUEUE_CONTROLLER = {name: "gauge" for name in (
@@ -75,6 +79,9 @@ def test_scheduler_counter_samples_carry_no_added_suffix() -> None:
     names = sample_names(text)
     # The solver's actions are exposed at 0 from the start, under KAI's names.
     assert "kai_scenarios_simulation_by_action" in names and "kai_scenarios_filtered_by_action" in names
+    # KAI v0.18's per-action eviction counters carry no labels and are exposed at 0 from the start.
+    for action in ("preemption", "reclaim", "consolidation"):
+        assert f"kai_total_{action}_evictions 0.0" in text.splitlines()
     assert not [n for n in names if n.endswith(("_total_total", "_created"))]
     assert not [n for n in names if n.startswith("kai_") and n.removesuffix("_total") in KAI_SCHEDULER
                 and n not in KAI_SCHEDULER]

@@ -242,13 +242,11 @@ def test_consolidation_frees_one_rack_for_a_rack_bound_gang() -> None:
 
 
 def test_consolidation_never_moves_a_rack_bound_job_out_of_its_rack() -> None:
-    """A running gang bound to rack r1 is the first victim (the lowest priority); moving it would split it over two
-    racks."""
+    """A running gang bound to rack r1 is the newest victim; moving it would split it over two racks."""
     def scenario() -> list[dict[str, Any]]:
         bound = podgroup("v", "q", 2, created="2025-01-20T00:00:00Z")
         bound["spec"]["topologyConstraint"] = {"topology": "dc", "requiredTopologyLevel": "rack"}
-        return [*racks(zones=1), queue("q"), *running("x", "z0-r0-0", 2, priority_class="build-preemptible"),
-                *running("y", "z0-r0-1", 4, priority_class="build-preemptible"), bound,
+        return [*racks(zones=1), queue("q"), *running("x", "z0-r0-0", 2), *running("y", "z0-r0-1", 4), bound,
                 pod("v-0", "v", gpus=2, node_name="z0-r1-0", phase="Running"),
                 pod("v-1", "v", gpus=2, node_name="z0-r1-1", phase="Running"),
                 *gang("p", 1, 4, created="2025-02-01T00:00:00Z")]

@@ -6,9 +6,17 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.model import Job, Task
+from operators.scheduler.decide.searchbackoff import job_key
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session, Statement
+
+
+def record_search(session: Session, action: str, job: Job, solved: bool) -> None:
+    """Note the outcome of a scenario search for `job` (the failed-search back-off; only when configured)."""
+    if session.config.min_failed_search_backoff:
+        rec = job.rec
+        session.decisions.search_outcomes.append((action, job_key(rec.namespace, rec.name, rec.uid), solved))
 
 
 def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False,

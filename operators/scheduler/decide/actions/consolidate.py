@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver, cluster_free
 from operators.scheduler.decide.actions.victims import (
     Chunk,
@@ -75,14 +76,18 @@ class Consolidation:
                 continue
             signature = tuple(t.fit_key for t in tasks)
             request = session.job_request(tasks)
-            if signature in failed or not fits_free(request, free):
+            if not fits_free(request, free):
                 continue  # moving pods never frees capacity: the cluster must already have room in total
+            if signature in failed:
+                record_search(session, self.name, job, False)  # an equal job's search failed this cycle
+                continue
             if session.capacity_error(job, tasks) is not None:
                 continue
             if ordered is None:
                 ordered = self._victims(session, job, candidates)
             chunks = ordered
             if not chunks:
+                record_search(session, self.name, job, False)
                 continue
             stmt = session.statement()
 
@@ -91,6 +96,7 @@ class Consolidation:
 
             if solver.solve(stmt, job, tasks, chunks, describe=describe, move_victims=True,
                             max_victim_jobs=limit if limit > 0 else None):
+                record_search(session, self.name, job, True)
                 stmt.commit()
                 tree.invalidate(job.queue)
                 solver.changed()
@@ -100,6 +106,7 @@ class Consolidation:
             else:
                 stmt.discard()
                 failed.add(signature)
+                record_search(session, self.name, job, False)
 
     @staticmethod
     def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:

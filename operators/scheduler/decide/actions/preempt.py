@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     Chunk,
@@ -72,6 +73,7 @@ class Preempt:
                 continue
             signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))
             if signature in failed:
+                record_search(session, self.name, job, False)  # an equal job's search failed this cycle
                 continue
             # Limits are checked in each scenario, after its victims left (they are all in this queue); here
             # only what no scenario can change: the non-preemptible quota, and a limit even every candidate of
@@ -86,6 +88,7 @@ class Preempt:
             if chunks is None:
                 chunks = cache[key] = self._victims(session, job, candidates)
             if not chunks:
+                record_search(session, self.name, job, False)
                 continue
             stmt = session.statement()
 
@@ -93,6 +96,7 @@ class Preempt:
                 return preempt_message(task, chunk.job, job)
 
             if solver.solve(stmt, job, tasks, chunks, describe=describe):
+                record_search(session, self.name, job, True)
                 stmt.commit()
                 tree.invalidate(job.queue)
                 solver.changed()
@@ -102,6 +106,7 @@ class Preempt:
             else:
                 stmt.discard()
                 failed.add(signature)
+                record_search(session, self.name, job, False)
 
     @staticmethod
     def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:

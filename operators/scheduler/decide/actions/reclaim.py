@@ -7,6 +7,10 @@ the victim side of the hierarchy (the sibling where the reclaimer's and victim's
 its allocatable share ("maintain fair share"), or the reclaimer side stays within its quota while the victim
 side is above its quota ("guarantee deserved quota"); and no level of the reclaimer's ancestry ends more
 saturated than a sibling it takes from. So reclaim takes queues back down to their share, never below it.
+With `queuePriorityInQuotaReclaim` (KAI v0.18, opt-in) a chunk is also valid when the reclaimer side has a strictly
+higher queue priority than the victim side and stays within its quota: in-quota work of lower-priority queues.
+With `steadyFairShareReclaim` (KAI v0.18, opt-in) a GPU job may also reclaim on the steady fair-share path (see
+`steady`), whose victims, floor and saturation rule use steady fair shares.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from operators.scheduler.decide.actions import steady
+from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     Chunk,
@@ -54,6 +60,11 @@ def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, Que
     return r_side, v_side
 
 
+def _by_priority(session: Session, r_side: QueueState, v_side: QueueState) -> bool:
+    """queuePriorityInQuotaReclaim: the reclaimer side outranks the victim side (strictly higher priority)."""
+    return session.config.queue_priority_in_quota_reclaim and r_side.rec.priority > v_side.rec.priority
+
+
 def _could_take(v_side: QueueState, used: Sequence[int]) -> bool:
     """The validator's per-chunk test on the victim side's allocation before anything is taken from it."""
     alloc, share, quota = v_side.allocated, v_side.alloc_share, v_side.rec.quota
@@ -64,8 +75,13 @@ class ReclaimValidator:
     """Fairness rules of one reclaimer against one scenario, on the accounting at the start of its search."""
 
     def __init__(self, session: Session, job: Job, request: Sequence[int],
-                 sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None) -> None:
+                 sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]] | None = None, *,
+                 existing: bool = True, steady_path: bool = False) -> None:
+        """`existing`: the job passed the fair-share entry (the fairness and quota rules apply); `steady_path`: it
+        passed the steady fair-share entry (`steady.may_reclaim`)."""
         assert job.queue is not None
+        self.existing = existing
+        self.steady = steady_path
         self.session = session
         self.job = job
         self.queue = job.queue
@@ -95,7 +111,13 @@ class ReclaimValidator:
         key = (victim, self._used(chunk.vector(self.session)))
         ok = self._viable.get(key)
         if ok is None:
-            ok = self._viable[key] = _could_take(self._diverge(victim)[1], key[1])
+            r_side, v_side = self._diverge(victim)
+            ok = self._viable[key] = self.existing and (_could_take(v_side, key[1])
+                                                        or _by_priority(self.session, r_side, v_side))
+        if not ok and self.steady:
+            r_side, v_side = self._diverge(victim)
+            return steady.takes(r_side, r_side.allocated[0], v_side, v_side.allocated[0],
+                                chunk.vector(self.session)[0])
         return ok
 
     def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
@@ -110,14 +132,21 @@ class ReclaimValidator:
         contested = self.contested
         reasons: list[str] = []
         affected: set[QueueState] = set()
+        on_steady: set[QueueState] = set()  # queues taken from on the steady fair-share path
         for chunk in scenario:
             assert chunk.job.queue is not None
             r_side, v_side = self._diverge(chunk.job.queue)
             vec = chunk.vector(self.session)
             used = self._used(vec)
             remaining = a(v_side)
-            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]]
-            if above_share:
+            path_steady = False
+            above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]] if self.existing else []
+            if not self.existing:
+                if not (self.steady and steady.takes(r_side, a(r_side)[0], v_side, remaining[0], vec[0])):
+                    return None
+                reasons.append(_steady_reason(v_side, remaining))
+                path_steady = True
+            elif above_share:
                 r = self.res if self.res in above_share else above_share[0]
                 reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its fair share of "
                                f"{amount(v_side.alloc_share, r)}")
@@ -127,19 +156,34 @@ class ReclaimValidator:
                                    or mine[r] + self.request[r] <= r_side.rec.quota[r] for r in contested)
                 above_quota = [r for r in used if v_side.rec.quota[r] != UNLIMITED
                                and remaining[r] > v_side.rec.quota[r]]
-                if not (within_quota and above_quota):
+                if within_quota and above_quota:
+                    r = self.res if self.res in above_quota else above_quota[0]
+                    reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its quota of "
+                                   f"{amount(v_side.rec.quota, r)}, while queue {r_side.name} is within its quota")
+                elif within_quota and _by_priority(self.session, r_side, v_side):
+                    reasons.append(f"queue {r_side.name} (priority {r_side.rec.priority}) is within its quota and "
+                                   f"outranks queue {v_side.name} (priority {v_side.rec.priority})")
+                elif self.steady and steady.takes(r_side, mine[0], v_side, remaining[0], vec[0]):
+                    reasons.append(_steady_reason(v_side, remaining))
+                    path_steady = True
+                else:
                     return None
-                r = self.res if self.res in above_quota else above_quota[0]
-                reasons.append(f"queue {v_side.name} uses {amount(remaining, r)}, above its quota of "
-                               f"{amount(v_side.rec.quota, r)}, while queue {r_side.name} is within its quota")
-            for q in chunk.job.queue.lineage():
+            lineage = chunk.job.queue.lineage()
+            for q in lineage:
                 v = a(q)
                 for i in range(3):
                     v[i] -= vec[i]
-                affected.add(q)
+            (on_steady if path_steady else affected).update(lineage)
         if not self._saturation_ok(a, affected, contested):
             return None
+        if on_steady and not steady.saturation_ok(self.queue.lineage(), self._siblings, a, on_steady,
+                                                  self.request[0], self.multiplier):
+            return None
         return reasons
+
+    def _siblings(self, q: QueueState) -> list[QueueState]:
+        return q.parent.children if q.parent is not None else [
+            s for s in self.session.queues.values() if s.parent is None]
 
     def _saturation_ok(self, a: Callable[[QueueState], list[int]], affected: set[QueueState],
                        contested: list[int]) -> bool:
@@ -165,6 +209,11 @@ class ReclaimValidator:
                     if ratio * self.multiplier >= a(s)[r] / theirs - _RATIO_EPS:
                         return False
         return True
+
+
+def _steady_reason(v_side: QueueState, remaining: Sequence[int]) -> str:
+    return (f"queue {v_side.name} uses {amount(remaining, 0)}, above its steady fair share of "
+            f"{amount((v_side.steady_keep, 0, 0), 0)}")
 
 
 class Reclaim:
@@ -204,9 +253,12 @@ class Reclaim:
                 continue
             signature = (job.queue.name, job.preemptible, tuple(t.fit_key for t in tasks))
             if signature in failed:
+                record_search(session, self.name, job, False)  # an equal job's search failed this cycle
                 continue
             request = session.job_request(tasks)
-            if not can_reclaim(job.queue, request):
+            existing = can_reclaim(job.queue, request)
+            steady_path = steady.may_reclaim(session, job.queue, request)
+            if not (existing or steady_path):
                 continue
             # Limits are checked in each scenario, after its victims left: a victim below a limited queue makes
             # room under it. Here only a limit that every candidate leaving would not relieve rules the job out.
@@ -219,15 +271,18 @@ class Reclaim:
             if chunks is None:
                 chunks = cache[key] = self._victims(session, job, request)
             if not chunks:
+                record_search(session, self.name, job, False)
                 continue
             stmt = session.statement()
 
             def describe(task: Task, chunk: Chunk, reason: str, job: Job = job) -> str:
                 return reclaim_message(task, job, reason)
 
-            validator = ReclaimValidator(session, job, request, self._sides)
+            validator = ReclaimValidator(session, job, request, self._sides, existing=existing,
+                                         steady_path=steady_path)
             if solver.solve(stmt, job, tasks, chunks, describe=describe, validate=validator,
                             viable=validator.viable):
+                record_search(session, self.name, job, True)
                 victims = {id(op.task.job): op.task.job for op in stmt.ops if op.kind == "evict" and op.task.job}
                 touched = {op.task.job.queue for op in stmt.ops if op.task.job is not None}
                 stmt.commit()
@@ -244,6 +299,7 @@ class Reclaim:
             else:
                 stmt.discard()
                 failed.add(signature)
+                record_search(session, self.name, job, False)
 
     def _victims(self, session: Session, job: Job, request: Sequence[int]) -> MergedVictims:
         """Victims of other queues whose victim side is above its share or quota now, in victim order.
@@ -270,7 +326,7 @@ class Reclaim:
             ok = takeable.get(v_side)
             if ok is None:
                 ok = takeable[v_side] = _could_take(v_side, contested)
-            if ok:
+            if ok or _by_priority(session, pair[0], v_side) or steady.above_keep(session, v_side):
                 per_queue.append((victim, self._queue_chunks(session, mine, victim)))
         return MergedVictims(session, per_queue)
 
@@ -285,7 +341,8 @@ class Reclaim:
             hit = shared[1]
         else:
             hit = within_queue_order([c for other in self._by_queue[victim]
-                                      for c in victim_chunks(other, protected(session, other, runtime))])
+                                      for c in victim_chunks(other, protected(session, other, runtime))],
+                                     session)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit

@@ -117,12 +117,27 @@ def victim_chunks(job: Job, protected: bool, whole: bool = False) -> list[Chunk]
     return chunks
 
 
-def _within_queue_key(chunk: Chunk, index: int) -> tuple[object, ...]:
-    # Lowest priority first, elastic pods above minimum before cores, then (beyond KAI) the chunk moving the
-    # fewest pods (a single-pod job before a gang: equally good victims, fewer gangs broken), newest job first.
+def _within_queue_key(chunk: Chunk, index: int, tie: tuple[object, ...] = ()) -> tuple[object, ...]:
+    # Lowest priority first, elastic pods above minimum before cores, then the victim-order plugins' tie-break
+    # (`tie`), newest job first.
     rec = chunk.job.rec
-    return (chunk.job.priority, 1 if chunk.core else 0, len(chunk.tasks), -rec.created, rec.namespace, rec.name,
-            index)
+    return (chunk.job.priority, 1 if chunk.core else 0, tie, -rec.created, rec.namespace, rec.name, index)
+
+
+def _victim_ties(session: Session | None, chunks: Sequence[Chunk]) -> list[tuple[object, ...]]:
+    """Per chunk, the victim-order plugins' keys of its job (empty without such plugins)."""
+    providers = session.framework.victim_order_keys if session is not None else []
+    if not providers:
+        return [()] * len(chunks)
+    assert session is not None
+    memo: dict[int, tuple[object, ...]] = {}
+    out = []
+    for c in chunks:
+        tie = memo.get(id(c.job))
+        if tie is None:
+            tie = memo[id(c.job)] = tuple(p(session, c.job) for p in providers)
+        out.append(tie)
+    return out
 
 
 def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
@@ -130,9 +145,10 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
     it are discounted (so victims spread over over-served queues); inside a queue lowest priority first.
     Queues of lower priority are taken from first."""
     by_queue: dict[QueueState, list[tuple[tuple[object, ...], Chunk]]] = {}
-    for i, chunk in enumerate(chunks):
+    chunks = list(chunks)
+    for i, (chunk, tie) in enumerate(zip(chunks, _victim_ties(session, chunks), strict=True)):
         assert chunk.job.queue is not None
-        by_queue.setdefault(chunk.job.queue, []).append((_within_queue_key(chunk, i), chunk))
+        by_queue.setdefault(chunk.job.queue, []).append((_within_queue_key(chunk, i, tie), chunk))
     for items in by_queue.values():
         items.sort(key=lambda kc: kc[0], reverse=True)  # consumed with pop() from the end
     if len(by_queue) == 1:
@@ -164,9 +180,11 @@ def _over_ratio(allocated: Sequence[int], alloc_share: Sequence[int], taken: Seq
     return best
 
 
-def within_queue_order(chunks: Iterable[Chunk]) -> list[Chunk]:
+def within_queue_order(chunks: Iterable[Chunk], session: Session | None = None) -> list[Chunk]:
     """One queue's chunks in the order order_chunks() takes them from that queue."""
-    keyed = [(_within_queue_key(c, i), c) for i, c in enumerate(chunks)]
+    chunks = list(chunks)
+    keyed = [(_within_queue_key(c, i, tie), c)
+             for i, (c, tie) in enumerate(zip(chunks, _victim_ties(session, chunks), strict=True))]
     keyed.sort(key=lambda kc: kc[0])
     return [c for _, c in keyed]
 

@@ -50,7 +50,7 @@ class Pdb(Plugin):
         self._queue_setting: dict[QueueState, bool] = {}
 
     def hooks(self) -> Hooks:
-        return Hooks(session_open=self, scope=self, victim_order=self, deallocate_event=self, allocate_event=self,
+        return Hooks(session_open=self, scope=self, victim_chunk_order=self, deallocate_event=self, allocate_event=self,
                      session_close=self)
 
     def on_session_open(self, session: Session) -> None:

@@ -42,15 +42,21 @@ class ShareInput:
         return self.request if self.limit == UNLIMITED else min(self.request, self.limit)
 
 
-def divide(amount: int, queues: Sequence[ShareInput], k_value: float = 1.0, unit: int = 1) -> dict[str, int]:
+def divide(amount: int, queues: Sequence[ShareInput], k_value: float = 1.0, unit: int = 1, *,
+           priority_ordered: bool = False) -> dict[str, int]:
     """Divide `amount` of one resource among sibling queues: deserved, over-quota by priority, remainder.
 
-    `unit`: one whole unit of the resource in the amounts' units (over-quota rounds give whole units)."""
+    `unit`: one whole unit of the resource in the amounts' units (over-quota rounds give whole units).
+    `priority_ordered` (queuePriorityInQuotaReclaim): the deserved band too is granted highest priority first
+    and capped by what is left, so quotas that add up to more than `amount` go to the higher priorities."""
     fair = {q.name: 0 for q in queues}
     remaining = amount
-    for q in queues:
+    in_order = sorted(queues, key=lambda q: -q.priority) if priority_ordered else queues
+    for q in in_order:
         deserved = amount if q.deserved == UNLIMITED else q.deserved
         give = max(0, min(deserved, q.requestable))
+        if priority_ordered:
+            give = max(0, min(give, remaining))
         fair[q.name] += give
         remaining -= give
     if remaining <= 0:
@@ -126,7 +132,8 @@ class QueueSpec:
     usage: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
-def fair_shares(queues: Mapping[str, QueueSpec], total: Vector, k_value: float = 1.0) -> dict[str, Vector]:
+def fair_shares(queues: Mapping[str, QueueSpec], total: Vector, k_value: float = 1.0, *,
+                priority_ordered: bool = False) -> dict[str, Vector]:
     """Fair share of every queue: top-level queues divide `total`, children divide their parent's share."""
     children: dict[str, list[QueueSpec]] = {}
     for q in queues.values():
@@ -144,7 +151,7 @@ def fair_shares(queues: Mapping[str, QueueSpec], total: Vector, k_value: float =
                 continue
             shares = divide(amount, [
                 ShareInput(q.name, q.deserved[r], q.limit[r], q.weight[r], q.request[r], q.priority, q.created,
-                           q.uid, q.usage[r]) for q in kids], k_value, WHOLE[r])
+                           q.uid, q.usage[r]) for q in kids], k_value, WHOLE[r], priority_ordered=priority_ordered)
             for q in kids:
                 result[q.name][r] = shares[q.name]
                 stack.append((q.name, shares[q.name]))

@@ -11,10 +11,12 @@ from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decide import explain
+from operators.scheduler.decide.config import parse_bool_argument
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
 from operators.scheduler.decide.ordering import queue_before, queue_facts
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.plugins.proportion.usage import NO_USAGE, queue_usage
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
@@ -24,7 +26,8 @@ class Proportion(Plugin):
     name = "proportion"
     default_priority = 800
     required = True
-    argument_names = frozenset({"kValue", "relcaimerSaturationMultiplier"})
+    argument_names = frozenset({"kValue", "relcaimerSaturationMultiplier", "queuePriorityInQuotaReclaim",
+                                "steadyFairShareReclaim"})
 
     # The plain functions (called on every job-tree pop).
     queue_facts = staticmethod(queue_facts)
@@ -43,7 +46,8 @@ class Proportion(Plugin):
                                    q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
                                    q.rec.created, q.rec.uid, usage.get(q.name, NO_USAGE))
                  for q in session.queues.values()}
-        shares = fair_shares(specs, total, session.config.k_value)
+        shares = fair_shares(specs, total, session.config.k_value,
+                             priority_ordered=session.config.queue_priority_in_quota_reclaim)
         for q in session.queues.values():
             q.fair_share = shares[q.name]
             q.alloc_share = (
@@ -51,6 +55,12 @@ class Proportion(Plugin):
                 allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], total[1]),
                 allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], total[2]),
             )
+        if session.config.steady_fair_share_reclaim:  # one more division, only when enabled
+            steady = steady_shares(specs, total, session.config.k_value,
+                                   priority_ordered=session.config.queue_priority_in_quota_reclaim)
+            for q in session.queues.values():
+                q.steady_share = steady[q.name][0]
+                q.steady_keep = allocatable_share(q.rec.quota[0], q.steady_share, q.rec.limit[0], total[0])
         session.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
 
     @classmethod
@@ -61,6 +71,9 @@ class Proportion(Plugin):
                     float(arguments[arg])
                 except (TypeError, ValueError):
                     raise ValueError(f"proportion argument {arg} must be a number, got {arguments[arg]!r}") from None
+        for arg in ("queuePriorityInQuotaReclaim", "steadyFairShareReclaim"):
+            if arguments.get(arg) is not None:
+                parse_bool_argument(arg, arguments[arg])
 
     @staticmethod
     def capacity_error(session: Session, job: Job, tasks: Iterable[Task],
