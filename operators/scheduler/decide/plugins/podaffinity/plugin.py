@@ -108,8 +108,8 @@ class PodAffinity(Plugin):
                     fit = fits.get(i)
                     if fit is None:
                         node = nodes[i]
-                        fit = fits[i] = (placer.try_node(task, node, True)
-                                         or placer.try_node(task, node, False)) is not None
+                        fit = fits[i] = (placer.fit(placer, task, node, True)
+                                         or placer.fit(placer, task, node, False)) is not None
                     if fit:
                         return score
             return None
