@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
-from operators.core.durations import parse_delay
+from operators.core.durations import parse_delay, parse_seconds
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -25,6 +24,7 @@ from operators.core.resources import (
     parse_quantity,
     pod_container_requests,
 )
+from operators.core.times import parse_rfc3339
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
 UNLIMITED = -1
@@ -37,12 +37,7 @@ _ZERO = Decimal(0)
 
 def parse_time(value: Any) -> float:
     """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
-    if not value or not isinstance(value, str):
-        return 0.0
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return 0.0
+    return parse_rfc3339(value) or 0.0
 
 
 def _q(value: Any, scale: int = 1) -> int:
@@ -651,9 +646,8 @@ def _duration(value: Any) -> float | None:
     """A Go duration string ("20s", "1m30s") or seconds; None when unset or malformed."""
     if value is None or value == "":
         return None
-    from operators.scheduler.decide.durations import parse_duration
     try:
-        return parse_duration(value if isinstance(value, int | float) else str(value))
+        return parse_seconds(value if isinstance(value, int | float) else str(value))
     except ValueError:
         return None
 
