@@ -478,10 +478,10 @@ class Framework:
         self.session_close: list[Callable[[Session], None]] = [
             h.session_close.on_session_close for h in hooks if h.session_close is not None]
         queue_order: QueueOrder | None = first("queue_order")
-        self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = (
-            queue_order.queue_facts if queue_order is not None else ordering.queue_facts)
-        self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = (
-            queue_order.queue_before if queue_order is not None else ordering.queue_before)
+        if queue_order is None:
+            raise ValueError("no enabled plugin implements the queue order (enable the proportion plugin)")
+        self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = queue_order.queue_facts
+        self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = queue_order.queue_before
         job_keys = [(p, h.job_order) for p, h in registered if h.job_order is not None]
         known = builtin_plugins()
         if [(p.name, type(p)) for p, _ in job_keys] == [("priority", known["priority"]),

@@ -13,8 +13,8 @@ from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
-from operators.scheduler.decide.ordering import queue_before, queue_facts
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.decide.plugins.proportion.queueorder import queue_before, queue_facts
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
 
