@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from operators.core import keys
@@ -37,7 +38,15 @@ _ZERO = Decimal(0)
 
 def parse_time(value: Any) -> float:
     """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
-    return parse_rfc3339(value) or 0.0
+    if not value or not isinstance(value, str):
+        return 0.0
+    return _epoch(value)
+
+
+@lru_cache(maxsize=8192)
+def _epoch(text: str) -> float:
+    # Memoised: a cycle reads the same annotation times again and again (min-runtime, stale gangs).
+    return parse_rfc3339(text) or 0.0
 
 
 def _q(value: Any, scale: int = 1) -> int:

@@ -240,12 +240,19 @@ class Placer:
 
     # --- explanation ----------------------------------------------------------------------------
 
-    def fit_reasons(self, task: Task, node: NodeState) -> list[str]:
-        """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
+    def prefilter_reason(self, task: Task) -> str | None:
+        """Why no node can take `task` whatever its state (the first plugin pre-filter refusing it), or None."""
         for prefilter in self.prefilters:
             reason = prefilter(self.session, task)
             if reason:
-                return [reason]
+                return reason
+        return None
+
+    def fit_reasons(self, task: Task, node: NodeState) -> list[str]:
+        """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
+        reason = self.prefilter_reason(task)
+        if reason:
+            return [reason]
         reasons: list[str] = []
         self.fit(self, task, node, False, reasons)
         return reasons
