@@ -13,8 +13,14 @@ TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
-def parse_bool(value: object) -> bool:
-    """A bool, or one of ParseBool's spellings; ValueError naming the value otherwise."""
+# The scheduler's settings have always taken these too (any case, blanks around): `loose=True`.
+LOOSE_TRUE: Final = frozenset({"1", "t", "true", "yes"})
+LOOSE_FALSE: Final = frozenset({"0", "f", "false", "no"})
+
+
+def parse_bool(value: object, *, loose: bool = False) -> bool:
+    """A bool, or one of ParseBool's spellings; with `loose`, also any case, surrounding blanks and yes/no.
+    ValueError naming the value otherwise."""
     if isinstance(value, bool):
         return value
     text = str(value)
@@ -22,6 +28,12 @@ def parse_bool(value: object) -> bool:
         return True
     if text in FALSE:
         return False
+    if loose:
+        folded = text.strip().lower()
+        if folded in LOOSE_TRUE:
+            return True
+        if folded in LOOSE_FALSE:
+            return False
     raise ValueError(f"not a boolean (true or false): {value!r}")
 
 

@@ -97,6 +97,11 @@ class Informer(Generic[R]):
         await asyncio.wait_for(self.synced.wait(), timeout)
 
     # --- maintaining ----------------------------------------------------------------------------------
+    def put(self, key: str, record: R | None, event: str) -> None:
+        """A write of this process, known before its watch event delivers it: the store holds `record` (None:
+        drops the key) and listeners hear `event` if it changed something. The later watch event overwrites it."""
+        self._put(key, record, event)
+
     def _put(self, key: str, record: R | None, event: str) -> None:
         old = self.store.get(key)
         if old is not None:

@@ -36,6 +36,21 @@ def parse_go_duration(text: str) -> float:
     return sign * total
 
 
+def parse_seconds(value: str | float | int) -> float:
+    """Seconds in a Go duration, or in a plain number of seconds (30, 1.5, "30"); ValueError otherwise.
+
+    The scheduler's settings (flags, SchedulingShard `args` and plugin arguments, Queue min-runtimes) take Go
+    durations as KAI does, and have always taken plain seconds too; surrounding blanks are ignored.
+    """
+    if isinstance(value, int | float):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return parse_go_duration(text)
+
+
 def parse_delay(value: object) -> float:
     """A non-negative duration in seconds; ValueError (naming the accepted format) otherwise."""
     if not isinstance(value, str):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 # RFC3339 (Go's time.RFC3339 / RFC3339Nano): a date, `T`, a time with optional fraction, and `Z` or an offset.
@@ -27,6 +27,6 @@ def parse_rfc3339(value: object) -> float | None:
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         return None
     try:
-        return datetime.fromisoformat(value).astimezone(UTC).timestamp()
+        return datetime.fromisoformat(value).timestamp()  # aware (the pattern requires an offset): absolute
     except ValueError:  # a well-formed string naming no real time (month 13)
         return None

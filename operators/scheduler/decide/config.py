@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 
 from operators.core import keys
+from operators.core.booleans import parse_bool
+from operators.core.durations import parse_seconds
 from operators.scheduler.decide.actionorder import PRIORITIES
-from operators.scheduler.decide.durations import parse_duration
 from operators.scheduler.decide.framework import Framework, PluginSetting, merge_settings, parse_plugin_settings
 from operators.scheduler.decide.usageconfig import UsageDBSettings, parse_usage_db_config
 
@@ -119,13 +120,13 @@ def _actions_from_map(raw: Mapping[str, Any], base: tuple[str, ...]) -> tuple[st
 
 # SchedulingShard `spec.args` (scheduler flags without the dashes) that the scheduler applies.
 SHARD_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "schedule-period": ("schedule_period", parse_duration),
-    "default-staleness-grace-period": ("stale_grace_period", parse_duration),
+    "schedule-period": ("schedule_period", parse_seconds),
+    "default-staleness-grace-period": ("stale_grace_period", parse_seconds),
     "max-consolidation-preemptees": ("max_consolidation_preemptees", int),
     "scheduler-name": ("scheduler_name", str),
     "nodepool-label-key": ("node_pool_label", str),
     "partition-label-value": ("partition", str),
-    "detailed-fit-errors": ("detailed_fit_errors", lambda v: str(v).lower() == "true"),
+    "detailed-fit-errors": ("detailed_fit_errors", lambda v: parse_bool(v, loose=True)),
     "max-evictions-per-job": ("max_evictions_per_job", int),
     "max-evicted-gpus-per-job": ("max_evicted_gpus_per_job", float),
     "eviction-method": ("eviction_method", lambda v: _eviction_method(str(v))),
@@ -156,7 +157,7 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
     for arg, attr in (("defaultPreemptMinRuntime", "default_preempt_min_runtime"),
                       ("defaultReclaimMinRuntime", "default_reclaim_min_runtime")):
         if min_runtime.get(arg) is not None:
-            changes[attr] = parse_duration(min_runtime[arg])
+            changes[attr] = parse_seconds(min_runtime[arg])
     if min_runtime.get("reclaimResolveMethod"):
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
     proportion = args.get("proportion", {})
@@ -191,7 +192,7 @@ def _action_durations(field_name: str, raw: Any) -> dict[str, float]:
         return {}
     if not isinstance(raw, Mapping):
         raise ValueError(f"{field_name} must map action names to durations, got {raw!r}")
-    return {str(action): parse_duration(value) for action, value in raw.items()}
+    return {str(action): parse_seconds(value) for action, value in raw.items()}
 
 
 def _resolve_method(value: Any) -> str:
@@ -238,7 +239,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     for camel, attr in (("preemptMinRuntime", "default_preempt_min_runtime"),
                         ("reclaimMinRuntime", "default_reclaim_min_runtime")):
         if min_runtime.get(camel) is not None:
-            changes[attr] = parse_duration(min_runtime[camel])
+            changes[attr] = parse_seconds(min_runtime[camel])
     if min_runtime.get("reclaimResolveMethod"):
         changes["reclaim_min_runtime_resolve"] = _resolve_method(min_runtime["reclaimResolveMethod"])
     budgets = spec.get("scenarioSearchBudgets") or {}
@@ -254,7 +255,7 @@ def config_from_mapping(raw: Mapping[str, Any], base: SchedulerConfig | None = N
     for attr in ("schedule_period", "stale_grace_period"):
         camel = "schedulePeriod" if attr == "schedule_period" else "staleGracePeriod"
         if camel in spec:
-            changes[attr] = parse_duration(spec[camel])
+            changes[attr] = parse_seconds(spec[camel])
     out = replace(cfg, **changes)
     unknown_depth = sorted(a for a in out.queue_depth_per_action if a not in out.actions)
     if unknown_depth:
@@ -331,9 +332,9 @@ def config_from_args(args: argparse.Namespace, base: SchedulerConfig | None = No
         if target not in ("", "gpu", "cpu"):
             raise ValueError(f"--placement-strategy target must be gpu or cpu, got {target!r}")
     if getattr(args, "stale_grace_period", None) is not None:
-        changes["stale_grace_period"] = parse_duration(args.stale_grace_period)
+        changes["stale_grace_period"] = parse_seconds(args.stale_grace_period)
     if getattr(args, "schedule_period", None) is not None:
-        changes["schedule_period"] = parse_duration(args.schedule_period)
+        changes["schedule_period"] = parse_seconds(args.schedule_period)
     if getattr(args, "max_consolidation_preemptees", None) is not None:
         changes["max_consolidation_preemptees"] = args.max_consolidation_preemptees
     for attr in ("max_evictions_per_job", "max_evicted_gpus_per_job"):

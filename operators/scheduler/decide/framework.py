@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from operators.scheduler.decide.explain import JobError
     from operators.scheduler.decide.model import Job, NodeState, QueueState, Task
     from operators.scheduler.decide.ordering import QueueFacts
+    from operators.scheduler.decide.placement.search import NodeFitFunction, Placement, Placer
     from operators.scheduler.decide.session import FailedAttempt, Session
 
 # KAI plugin names this scheduler accepts in a configuration without implementing them as separate plugins
@@ -187,6 +188,14 @@ class Capacity(Protocol):
                        freed: dict[QueueState, list[int]] | None) -> JobError | None: ...
 
 
+class NodeFit(Protocol):
+    """Does a task fit a node, and if not why (the predicates plugin's one fit function; the highest-priority
+    implementing plugin's is the placer's). `why`, when given, receives the reasons of a refusal."""
+
+    def fit(self, placer: Placer, task: Task, node: NodeState, idle_only: bool,
+            why: list[str] | None = None) -> Placement | None: ...
+
+
 class Gang(Protocol):
     """Gang rules (the highest-priority implementing plugin decides all of them).
 
@@ -257,6 +266,7 @@ class Hooks:
     victim_order: VictimOrder | None = None
     node_prefilter: NodePreFilter | None = None
     node_filter: NodeFilter | None = None
+    node_fit: NodeFit | None = None
     node_score: NodeScore | None = None
     node_subsets: NodeSubsets | None = None
     job_gate: JobGate | None = None
@@ -486,10 +496,10 @@ class Framework:
         self.session_close: list[Callable[[Session], None]] = [
             h.session_close.on_session_close for h in hooks if h.session_close is not None]
         queue_order: QueueOrder | None = first("queue_order")
-        self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = (
-            queue_order.queue_facts if queue_order is not None else ordering.queue_facts)
-        self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = (
-            queue_order.queue_before if queue_order is not None else ordering.queue_before)
+        if queue_order is None:
+            raise ValueError("no enabled plugin implements the queue order (enable the proportion plugin)")
+        self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = queue_order.queue_facts
+        self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = queue_order.queue_before
         job_keys = [(p, h.job_order) for p, h in registered if h.job_order is not None]
         known = builtin_plugins()
         if [(p.name, type(p)) for p, _ in job_keys] == [("priority", known["priority"]),
@@ -526,6 +536,10 @@ class Framework:
         self.capacity: list[Callable[[Session, Job, Iterable[Task], dict[QueueState, list[int]] | None],
                                      JobError | None]] = [
             h.capacity.capacity_error for h in hooks if h.capacity is not None]
+        node_fit: NodeFit | None = first("node_fit")
+        if node_fit is None:
+            raise ValueError("no enabled plugin implements the node fit (enable the predicates plugin)")
+        self.node_fit: NodeFitFunction = node_fit.fit
         gang: Gang | None = first("gang")
         if gang is None:
             raise ValueError("no enabled plugin implements the gang rules (enable the gang plugin)")

@@ -1,8 +1,8 @@
 """Queue, job, podset and task order and the per-action job tree.
 
 The tree mirrors the queue hierarchy; each pop descends from the roots always taking the best child by the
-proportion comparator, fed with each subtree's representative (next) job. Comparator facts are cached per
-queue and invalidated only along the path of the queue whose jobs or allocation changed.
+queue-order plugin's comparator (proportion's), fed with each subtree's representative (next) job. Comparator
+facts are cached per queue and invalidated only along the path of the queue whose jobs or allocation changed.
 """
 
 from __future__ import annotations
@@ -13,12 +13,6 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 
 from operators.scheduler.decide.model import Job, PodSet, QueueState, Task
-from operators.scheduler.decide.records import UNLIMITED
-from operators.scheduler.decide.units import GPU, RATIO_EPS
-
-# DRF shares are ratios (floats): two that differ by less than the core's one tolerance are equal. Everything
-# else the comparator looks at is an exact integer comparison.
-_EPS = RATIO_EPS
 
 
 def task_order_key(task: Task) -> tuple[object, ...]:
@@ -70,51 +64,9 @@ def tasks_to_allocate(job: Job) -> list[Task]:
 
 
 # Comparator facts of one queue, as a plain tuple (built on every pop, so no object overhead):
-# (rules 1-4 as one lexicographic key, drf with the job, drf without it, allocatable share, created, uid).
+# (rules 1-4 as one lexicographic key, drf with the job, drf without it, allocatable share, created, uid). The
+# queue-order plugin (proportion: `plugins/proportion/queueorder.py`) builds and compares them.
 QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[int, int, int], float, str]
-
-
-def _drf(x0: int, x1: int, x2: int, s0: int, s1: int, s2: int) -> float:
-    # dominant_share() unrolled for the hot path.
-    v0 = x0 / s0 if s0 > 0 else x0 / GPU * 1000.0
-    v1 = x1 / s1 if s1 > 0 else x1 * 1000.0
-    v2 = x2 / s2 if s2 > 0 else x2 * 1000.0
-    return max(v0, v1, v2, 0.0)
-
-
-def queue_facts(q: QueueState, request: Sequence[int]) -> QueueFacts:
-    # Unrolled over the three resources (gpu, cpu, memory): this runs on every pop of every action.
-    a0, a1, a2 = q.allocated
-    f0, f1, f2 = q.fair_share
-    s0, s1, s2 = q.alloc_share
-    d0, d1, d2 = q.rec.quota
-    w0, w1, w2 = a0 + request[0], a1 + request[1], a2 + request[2]
-    over_utilised = f0 < a0 and f1 < a1 and f2 < a2
-    starved = ((d0 == UNLIMITED or w0 <= d0) and (d1 == UNLIMITED or w1 <= d1)
-               and (d2 == UNLIMITED or w2 <= d2))
-    zero_penalty = (s0 <= 0 and w0 > 0) or (s1 <= 0 and w1 > 0) or (s2 <= 0 and w2 > 0)
-    # Rules 1-4: not over-utilised first, starved first, higher priority first, no zero-share penalty first.
-    rank = (over_utilised, not starved, -q.rec.priority, zero_penalty)
-    return (rank, _drf(w0, w1, w2, s0, s1, s2), _drf(a0, a1, a2, s0, s1, s2), q.alloc_share, q.rec.created,
-            q.rec.uid or q.rec.name)
-
-
-def queue_before(a: QueueFacts, b: QueueFacts) -> bool:
-    """True when queue `a` should be served before `b` (first decisive rule wins)."""
-    if a[0] != b[0]:
-        return a[0] < b[0]
-    d = a[1] - b[1]
-    if d > _EPS or d < -_EPS:  # abs(d) > eps
-        return d < 0
-    d = a[2] - b[2]
-    if d > _EPS or d < -_EPS:
-        return d < 0
-    x, y = a[3], b[3]
-    le = x[0] <= y[0] and x[1] <= y[1] and x[2] <= y[2]
-    ge = x[0] >= y[0] and x[1] >= y[1] and x[2] >= y[2]
-    if le != ge:
-        return le
-    return (a[4], a[5]) < (b[4], b[5])
 
 
 RequestOf = Callable[[Job], Sequence[int]]
@@ -131,8 +83,8 @@ class JobTree:
 
     def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None, *,
                  job_key: Callable[[Job], tuple[object, ...]] = job_order_key,
-                 facts: Callable[[QueueState, Sequence[int]], QueueFacts] = queue_facts,
-                 before: Callable[[QueueFacts, QueueFacts], bool] = queue_before) -> None:
+                 facts: Callable[[QueueState, Sequence[int]], QueueFacts],
+                 before: Callable[[QueueFacts, QueueFacts], bool]) -> None:
         self._request_of = request_of
         self._job_key = job_key
         self._facts = facts

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from operators.core import keys
-from operators.core.durations import parse_delay
+from operators.core.durations import parse_delay, parse_seconds
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -26,6 +26,7 @@ from operators.core.resources import (
     pod_container_requests,
     resize_pending,
 )
+from operators.core.times import parse_rfc3339
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
 UNLIMITED = -1
@@ -40,10 +41,13 @@ def parse_time(value: Any) -> float:
     """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
     if not value or not isinstance(value, str):
         return 0.0
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return 0.0
+    return _epoch(value)
+
+
+@lru_cache(maxsize=8192)
+def _epoch(text: str) -> float:
+    # Memoised: a cycle reads the same annotation times again and again (min-runtime, stale gangs).
+    return parse_rfc3339(text) or 0.0
 
 
 def _q(value: Any, scale: int = 1) -> int:
@@ -696,9 +700,8 @@ def _duration(value: Any) -> float | None:
     """A Go duration string ("20s", "1m30s") or seconds; None when unset or malformed."""
     if value is None or value == "":
         return None
-    from operators.scheduler.decide.durations import parse_duration
     try:
-        return parse_duration(value if isinstance(value, int | float) else str(value))
+        return parse_seconds(value if isinstance(value, int | float) else str(value))
     except ValueError:
         return None
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from operators.scheduler.decide.durations import parse_duration
+from operators.core.durations import parse_seconds
 
 CLIENT_TYPES = ("prometheus",)
 WINDOW_TYPES = ("sliding", "tumbling")
@@ -53,7 +53,7 @@ def _seconds(params: Mapping[str, Any], key: str, default: float | None) -> floa
     if value is None or value == "":
         return default
     try:
-        return parse_duration(value)
+        return parse_seconds(value)
     except ValueError as exc:
         raise ValueError(f"usageDBConfig.usageParams.{key}: {exc}") from None
 
@@ -101,7 +101,7 @@ def parse_usage_db_config(raw: Any) -> UsageDBSettings | None:
 def _extra_seconds(extra: Mapping[str, str], key: str, default: float) -> float:
     # KAI falls back to the default when an extra duration does not parse.
     try:
-        return parse_duration(extra[key]) if key in extra else default
+        return parse_seconds(extra[key]) if key in extra else default
     except ValueError:
         return default
 

@@ -16,23 +16,24 @@ R = TypeVar("R")
 
 
 class Assumed(Generic[R]):
-    """The public assume/forget API over one informer's store: besides its own watch, the only writer of it."""
+    """The assume/forget API over one informer's store (through `Informer.put`): besides its own watch, the
+    scheduler's only writer of it."""
 
     def __init__(self, informer: Informer[R]) -> None:
         self._informer = informer
 
     def assume(self, key: str, record: R) -> None:
         """`record` is being written: the store holds it now (listeners see ASSUMED, which is no news)."""
-        self._informer._put(key, record, "ASSUMED")
+        self._informer.put(key, record, "ASSUMED")
 
     def forget(self, key: str) -> None:
         """The write failed or is moot: drop the assumption (a later watch event brings what is there)."""
-        self._informer._put(key, None, "FORGOTTEN")
+        self._informer.put(key, None, "FORGOTTEN")
 
     def correct(self, key: str, record: R | None, event: str) -> None:
         """What the API server answered replaces the assumption (a re-read after a conflict: REREAD; a delete
         this process made: DELETED)."""
-        self._informer._put(key, record, event)
+        self._informer.put(key, record, event)
 
 
 def pod_transform(scheduler_name: str, obj: dict[str, Any]) -> PodRecord | None:

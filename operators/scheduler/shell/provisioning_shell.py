@@ -120,7 +120,7 @@ class ProvisioningShell:
             raise
         record = provisioning.provisioning_request_record(created)
         if record is not None:
-            self.requests._put(record.key, record, "ADDED")
+            self.requests.put(record.key, record, "ADDED")
         pods = sum(p.count for p in new.pod_sets)
         await self.events.emit(self._pg_ref(new.namespace, new.pod_group, new.pod_group_uid), "Normal",
                                EVENT_REQUESTED, f"Created ProvisioningRequest {new.name} "
@@ -139,4 +139,4 @@ class ProvisioningShell:
             except Exception as exc:
                 if not is_not_found(exc):
                     raise
-        self.requests._put(record.key, None, "DELETED")
+        self.requests.put(record.key, None, "DELETED")

@@ -9,7 +9,8 @@ import pytest
 import yaml
 from sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
 
-from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping, load_config, parse_duration
+from operators.core.durations import parse_seconds as parse_duration
+from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping, load_config
 from operators.scheduler.shell.simulate import main, run_simulation
 from tests.support import EXAMPLES
 

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from operators.scheduler.decide.model import NodeState, Task
 from operators.scheduler.decide.placement import predicates as pred
 from operators.scheduler.decide.placement.gpus import (
     GpuChoice,
-    choose_groups,
     fraction_units,
     has_sharing_fit,
     portion_on_node,
-    shared_capacity,
 )
 from operators.scheduler.decide.placement.scoring import (
     BINPACK_SCORE_RANGE,
@@ -39,16 +37,23 @@ class Placement:
     portion: int = 0  # micro-GPUs per device
 
 
+class NodeFitFunction(Protocol):
+    def __call__(self, placer: Placer, task: Task, node: NodeState, idle_only: bool,
+                 why: list[str] | None = None) -> Placement | None: ...
+
+
 class Placer:
     def __init__(self, nodes: Sequence[NodeState], index: NodeIndex, configmaps: frozenset[str],
                  pod_index: pred.PodIndex | None, group_id: Callable[[str, str, str, int], str],
-                 gpu_spread: bool) -> None:
+                 gpu_spread: bool, fit: NodeFitFunction) -> None:
         self.nodes = nodes
         self.index = index
         self.configmaps = configmaps
         self.pod_index = pod_index
         self.group_id = group_id
         self.gpu_spread = gpu_spread
+        # Does a task fit a node (the predicates plugin's fit): called as fit(placer, task, node, idle_only[, why]).
+        self.fit = fit
         self.base = bytearray(len(nodes))
         for node in nodes:
             hard = any(t.effect in ("NoSchedule", "NoExecute") for t in node.rec.taints)
@@ -122,7 +127,7 @@ class Placer:
         if rec.nominated_node:
             for node in self.nodes:
                 if node.name == rec.nominated_node and mask[node.idx]:
-                    hit = self.try_node(task, node, True) or self.try_node(task, node, False)
+                    hit = self.fit(self, task, node, True) or self.fit(self, task, node, False)
                     if hit:
                         return hit
         gpu = rec.gpu
@@ -155,7 +160,7 @@ class Placer:
                 p = portion if portion is not None else portion_on_node(task.rec.gpu, node)
                 if p is None or not has_sharing_fit(node, p):
                     continue
-            hit = self.try_node(task, node, idle_only)
+            hit = self.fit(self, task, node, idle_only)
             if hit is not None:
                 return hit
         return None
@@ -173,7 +178,7 @@ class Placer:
             if not mask[i]:
                 continue
             node = nodes[i]
-            # try_node(idle_only=False)'s first tests: a node failing them is refused whatever its rank.
+            # the fit's first tests (idle_only=False): a node failing them is refused whatever its rank.
             if (cpu > node.idle_cpu + node.rel_cpu or mem > node.idle_mem + node.rel_mem
                     or node.n_pods >= node.max_pods or (whole and whole > node.idle_gpu + node.rel_gpu)):
                 continue
@@ -188,56 +193,10 @@ class Placer:
             tiered.append((-sharing, -restype, keys[i], i))  # index.sort_key(node, cpu_task)
         tiered.sort()
         for _, _, _, i in tiered:
-            hit = self.try_node(task, nodes[i], False)
+            hit = self.fit(self, task, nodes[i], False)
             if hit is not None:
                 return hit
         return None
-
-    def try_node(self, task: Task, node: NodeState, idle_only: bool) -> Placement | None:
-        rec = task.rec
-        if idle_only:
-            if rec.cpu > node.idle_cpu or rec.memory > node.idle_mem:
-                return None
-        elif rec.cpu > node.idle_cpu + node.rel_cpu or rec.memory > node.idle_mem + node.rel_mem:
-            return None
-        if node.n_pods >= node.max_pods:
-            return None
-        pipeline = not idle_only and (rec.cpu > node.idle_cpu or rec.memory > node.idle_mem)
-        gpu = rec.gpu
-        if gpu.whole:
-            free = node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu
-            if gpu.whole > free:
-                return None
-            pipeline = pipeline or gpu.whole > node.idle_gpu
-        if rec.scalars and not self._scalars_fit(task, node, idle_only):
-            return None
-        choice: GpuChoice | None = None
-        portion = 0
-        if gpu.is_shared:
-            p = portion_on_node(gpu, node)
-            if p is None or shared_capacity(node, p, idle_only) < gpu.num_devices:
-                return None
-            ns, name, node_name = rec.namespace, rec.name, node.name
-            choice = choose_groups(node, p, gpu.num_devices, self.gpu_spread,
-                                   lambda i: self.group_id(node_name, ns, name, i))
-            if choice is None:
-                return None
-            if any(choice.new) and node.n_pods + 2 > node.max_pods:
-                return None  # a new shared GPU also needs a slot for its reservation pod
-            if idle_only and choice.pipeline:
-                return None
-            pipeline = pipeline or choice.pipeline
-            portion = p
-        c = rec.constraints
-        if c.host_ports and not pred.ports_ok(c, node):
-            return None
-        if self.pod_index is not None and pred.interpod_reason(rec, node, self.nodes, self.pod_index):
-            return None
-        if self.node_filters:
-            for node_filter in self.node_filters:
-                if node_filter(self.session, task, node) is not None:
-                    return None
-        return Placement(node.idx, pipeline, choice, portion)
 
     # --- full scoring (an extra score plugin has something to score for the task) -----------------
 
@@ -270,7 +229,7 @@ class Placer:
         for node in self.nodes:
             if not mask[node.idx]:
                 continue
-            placement = self.try_node(task, node, True) or self.try_node(task, node, False)
+            placement = self.fit(self, task, node, True) or self.fit(self, task, node, False)
             if placement is None:
                 continue
             total = self.builtin_score(task, node, placement) + sum(w * f(session, task, node) for f, w in active)
@@ -279,63 +238,21 @@ class Placer:
                 best, best_placement = key, placement
         return best_placement
 
-    @staticmethod
-    def _scalars_fit(task: Task, node: NodeState, idle_only: bool) -> bool:
-        for name, qty in task.rec.scalars:
-            have = node.scalars.get(name) if node.scalars else None
-            if have is None:
-                return False
-            if qty > have[1] + (0 if idle_only else have[2]):
-                return False
-        return True
-
     # --- explanation ----------------------------------------------------------------------------
 
-    def fit_reasons(self, task: Task, node: NodeState) -> list[str]:
-        """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
-        rec = task.rec
-        gpu = rec.gpu
+    def prefilter_reason(self, task: Task) -> str | None:
+        """Why no node can take `task` whatever its state (the first plugin pre-filter refusing it), or None."""
         for prefilter in self.prefilters:
             reason = prefilter(self.session, task)
             if reason:
-                return [reason]
+                return reason
+        return None
+
+    def fit_reasons(self, task: Task, node: NodeState) -> list[str]:
+        """Why `task` cannot go to `node` (short forms, KAI order); empty when it fits."""
+        reason = self.prefilter_reason(task)
+        if reason:
+            return [reason]
         reasons: list[str] = []
-        if gpu.whole and gpu.whole > node.idle_gpu + node.rel_gpu:
-            reasons.append("node(s) didn't have enough resources: GPUs")
-        if gpu.is_shared:
-            if gpu.memory_mib is not None and not node.rec.gpu_memory_mib and node.cap_gpu > 0:
-                return [f"node is not a gpu node or the gpu memory count on the node was not synced yet, "
-                        f"task: <{rec.namespace}/{rec.name}>, node: <{node.name}>"]
-            p = portion_on_node(gpu, node)
-            if gpu.memory_mib is not None and node.rec.gpu_memory_mib and gpu.memory_mib > node.rec.gpu_memory_mib:
-                reasons.append("node(s) didn't have enough resources: GPU memory")
-            elif p is None or shared_capacity(node, p, False) < gpu.num_devices:
-                reasons.append("node(s) didn't have enough resources: GPUs")
-        if rec.cpu > node.idle_cpu + node.rel_cpu:
-            reasons.append("node(s) didn't have enough resources: CPU cores")
-        if rec.memory > node.idle_mem + node.rel_mem:
-            reasons.append("node(s) didn't have enough resources: memory")
-        for name, qty in rec.scalars:
-            have = node.scalars.get(name) if node.scalars else None
-            if have is None or qty > have[1] + have[2]:
-                reasons.append(f"node(s) didn't have enough resources: {name}")
-        if reasons:
-            return reasons
-        if node.n_pods >= node.max_pods:
-            return [pred.POD_NUMBER]
-        static = pred.static_reason(rec.constraints, node, self.configmaps)
-        if static:
-            return [static]
-        if rec.constraints.host_ports and not pred.ports_ok(rec.constraints, node):
-            return [pred.HOST_PORTS]
-        if self.pod_index is not None:
-            reason = pred.interpod_reason(rec, node, self.nodes, self.pod_index)
-            if reason:
-                return [reason]
-        for node_filter in self.node_filters:
-            reason = node_filter(self.session, task, node)
-            if reason:
-                return [reason]
-        if self.try_node(task, node, False) is None:
-            return [pred.POD_NUMBER]  # only the extra reservation-pod slot can still be missing
-        return []
+        self.fit(self, task, node, False, reasons)
+        return reasons

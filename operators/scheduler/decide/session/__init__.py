@@ -58,7 +58,7 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         self.index = NodeIndex(self.nodes, config.gpu_placement, config.cpu_placement)
         self.pod_index = self._open_pod_index()
         self.placer = Placer(self.nodes, self.index, snapshot.configmaps, self.pod_index, config.group_id,
-                             config.gpu_placement == SPREAD)
+                             config.gpu_placement == SPREAD, fw.node_fit)
         if fw.prefilters or fw.node_filters or fw.scorers:
             self.placer.extend(self, fw.prefilters, fw.node_filters, fw.scorers)
         for hook in fw.session_open:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from operators.scheduler.decide.durations import parse_duration
+from operators.core.durations import parse_seconds
 from operators.scheduler.decide.framework import Hooks, Plugin
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class MinRuntime(Plugin):
     def check_arguments(cls, arguments: Mapping[str, Any]) -> None:
         for arg in ("defaultPreemptMinRuntime", "defaultReclaimMinRuntime"):
             if arguments.get(arg) is not None:
-                parse_duration(arguments[arg])
+                parse_seconds(arguments[arg])
         method = arguments.get("reclaimResolveMethod")
         if method and str(method) not in ("lca", "queue"):
             raise ValueError(f"reclaimResolveMethod must be lca or queue, got {method!r}")

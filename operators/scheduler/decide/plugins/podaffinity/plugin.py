@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from operators.core.booleans import parse_bool
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.plugins.podaffinity import score as aff
 
@@ -27,14 +28,10 @@ POINT = 100_000.0  # KAI's weight of the Kubernetes plugins' node score (above t
 
 
 def _flag(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"normalize must be true or false, got {value!r}")
+    try:
+        return parse_bool(value, loose=True)
+    except ValueError:
+        raise ValueError(f"normalize must be true or false, got {value!r}") from None
 
 
 class PodAffinity(Plugin):
@@ -108,8 +105,8 @@ class PodAffinity(Plugin):
                     fit = fits.get(i)
                     if fit is None:
                         node = nodes[i]
-                        fit = fits[i] = (placer.try_node(task, node, True)
-                                         or placer.try_node(task, node, False)) is not None
+                        fit = fits[i] = (placer.fit(placer, task, node, True)
+                                         or placer.fit(placer, task, node, False)) is not None
                     if fit:
                         return score
             return None

@@ -1,15 +1,22 @@
 """predicates: the node predicates of KAI's predicates plugin (resources, pod count, node selector and affinity,
-taints, host ports, inter-pod affinity, ConfigMap volumes), evaluated by the placer's indexed search."""
+taints, host ports, inter-pod affinity, ConfigMap volumes). Its one fit function (`fit.py`) answers both "does the
+task fit this node" for the placer's indexed search and "why not" for the unschedulable explanations."""
 
 from __future__ import annotations
 
-from operators.scheduler.decide.framework import Plugin
+from operators.scheduler.decide.framework import Hooks, Plugin
+from operators.scheduler.decide.plugins.predicates.fit import fit
 
 
 class Predicates(Plugin):
     name = "predicates"
     default_priority = 900
     required = True
+
+    fit = staticmethod(fit)
+
+    def hooks(self) -> Hooks:
+        return Hooks(node_fit=self)
 
 
 PLUGIN = Predicates

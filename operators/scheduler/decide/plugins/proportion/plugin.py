@@ -14,8 +14,8 @@ from operators.scheduler.decide import explain
 from operators.scheduler.decide.config import parse_bool_argument
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
-from operators.scheduler.decide.ordering import queue_before, queue_facts
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, allocatable_share, fair_shares
+from operators.scheduler.decide.plugins.proportion.queueorder import queue_before, queue_facts
 from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.plugins.proportion.usage import NO_USAGE, queue_usage
 from operators.scheduler.decide.records import UNLIMITED

@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from operators.scheduler.decide.durations import parse_duration
+from operators.core.durations import parse_seconds
 from operators.scheduler.decide.snapshot import Snapshot
 from operators.scheduler.decide.usageconfig import UsageDBSettings
 
@@ -122,7 +122,7 @@ def _vector(values: Mapping[str, Any]) -> Usage:
 def _history_sum(intervals: Sequence[Mapping[str, Any]], now: float, start: float,
                  cfg: UsageDBSettings) -> tuple[float, float, float]:
     """Per resource: the windowed, decayed sum of a step function given as intervals (from, to] before now."""
-    spans = [(now - parse_duration(i.get("from", "0s")), now - parse_duration(i.get("to", "0s")), _vector(i))
+    spans = [(now - parse_seconds(i.get("from", "0s")), now - parse_seconds(i.get("to", "0s")), _vector(i))
              for i in intervals]
     times = steps(now, start, cfg.query_resolution)
     out = []
