@@ -199,23 +199,27 @@ class NodeFit(Protocol):
 class Gang(Protocol):
     """Gang rules (the highest-priority implementing plugin decides all of them).
 
-    - `job_ready`: enough live pods for the job to be scheduled at all;
+    - `job_ready`: enough live pods for the job to be scheduled at all; `ready_jobs`: the same for a list of jobs
+      (one call per action: the session's candidate list is its hot loop);
     - `not_ready_message`: why it is not (a job that is not ready);
     - `tasks_to_allocate`: the pods of the next attempt (the gang core, else one pod for elastic growth);
     - `attempt_state`: (gang, placed) before an attempt: is this attempt a gang one, pods already allocated;
     - `failure`: what to record when the attempt fails on `task` after `placed` pods of it were placed;
     - `failure_message`: the text of a recorded failure (`FailedAttempt`), at session close;
-    - `is_stale`: a running gang that lost members below its minimum;
+    - `is_stale`: a running gang that lost members below its minimum; `stale_jobs`: those of a list of jobs (one
+      call at session close);
     - `stale_message`: the StaleJob text.
     """
 
     def job_ready(self, job: Job) -> bool: ...
+    def ready_jobs(self, jobs: Iterable[Job]) -> list[Job]: ...
     def not_ready_message(self, job: Job) -> str: ...
     def tasks_to_allocate(self, job: Job) -> list[Task]: ...
     def attempt_state(self, job: Job) -> tuple[bool, int]: ...
     def failure(self, job: Job, task: Task, state: tuple[bool, int], placed: int, summary: str) -> FailedAttempt: ...
     def failure_message(self, failure: FailedAttempt) -> str: ...
     def is_stale(self, job: Job) -> bool: ...
+    def stale_jobs(self, jobs: Iterable[Job]) -> set[Job]: ...
     def stale_message(self, job: Job) -> str: ...
 
 
@@ -467,19 +471,15 @@ class Framework:
     def __init__(self, plugins: Sequence[Plugin]) -> None:
         self.plugins = list(plugins)
         self.names = frozenset(p.name for p in plugins)
-        self.builtin_gang = False
         self._resolve([(p, hooks_of(p)) for p in self.plugins])
 
     def settle(self, session: Session) -> bool:
         """Drop the hooks of the plugins that say (`in_use`) they have nothing to do in this session; True when
-        some were dropped. Call once, after the session-open hooks. The gang rules' inlining stays off if a
-        session-open hook turned it off."""
+        some were dropped. Call once, after the session-open hooks."""
         active = [(p, h) for p, h in self._registered if h.scope is None or h.scope.in_use(session)]
         if len(active) == len(self._registered):
             return False
-        inline = self.builtin_gang
         self._resolve(active)
-        self.builtin_gang = self.builtin_gang and inline
         return True
 
     def _resolve(self, registered: Sequence[tuple[Plugin, Hooks]]) -> None:
@@ -544,8 +544,6 @@ class Framework:
         if gang is None:
             raise ValueError("no enabled plugin implements the gang rules (enable the gang plugin)")
         self.gang: Gang = gang
-        # Flat per-podset rules (`flat_rules = True`) are inlined in the session's hot loops; others are called.
-        self.builtin_gang = bool(getattr(self.gang, "flat_rules", False))
         # The gang plugin's other ways to meet its rule (only the plugin whose gang rules are in force).
         choices = next((h.gang_choices for h in hooks if h.gang is gang), None)
         self.gang_choices: Callable[[Session, Job], Iterator[None] | None] | None = (

@@ -217,7 +217,7 @@ def test_plugins_with_nothing_to_do_in_a_session_leave_its_hooks() -> None:
     # No topology constraint, no minSubGroup, no preemption delay, no inter-pod affinity: none of their hooks.
     assert not fw.node_subsets and not fw.job_gates and not fw.scorers and not fw.node_filters
     assert not fw.on_allocate and not fw.on_deallocate and not fw.session_close
-    assert type(fw.gang) is Gang and fw.builtin_gang
+    assert type(fw.gang) is Gang
     # Each feature in use keeps its plugin.
     delayed = podgroup("d")
     delayed["spec"]["preemptionDelay"] = "60s"
@@ -225,5 +225,5 @@ def test_plugins_with_nothing_to_do_in_a_session_leave_its_hooks() -> None:
     elastic["spec"]["minSubGroup"] = 1
     fw = Session(snapshot_from_objects([*plain, delayed, pod("d", "d", gpus=1), elastic,
                                         pod("e", "e", gpus=1, subgroup="x")]), SchedulerConfig(), 1e9).framework
-    assert len(fw.job_gates) == 1 and fw.gang is fw.plugin("subgroups") and not fw.builtin_gang
+    assert len(fw.job_gates) == 1 and fw.gang is fw.plugin("subgroups")
     assert not fw.node_subsets and not fw.scorers

@@ -12,18 +12,11 @@ from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.actions.victims import stale_eviction_message
 from operators.scheduler.decide.decisions import StaleJob
-from operators.scheduler.decide.model import SUCCEEDED, VICTIM_STATUSES, Job
+from operators.scheduler.decide.model import VICTIM_STATUSES
 from operators.scheduler.decide.records import parse_time
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
-
-
-def is_stale(job: Job) -> bool:
-    """The built-in gang rule (the gang plugin's `is_stale`)."""
-    if any(t.status == SUCCEEDED for t in job.tasks):
-        return False
-    return any(p.active_used for p in job.podsets) and any(p.active_used < p.min_available for p in job.podsets)
 
 
 class StaleGangEviction:

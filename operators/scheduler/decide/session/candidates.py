@@ -16,8 +16,7 @@ class Candidates(Accounting):
         with pending pods are a subset of those that had some at the first call: later calls filter that list.
         """
         source = self._pending_jobs if self._pending_jobs is not None else self.jobs
-        builtin_gang, job_ready = self.framework.builtin_gang, self.framework.gang.job_ready
-        out: list[Job] = []
+        leaf: list[Job] = []
         pending: list[Job] = []
         for j in source:
             for p in j.podsets:
@@ -27,17 +26,9 @@ class Candidates(Accounting):
                 continue
             pending.append(j)
             q = j.queue
-            if q is None or q.children:
-                continue
-            if not builtin_gang:
-                if job_ready(j):
-                    out.append(j)
-                continue
-            for p in j.podsets:  # the gang plugin's job_ready(), inlined
-                if p.alive - p.gated < p.min_available:
-                    break
-            else:
-                out.append(j)
+            if q is not None and not q.children:
+                leaf.append(j)
+        out = self.framework.gang.ready_jobs(leaf)
         self._pending_jobs = pending
         return out
 

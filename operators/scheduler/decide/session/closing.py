@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.decisions import AnnotationUpdate, Decisions, NotReady, QueueShare, Unschedulable
-from operators.scheduler.decide.model import GATED, PENDING, SUCCEEDED, Job, QueueState, Task
+from operators.scheduler.decide.model import GATED, PENDING, Job, QueueState, Task
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session.accounting import Accounting, JobOutcome
 from operators.scheduler.decide.units import GPU
@@ -28,23 +28,16 @@ class Closing(Accounting):
         annotations = d.annotations
         now_text = self.now_text
         gang = self.framework.gang
-        builtin_gang = self.framework.builtin_gang
+        stale_jobs = gang.stale_jobs(self.jobs)
         for job in self.jobs:
-            # The stale-timestamp annotation (stale: some active pod, a podset below its minimum, no Succeeded
-            # pod; the task scan only if needed) and the counters test below, in one pass over the podsets.
-            below = active = False
+            # The stale-timestamp annotation, and whether the job has pods to explain (alive - active-allocated =
+            # Pending + Gated).
+            stale = job in stale_jobs
             settled = True
             for p in job.podsets:
-                if p.active_used < p.min_available:
-                    below = True
-                if p.active_used:
-                    active = True
                 if p.alive != p.active_allocated:
                     settled = False
-            if builtin_gang:  # the gang plugin's is_stale(), inlined
-                stale = below and active and not any(t.status == SUCCEEDED for t in job.tasks)
-            else:
-                stale = gang.is_stale(job)
+                    break
             since = job.rec.stale_since
             if stale:
                 if since is None:

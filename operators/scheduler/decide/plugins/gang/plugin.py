@@ -7,6 +7,8 @@ minimum, evicted by stalegangeviction after the grace period).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import SUCCEEDED, Job, Task
@@ -18,9 +20,6 @@ class Gang(Plugin):
     name = "gang"
     default_priority = 500
     required = True
-    # job_ready() and is_stale() are the flat per-podset rules below, which the session inlines in its hot loops
-    # (schedulable_jobs, close). An implementation with other rules (e.g. a minSubGroup tree) sets it False.
-    flat_rules = True
 
     tasks_to_allocate = staticmethod(tasks_to_allocate)
 
@@ -30,6 +29,18 @@ class Gang(Plugin):
     @staticmethod
     def job_ready(job: Job) -> bool:
         return all(p.alive - p.gated >= p.min_available for p in job.podsets)
+
+    @staticmethod
+    def ready_jobs(jobs: Iterable[Job]) -> list[Job]:
+        """job_ready() over a list, as plain loops: every action asks it of every pending job."""
+        out: list[Job] = []
+        for job in jobs:
+            for p in job.podsets:
+                if p.alive - p.gated < p.min_available:
+                    break
+            else:
+                out.append(job)
+        return out
 
     @staticmethod
     def not_ready_message(job: Job) -> str:
@@ -71,6 +82,21 @@ class Gang(Plugin):
             return False
         return any(p.active_used for p in job.podsets) and any(
             p.active_used < p.min_available for p in job.podsets)
+
+    @staticmethod
+    def stale_jobs(jobs: Iterable[Job]) -> set[Job]:
+        """is_stale() over a list, one pass over the podsets per job (session close asks it of every job)."""
+        out: set[Job] = set()
+        for job in jobs:
+            below = active = False
+            for p in job.podsets:
+                if p.active_used < p.min_available:
+                    below = True
+                if p.active_used:
+                    active = True
+            if below and active and not any(t.status == SUCCEEDED for t in job.tasks):
+                out.add(job)
+        return out
 
     @staticmethod
     def stale_message(job: Job) -> str:

@@ -15,7 +15,7 @@ PodGroups without `minSubGroup` keep the `gang` plugin's behaviour unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import SUCCEEDED, Job, PodSet, Task
@@ -37,9 +37,6 @@ class SubGroups(Plugin):
     name = "subgroups"
     default_priority = 510  # above `gang`: the first plugin with the gang hooks decides all of them
     required = False
-    # Without a minSubGroup PodGroup in the session the flat rules apply, inlined by the session; with one, its
-    # readiness and staleness are this plugin's (`on_session_open` turns the inlining off).
-    flat_rules = True
 
     def hooks(self) -> Hooks:
         return Hooks(session_open=self, scope=self, gang=self, gang_choices=self)
@@ -57,8 +54,6 @@ class SubGroups(Plugin):
                 tree = build_tree(job.rec.subgroups, job.rec.min_member, job.rec.min_sub_group)
                 self.trees[job] = tree
                 self._set_minimums(session, job, tree)
-        if self.trees:
-            session.framework.builtin_gang = False
 
     def in_use(self, session: Session) -> bool:
         """Some PodGroup sets `minSubGroup`; otherwise this plugin's rules are the `gang` plugin's, which then
@@ -147,6 +142,12 @@ class SubGroups(Plugin):
         if tree is None:
             return Gang.job_ready(job)
         return tree.satisfied({p.name: p.alive - p.gated for p in job.podsets})
+
+    def ready_jobs(self, jobs: Iterable[Job]) -> list[Job]:
+        return [job for job in jobs if self.job_ready(job)]
+
+    def stale_jobs(self, jobs: Iterable[Job]) -> set[Job]:
+        return {job for job in jobs if self.is_stale(job)}
 
     def is_stale(self, job: Job) -> bool:
         tree = self.trees.get(job)
