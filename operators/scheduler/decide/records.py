@@ -25,6 +25,7 @@ from operators.core.resources import (
     parse_quantity,
     pod_container_requests,
 )
+from operators.scheduler.decide.devices import pod_claims
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
 UNLIMITED = -1
@@ -301,13 +302,15 @@ class PodRecord:
     owner_kinds: tuple[str, ...] = ()
     # kai.scheduler/preemption-delay of the pod (label, else annotation) in seconds; None: unset or malformed.
     preemption_delay: float | None = None
+    # DRA: (pod claim name, ResourceClaim name; "" while a template's claim is not created yet) per spec.resourceClaims.
+    claims: tuple[tuple[str, str], ...] = ()
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fit_key", (self.constraints.hard, self.cpu, self.memory, self.gpu, self.scalars,
-                                             self.nominated_node))
+                                             self.nominated_node, *((self.key,) if self.claims else ())))
 
     @property
     def key(self) -> str:
@@ -417,6 +420,8 @@ class BindRequestRecord:
     failed: bool
     gpu_groups: tuple[str, ...]
     resource_type: str
+    # DRA devices the request allocates, as (driver, pool, device) of its spec.resourceClaimAllocations.
+    claim_devices: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,7 +566,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         is_reservation=is_reservation, gpu_error=gpu_error,
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
-                                 else annotations.get(keys.PREEMPTION_DELAY)))
+                                 else annotations.get(keys.PREEMPTION_DELAY)),
+        claims=pod_claims(spec, status) if spec.get("resourceClaims") else ())
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
@@ -683,7 +689,10 @@ def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
         namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
         pod_name=str(spec.get("podName") or meta.get("name", "")), selected_node=str(spec.get("selectedNode") or ""),
         failed=failed, gpu_groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or ()),
-        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR))
+        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR),
+        claim_devices=tuple((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+                            for a in spec.get("resourceClaimAllocations") or ()
+                            for r in ((a.get("allocation") or {}).get("devices") or {}).get("results") or ()))
 
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:

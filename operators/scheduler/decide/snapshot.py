@@ -11,6 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from operators.core import keys
+from operators.scheduler.decide.devices import (
+    ClaimRecord,
+    DeviceClassRecord,
+    SliceRecord,
+    claim_record,
+    device_class_record,
+    slice_record,
+    with_dra_gpus,
+)
 from operators.scheduler.decide.records import (
     BindRequestRecord,
     ConfigMapRecord,
@@ -57,6 +66,10 @@ class Snapshot:
     configmaps: frozenset[str] = frozenset()  # "namespace/name"
     node_pool: str = ""
     topologies: tuple[TopologyRecord, ...] = ()
+    # DRA (resource.k8s.io/v1); the nodes' and pods' DRA GPUs are already counted in their `gpus` / `gpu`.
+    resource_slices: tuple[SliceRecord, ...] = ()
+    resource_claims: tuple[ClaimRecord, ...] = ()
+    device_classes: tuple[DeviceClassRecord, ...] = ()
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:
@@ -74,11 +87,18 @@ def build_snapshot(
     priority_classes: Iterable[PriorityClassRecord] = (),
     configmaps: Iterable[ConfigMapRecord] = (),
     topologies: Iterable[TopologyRecord] = (),
+    resource_slices: Iterable[SliceRecord] = (),
+    resource_claims: Iterable[ClaimRecord] = (),
+    device_classes: Iterable[DeviceClassRecord] = (),
     node_pool_label: str = keys.NODE_POOL_LABEL,
     partition: str = "",
 ) -> Snapshot:
+    slices, claims = tuple(resource_slices), tuple(resource_claims)
+    nodes = [n for n in nodes if _in_shard(n.labels, node_pool_label, partition)]
+    if slices or claims:  # KAI's rule: DRA GPUs are whole GPUs of their node and of the pods claiming them
+        nodes, pods = with_dra_gpus(nodes, pods, slices, {c.key: c for c in claims})
     return Snapshot(
-        nodes=tuple(n for n in nodes if _in_shard(n.labels, node_pool_label, partition)),
+        nodes=tuple(nodes),
         pods=tuple(pods),
         podgroups=tuple(p for p in podgroups if _in_shard(p.labels, node_pool_label, partition)),
         # Queues are shared: an unlabelled Queue is in every shard, a labelled one only in its own.
@@ -88,13 +108,15 @@ def build_snapshot(
         configmaps=frozenset(f"{c.namespace}/{c.name}" for c in configmaps),
         node_pool=partition,
         topologies=tuple(sorted(topologies, key=lambda t: t.name)),
+        resource_slices=slices, resource_claims=claims, device_classes=tuple(device_classes),
     )
 
 
 _PARSERS: dict[str, Any] = {
     "Node": node_record, "Pod": pod_record, "PodGroup": podgroup_record, "Queue": queue_record,
     "BindRequest": bindrequest_record, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
-    "Topology": topology_record,
+    "Topology": topology_record, "ResourceSlice": slice_record, "ResourceClaim": claim_record,
+    "DeviceClass": device_class_record,
 }
 
 
@@ -130,4 +152,5 @@ def snapshot_from_objects(
         podgroups=buckets.get(PodGroupRecord, []), queues=buckets.get(QueueRecord, []),
         bindrequests=buckets.get(BindRequestRecord, []), priority_classes=buckets.get(PriorityClassRecord, []),
         configmaps=buckets.get(ConfigMapRecord, []), topologies=buckets.get(TopologyRecord, []),
-        node_pool_label=node_pool_label, partition=partition)
+        resource_slices=buckets.get(SliceRecord, []), resource_claims=buckets.get(ClaimRecord, []),
+        device_classes=buckets.get(DeviceClassRecord, []), node_pool_label=node_pool_label, partition=partition)
