@@ -69,6 +69,7 @@ class Writer:
         self._binding: dict[str, float] = {}
         self.assumed_bindrequests = Assumed(self.bindrequests)
         self.assumed_podgroups = Assumed(self.podgroups)
+        self.assumed_pods = Assumed(self.pods)
 
     async def _stop_writing(self) -> None:
         """Stopped (a clean stop before the lease is released): the writes still going out finish within
@@ -187,7 +188,7 @@ class Writer:
         node pool when it has a partition value."""
         partition = self.config.partition
         record = BindRequestRecord.decided(b.namespace, b.pod, uid, b.node, b.resource_type, b.gpu_groups,
-                                           b.gpu_count, b.gpu_portion)
+                                           b.gpu_count, b.gpu_portion, b.claim_allocations)
         return record.body({self.config.node_pool_label: partition} if partition else None)
 
     def _assume(self, b: Bind) -> bool:
@@ -266,6 +267,9 @@ class Writer:
         except Exception as exc:
             if not is_not_found(exc) and status_of(exc) != 409:
                 raise
+        # The pod is going from now on: a cycle that runs before its watch event arrives (e.g. woken by a claim
+        # change) must see its resources releasing, not evict another pod for the same preemptor.
+        self.assumed_pods.assume(key, replace(pod, deleting=True))
         metrics.EVICTIONS.inc()
         metrics.ACTED_ON.labels(e.action).inc()
         group = self.podgroups.get(f"{e.namespace}/{e.pod_group}")

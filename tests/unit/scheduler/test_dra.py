@@ -186,7 +186,8 @@ def test_allocation_mode_all_takes_every_matching_device_or_none() -> None:
     d = cycle(objs)
     assert [r["device"] for r in allocations(d)["a-0"][0]["devices"]["results"]] == [f"gpu-{i}" for i in range(4)]
     assert d.binds[0].gpu_count == 1  # KAI counts an All request as one GPU for bookkeeping
-    objs += [claim("held", owner="r-0", allocated=("n1", ["gpu-2"]), reserved=("r-0",))]
+    objs += [claim("held", owner="r-0", allocated=("n1", ["gpu-2"]), reserved=("r-0",)), podgroup("r"),
+             dra_pod("r-0", "r", "held", node_name="n1", phase="Running")]
     d = cycle(objs)
     assert not d.binds
     assert "allocationMode All needs every matching device free, 3 of 4 are" in d.unschedulable[0].pod_messages["a-0"]
@@ -250,3 +251,26 @@ def test_selector_compiles_once_and_reports_errors() -> None:
     assert isinstance(allocate(missing, "n1", sl.devices, set(), classes, "claim c"), str)
     ok = claim_record(claim("c"))
     assert isinstance(allocate(ok, "n1", sl.devices, set(), classes, "claim c"), Allocation)
+
+
+def test_devices_of_claims_whose_pods_are_gone_are_releasing() -> None:
+    """Two reclaimed pods are gone but the controller has not deallocated their claims yet: the two pending pods
+    are pipelined onto those devices (not bound to them, and no further pod is evicted)."""
+    queues = [queue("qa", gpu=(4, -1, 1)), queue("qb", gpu=(4, -1, 1))]
+    objs = base(dra_node("n1"), queues=queues)
+    for i in range(8):
+        objs.append(claim(f"ca{i}", owner=f"a{i}-0", allocated=("n1", [f"gpu-{i}"]), reserved=(f"a{i}-0",)))
+        if i < 6:
+            objs += [podgroup(f"a{i}", "qa", created=f"2025-01-01T00:0{i}:00Z"),
+                     dra_pod(f"a{i}-0", f"a{i}", f"ca{i}", node_name="n1", phase="Running")]
+    for i in range(2):
+        objs += [podgroup(f"b{i}", "qb", created=LATER), dra_pod(f"b{i}-0", f"b{i}", f"cb{i}"),
+                 claim(f"cb{i}", owner=f"b{i}-0")]
+    d = cycle(objs, SchedulerConfig(actions=("allocate", "reclaim")))
+    assert not d.binds and not d.evictions
+    assert sorted(p.pod for p in d.pipelined) == ["b0-0", "b1-0"]
+    # Once the claims are deallocated, the pods bind to the freed devices.
+    objs = [o for o in objs if o["metadata"]["name"] not in ("ca6", "ca7")]
+    d = cycle(objs, SchedulerConfig(actions=("allocate", "reclaim")))
+    got = sorted(a["devices"]["results"][0]["device"] for allocs in allocations(d).values() for a in allocs)
+    assert got == ["gpu-6", "gpu-7"] and not d.evictions

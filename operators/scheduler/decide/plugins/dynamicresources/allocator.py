@@ -1,9 +1,12 @@
 """Allocation of one ResourceClaim from one node's devices, as the structured-parameters allocator does it.
 
 Each request of the claim (in order) takes devices of the node that match its DeviceClass's selectors and its own,
-and that no other claim holds: `ExactCount` the first `count` of them (slice order), `All` every matching device,
-all of which must be free. A claim that cannot be satisfied gets the reason: which request, which selector left too
-few devices, and how many free devices there were.
+and that no other claim holds: `ExactCount` the first `count` of them (slice order, devices being released last),
+`All` every matching device, all of which must be free. Devices held by claims whose pods are all going
+(`releasing`) can be taken, as a pod's GPUs being released can: the node's GPU count decides whether the pod binds
+or is pipelined onto them, and free devices are taken first so a bind never takes a device still allocated. A claim
+that cannot be satisfied gets the reason: which request, which selector left too few devices, and how many free
+devices there were.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def _matching(devices: Sequence[Device], expressions: Sequence[str]) -> tuple[li
 
 
 def allocate(claim: ClaimRecord, node: str, devices: Sequence[Device], taken: Container[tuple[str, str, str]],
-             classes: Mapping[str, DeviceClassRecord], label: str) -> Allocation | str:
+             classes: Mapping[str, DeviceClassRecord], label: str,
+             releasing: Container[tuple[str, str, str]] = ()) -> Allocation | str:
     """The claim's devices on `node`, or why it cannot be allocated there (`label` names the claim in it)."""
     chosen: list[AllocatedDevice] = []
     used: set[tuple[str, str, str]] = set()
@@ -56,7 +60,8 @@ def allocate(claim: ClaimRecord, node: str, devices: Sequence[Device], taken: Co
             of_class, _ = _matching(devices, cls.selectors)
             if not of_class:
                 return f"{where}: no device of class {request.device_class} on the node"
-            free = [d for d in of_class if d.id not in taken and d.id not in used]
+            free = sorted((d for d in of_class if d.id not in taken and d.id not in used),
+                          key=lambda d: d.id in releasing)
             selected, emptied = _matching(free, request.selectors)
             if request.mode == ALL:
                 wanted, _ = _matching(of_class, request.selectors)

@@ -8,8 +8,13 @@
   held by other claims (allocated ones, and those of BindRequests the binder has not written yet) taken.
 - Allocate / deallocate events: placing a pod allocates its unallocated claims (virtually, for the session) and
   records the allocations on the task, which the bind decision carries as the BindRequest's
-  `resourceClaimAllocations`; evicting the last user of a claim frees its devices (so a reclaim or preempt
-  simulation can give them to the preemptor), and a rollback restores them.
+  `resourceClaimAllocations`; evicting the last user of a claim makes its devices releasing (a reclaim or preempt
+  simulation can give them to the preemptor, which is pipelined onto them as onto any GPU being released), and a
+  rollback restores them.
+- Devices of claims whose pods are all gone or going, or that no pod reserves any more (the resource-claim
+  controller has not deallocated them yet; our binder writes an allocation and its reservation at once) are
+  releasing too; where their pods are gone, their GPUs are moved from the node's idle GPUs to its releasing
+  ones, so the next cycle pipelines onto them instead of evicting more pods.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from operators.scheduler.decide.devices import (
     Device,
     DeviceClassRecord,
     allocation_json,
+    is_gpu_class,
 )
 from operators.scheduler.decide.framework import Hooks, Plugin
-from operators.scheduler.decide.model import ON_NODE, NodeState, Task
+from operators.scheduler.decide.model import ON_NODE, RELEASING, NodeState, Task
 from operators.scheduler.decide.plugins.dynamicresources.allocator import Allocation, allocate
 
 if TYPE_CHECKING:
@@ -45,6 +51,7 @@ class DynamicResources(Plugin):
         self.node_devices: dict[str, list[Device]] = {}
         self.alloc: dict[str, Allocation] = {}  # claim key -> its (virtual) allocation
         self.taken: dict[DeviceId, str] = {}  # device -> claim key ("" for a BindRequest not yet written)
+        self.releasing: dict[DeviceId, str] = {}  # device -> claim key, of claims whose pods are all going
         self.users: dict[str, set[str]] = {}  # claim key -> uids of the placed pods using it
         self.made: set[str] = set()  # claims allocated in this session
         self.saved: dict[str, Allocation] = {}  # allocations freed by an eviction, for its rollback
@@ -61,18 +68,34 @@ class DynamicResources(Plugin):
         for s in sorted(snap.resource_slices, key=lambda s: s.name):
             if s.node:
                 self.node_devices.setdefault(s.node, []).extend(s.devices)
-        for claim in snap.resource_claims:
-            if claim.allocated is not None:
-                self._take(claim.key, Allocation(claim.allocated_node, claim.allocated))
-                self.users[claim.key] = set(claim.reserved_for)
-        for br in snap.bindrequests:  # allocated by a decision the binder has not written to the claims yet
-            for device in br.claim_devices:
-                self.taken.setdefault(device, "")
+        live: dict[str, str] = {}  # claim key -> "placed" if a non-releasing placed pod uses it, else "going"
         for job in session.jobs:
             for task in job.tasks:
                 if task.rec.claims and task.status in ON_NODE:
+                    going = task.status == RELEASING
                     for key in self._keys(task):
                         self.users.setdefault(key, set()).add(task.rec.uid)
+                        if not going:
+                            live[key] = "placed"
+                        else:
+                            live.setdefault(key, "going")
+        pods = {p.uid for p in snap.pods}
+        for claim in snap.resource_claims:
+            if claim.allocated is None:
+                continue
+            allocation = Allocation(claim.allocated_node, claim.allocated)
+            state = live.get(claim.key)
+            if state == "placed" or any(uid in pods and state != "going" for uid in claim.reserved_for):
+                self._take(claim.key, allocation)
+            else:  # every consumer gone or going (or none left): the resource-claim controller deallocates it soon
+                self.alloc[claim.key] = allocation
+                for d in allocation.devices:
+                    self.releasing[d.id] = claim.key
+                if state is None:  # its pods are gone: their GPUs are still held, as releasing ones
+                    self._release_gpus(session, allocation)
+        for br in snap.bindrequests:  # allocated by a decision the binder has not written to the claims yet
+            for device in br.claim_devices:
+                self.taken.setdefault(device, "")
 
     def in_use(self, session: Session) -> bool:
         return any(p.claims for p in session.snapshot.pods)
@@ -84,6 +107,34 @@ class DynamicResources(Plugin):
         self.alloc[key] = allocation
         for d in allocation.devices:
             self.taken[d.id] = key
+
+    def _release_gpus(self, session: Session, allocation: Allocation) -> None:
+        node = session.node_by_name.get(allocation.node)
+        gpus = sum(1 for d in allocation.devices if is_gpu_class(d.driver))
+        if node is None or not gpus:
+            return
+        moved = min(gpus, max(node.idle_gpu, 0))
+        node.idle_gpu -= moved
+        node.rel_gpu += moved
+        session._free_dirty.add(node.idx)
+        session.index.update(node)
+
+    def _soften(self, key: str) -> None:
+        """The claim's pods are all evicted: its devices are releasing."""
+        allocation = self.alloc.get(key)
+        if allocation is not None:
+            for d in allocation.devices:
+                if self.taken.get(d.id) == key:
+                    del self.taken[d.id]
+                self.releasing[d.id] = key
+
+    def _harden(self, key: str) -> None:
+        allocation = self.alloc.get(key)
+        if allocation is not None:
+            for d in allocation.devices:
+                if self.releasing.get(d.id) == key:
+                    del self.releasing[d.id]
+                self.taken[d.id] = key
 
     def _free(self, key: str) -> Allocation | None:
         allocation = self.alloc.pop(key, None)
@@ -134,7 +185,7 @@ class DynamicResources(Plugin):
                 continue
             taken = self.taken if not held else {**self.taken, **held}
             result = allocate(claim, node, self.node_devices.get(node, ()), taken, self.classes,
-                              f"DRA claim {pod_claim!r} ({name})")
+                              f"DRA claim {pod_claim!r} ({name})", self.releasing)
             if isinstance(result, str):
                 return result
             for d in result.devices:
@@ -150,9 +201,8 @@ class DynamicResources(Plugin):
         if kind == "rollback":  # an eviction undone: the pod uses its claims again
             for key in self._keys(task):
                 self.users.setdefault(key, set()).add(uid)
-                saved = self.saved.pop(key, None)
-                if saved is not None and key not in self.alloc:
-                    self._take(key, saved)
+                if self.saved.pop(key, None) is not None:
+                    self._harden(key)
             return
         node = session.nodes[task.node].name
         result = self._allocations(task, node)
@@ -178,9 +228,9 @@ class DynamicResources(Plugin):
             if users:
                 continue
             if kind == "evict":
-                freed = self._free(key)
-                if freed is not None:
-                    self.saved[key] = freed
+                if key in self.alloc and key not in self.saved:
+                    self._soften(key)
+                    self.saved[key] = self.alloc[key]
             elif key in self.made:
                 self._free(key)
                 self.made.discard(key)
