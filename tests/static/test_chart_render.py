@@ -186,11 +186,13 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
     # What each component does, in one line each (the integration test proves it is enough).
     expect = {
         "scheduler": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "delete"),
-                      ("kai.scheduler", "topologies", "watch"),
+                      ("kai.scheduler", "topologies", "watch"), ("resource.k8s.io", "resourceslices", "watch"),
+                      ("resource.k8s.io", "resourceclaims", "watch"), ("resource.k8s.io", "deviceclasses", "list"),
                       ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch"),
                       ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete")],
         "binder": [("", "pods/binding", "create"), ("scheduling.run.ai", "bindrequests/status", "patch"),
-                   ("", "configmaps", "create"), ("", "nodes", "get")],
+                   ("", "configmaps", "create"), ("", "nodes", "get"),
+                   ("resource.k8s.io", "resourceclaims/status", "update")],
         "pod-grouper": [("scheduling.run.ai", "podgroups", "create"), ("scheduling.run.ai", "podgroups", "update"),
                         ("", "pods", "patch"), ("ray.io", "rayclusters", "get"), ("ray.io", "rayjobs", "patch"),
                         ("scheduling.run.ai", "queues", "watch")],
@@ -199,7 +201,8 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
                              ("scheduling.run.ai", "podgroups", "watch")],
     }
     forbid = {
-        "scheduler": [("", "pods/binding", "create"), ("scheduling.run.ai", "queues/status", "patch")],
+        "scheduler": [("", "pods/binding", "create"), ("scheduling.run.ai", "queues/status", "patch"),
+                      ("resource.k8s.io", "resourceclaims/status", "update")],
         "binder": [("scheduling.run.ai", "bindrequests", "create"), ("", "pods", "create")],
         "pod-grouper": [("", "pods", "delete"), ("scheduling.run.ai", "podgroups", "delete")],
         "podgroup-controller": [("scheduling.run.ai", "podgroups", "patch"), ("", "pods", "patch")],
