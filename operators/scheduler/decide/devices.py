@@ -405,4 +405,26 @@ def allocation_json(node: str, devices: Iterable[AllocatedDevice]) -> str:
     }, sort_keys=True, separators=(",", ":"))
 
 
+def claims_after(claims: Iterable[ClaimRecord], bound: Mapping[str, list[tuple[str, str]]],
+                 released: Mapping[str, list[str]]) -> tuple[ClaimRecord, ...]:
+    """Claims as the binder and the claim controller leave them (for `kai simulate`'s next cycle): `bound` claim
+    key -> (allocation JSON, pod uid) written by binds, `released` claim key -> uids of pods that went."""
+    out = []
+    for c in claims:
+        for allocation, uid in bound.get(c.key, ()):
+            if c.allocated is None:
+                raw = json.loads(allocation)
+                c = replace(c, allocated=tuple(
+                    AllocatedDevice(str(r["request"]), str(r["driver"]), str(r["pool"]), str(r["device"]))
+                    for r in raw["devices"]["results"]), allocated_node=_allocation_node(raw))
+            if uid not in c.reserved_for:
+                c = replace(c, reserved_for=(*c.reserved_for, uid))
+        gone = released.get(c.key)
+        if gone:
+            left = tuple(u for u in c.reserved_for if u not in gone)
+            c = replace(c, reserved_for=left, **({"allocated": None, "allocated_node": ""} if not left else {}))
+        out.append(c)
+    return tuple(out)
+
+
 QUEUE_LABEL = keys.QUEUE_LABEL  # the label a shared GPU claim names its queue by (KAI)
