@@ -422,7 +422,8 @@ def claims_after(claims: Iterable[ClaimRecord], bound: Mapping[str, list[tuple[s
         gone = released.get(c.key)
         if gone:
             left = tuple(u for u in c.reserved_for if u not in gone)
-            c = replace(c, reserved_for=left, **({"allocated": None, "allocated_node": ""} if not left else {}))
+            c = replace(c, reserved_for=left) if left else replace(c, reserved_for=(), allocated=None,
+                                                                    allocated_node="")
         out.append(c)
     return tuple(out)
 
