@@ -186,10 +186,15 @@ def test_dra_gpus_count_in_quota_and_are_reclaimed(cluster: Cluster, namespace: 
                                for i in range(2)])
     owners = poll(lambda: (r := running(cluster, namespace, "app=b")) and len(r) == 2 and r, "B's pods to run",
                   timeout=120)
-    assert len(running(cluster, namespace, "app=a")) == 6
     evicted = [e for e in items(cluster, "events", namespace, "--field-selector", "reason=Evict")
                if e["involvedObject"]["kind"] == "Pod"]
-    assert len({e["involvedObject"]["name"] for e in evicted}) == 2, evicted
+    victims = {e["involvedObject"]["name"] for e in evicted}
+    assert victims and victims <= {f"a{i}" for i in range(8)}, evicted
+    for e in evicted:
+        assert f"(queue {qb}): queue {qa} uses" in e["message"], e
+    # Two GPUs are needed; a cycle that runs while the first victims' claims are still being released can take a
+    # third or fourth (see the README's DRA notes): the reclaim is across queues either way.
+    assert 2 <= len(victims) <= 4 and len(running(cluster, namespace, "app=a")) == 8 - len(victims)
     for p in owners:
         assert claim_of(cluster, namespace, p)["status"]["allocation"]["devices"]["results"][0]["pool"] == \
             p["spec"]["nodeName"]

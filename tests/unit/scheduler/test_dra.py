@@ -304,3 +304,18 @@ def test_simulate_the_example_over_cycles(tmp_path: Any) -> None:
     assert placed["dra-shared-a"][0] == "Running" and placed["dra-shared-a"][1] == placed["dra-shared-b"][1]
     assert all(b["cycle"] == 1 for b in result["binds"]) and len(result["binds"]) == 3
     assert result["unschedulable"] == []
+
+
+def test_a_deleted_pod_marked_failed_releases_its_devices() -> None:
+    """A reclaimed pod is deleting and already Failed (as kwok and the kubelet mark it) while its claim is still
+    allocated: the preemptor is pipelined onto its device, no second victim is evicted."""
+    queues = [queue("org"), queue("qa", "org", gpu=(0, -1, 1)), queue("qb", "org", gpu=(2, -1, 1))]
+    objs = base(dra_node("n1"), queues=queues)
+    for i in range(8):
+        objs += [podgroup(f"a{i}", "qa", created=f"2025-01-01T00:0{i}:00Z"),
+                 dra_pod(f"a{i}-0", f"a{i}", f"ca{i}", node_name="n1", phase="Failed" if i == 6 else "Running",
+                         deleting=i == 6),
+                 claim(f"ca{i}", owner=f"a{i}-0", allocated=("n1", [f"gpu-{i}"]), reserved=(f"a{i}-0",))]
+    objs += [podgroup("b0", "qb", created=LATER), dra_pod("b0-0", "b0", "cb0"), claim("cb0", owner="b0-0")]
+    d = cycle(objs)
+    assert not d.evictions and [p.pod for p in d.pipelined] == ["b0-0"]

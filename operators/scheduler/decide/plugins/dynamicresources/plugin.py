@@ -79,7 +79,9 @@ class DynamicResources(Plugin):
                             live[key] = "placed"
                         else:
                             live.setdefault(key, "going")
-        pods = {p.uid for p in snap.pods}
+        # Pods that still hold what they reserve: not deleting, not finished (kwok and the kubelet mark a deleted
+        # pod Failed, which holds no GPU on its node while its claim is still allocated).
+        pods = {p.uid for p in snap.pods if not p.deleting and p.phase not in ("Succeeded", "Failed")}
         for claim in snap.resource_claims:
             if claim.allocated is None:
                 continue
