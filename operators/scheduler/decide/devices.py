@@ -250,11 +250,21 @@ def with_dra_gpus(nodes: Iterable[Any], pods: Iterable[Any], slices: Iterable[Sl
     out_pods = []
     for p in pods:
         if p.claims:
-            gpus = sum(c.gpus for _, name in p.claims if name and (c := claims.get(f"{p.namespace}/{name}")))
-            if gpus and not p.gpu.is_shared:
-                p = replace(p, gpu=GpuRequest(whole=p.gpu.whole + gpus))
+            found = [(pc, c) for pc, name in p.claims if name and (c := claims.get(f"{p.namespace}/{name}"))]
+            gpus = sum(c.gpus for _, c in found)
+            fit = _claim_fit(p, found) if len(found) == len(p.claims) else ()
+            if (gpus and not p.gpu.is_shared) or fit:
+                p = replace(p, gpu=GpuRequest(whole=p.gpu.whole + gpus) if gpus and not p.gpu.is_shared else p.gpu,
+                            claim_fit=fit)
         out_pods.append(p)
     return out_nodes, out_pods
+
+
+def _claim_fit(pod: Any, found: list[tuple[str, ClaimRecord]]) -> tuple[object, ...]:
+    """The claims as placement sees them: a claim of this pod alone, not allocated, by its requests (pods made from
+    one template share fit results); any other (allocated, shared) by its key."""
+    return tuple((pc, c.requests) if c.allocated is None and c.owner_pod == pod.uid else (pc, c.key)
+                 for pc, c in found)
 
 
 # --- CEL ------------------------------------------------------------------------------------------------------

@@ -304,13 +304,17 @@ class PodRecord:
     preemption_delay: float | None = None
     # DRA: (pod claim name, ResourceClaim name; "" while a template's claim is not created yet) per spec.resourceClaims.
     claims: tuple[tuple[str, str], ...] = ()
+    # What placement depends on of the claims (set with the snapshot's claims): pods whose claims ask the same of
+    # unallocated devices share fit results; an allocated or shared claim is itself part of it. () : the pod key.
+    claim_fit: tuple[object, ...] = ()
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fit_key", (self.constraints.hard, self.cpu, self.memory, self.gpu, self.scalars,
-                                             self.nominated_node, *((self.key,) if self.claims else ())))
+                                             self.nominated_node,
+                                             *((self.claim_fit or (self.key,)) if self.claims else ())))
 
     @property
     def key(self) -> str:

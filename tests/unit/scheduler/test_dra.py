@@ -163,7 +163,7 @@ def test_selector_larger_than_any_device_stays_pending_naming_the_selector() -> 
     d = cycle(objs)
     assert not d.binds
     message = d.unschedulable[0].pod_messages["b-0"]
-    assert (f"DRA claim 'gpu' (b-gpu) request 'gpu': needs 1 device of class gpu.nvidia.com matching selector "
+    assert (f"DRA claim 'gpu' request 'gpu': needs 1 device of class gpu.nvidia.com matching selector "
             f"{big!r}, 0 of 8 free devices match (8 on the node)") in message
     objs[-1] = claim("b-gpu", selectors=("device.capacity['gpu.nvidia.com'].memory >= quantity('80Gi')",),
                      owner="b-0")

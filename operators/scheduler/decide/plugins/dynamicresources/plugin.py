@@ -187,7 +187,7 @@ class DynamicResources(Plugin):
                 continue
             taken = self.taken if not held else {**self.taken, **held}
             result = allocate(claim, node, self.node_devices.get(node, ()), taken, self.classes,
-                              f"DRA claim {pod_claim!r} ({name})", self.releasing)
+                              f"DRA claim {pod_claim!r}", self.releasing)
             if isinstance(result, str):
                 return result
             for d in result.devices:
