@@ -48,6 +48,49 @@ def _node(i: int) -> dict[str, Any]:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
+DRA_DRIVER = "gpu.nvidia.com"
+DRA_SHARE = 0.2  # --dra: the share of GPU pods whose GPUs come from a ResourceClaim
+DEVICE_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRA_DRIVER},
+                "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRA_DRIVER}'"}}]}}
+
+
+def _dra_slice(node: dict[str, Any]) -> dict[str, Any]:
+    """--dra: the node's GPUs as the devices of one ResourceSlice (its nvidia.com/gpu resource is dropped)."""
+    name, labels = node["metadata"]["name"], node["metadata"]["labels"]
+    del node["status"]["allocatable"]["nvidia.com/gpu"]
+    devices = [{"name": f"gpu-{g}", "attributes": {"type": {"string": "gpu"}, "index": {"int": g},
+                                                   "productName": {"string": labels["nvidia.com/gpu.product"]},
+                                                   "uuid": {"string": f"GPU-{name}-{g}"}},
+                "capacity": {"memory": {"value": "80Gi"}}} for g in range(NODE_GPUS)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{name}-gpu"},
+            "spec": {"driver": DRA_DRIVER, "nodeName": name, "pool": {"name": name, "generation": 1,
+                                                                      "resourceSliceCount": 1}, "devices": devices}}
+
+
+def _dra_claim(pod: dict[str, Any], gpus: int, devices: list[int] | None, product: str | None) -> dict[str, Any]:
+    """--dra: the pod's claim (as made from its template), allocated to `devices` of its node when it runs."""
+    meta = pod["metadata"]
+    exactly: dict[str, Any] = {"deviceClassName": DRA_DRIVER, "count": gpus}
+    if product:
+        expression = f"device.attributes['{DRA_DRIVER}'].productName == '{product}'"
+        exactly["selectors"] = [{"cel": {"expression": expression}}]
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": f"{meta['name']}-gpu", "namespace": meta["namespace"], "uid": f"{meta['uid']}-gpu",
+                     "ownerReferences": [{"kind": "Pod", "name": meta["name"], "uid": meta["uid"]}]},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}, "status": {}}
+    if devices is not None:
+        node = pod["spec"]["nodeName"]
+        claim["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRA_DRIVER, "pool": node, "device": f"gpu-{d}"} for d in devices]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": meta["name"], "uid": meta["uid"]}]}
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    pod["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": claim["metadata"]["name"]}]
+    return claim
+
+
 def _queue(name: str, parent: str, gpu_quota: float) -> dict[str, Any]:
     res = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
     spec: dict[str, Any] = {"resources": {"gpu": {"quota": gpu_quota, "limit": -1, "overQuotaWeight": 1},
@@ -89,11 +132,19 @@ class Filler:
         return i, group
 
 
-def generate(n_nodes: int, seed: int = 7, topology: bool = False) -> list[dict[str, Any]]:
+def generate(n_nodes: int, seed: int = 7, topology: bool = False, dra: bool = False) -> list[dict[str, Any]]:
     """The synthetic cluster. `topology`: the same cluster, its nodes in racks of 16 and zones of 16 racks, and of
-    the pending gangs one in four requires a rack and one in four prefers a rack inside a required zone."""
+    the pending gangs one in four requires a rack and one in four prefers a rack inside a required zone. `dra`:
+    the nodes' GPUs are DRA devices (one ResourceSlice per node), and 20% of the GPU pods claim theirs through a
+    ResourceClaim (a product selector where the pod would select H100 nodes); the others ask nvidia.com/gpu,
+    counted against the same GPUs (KAI's rule)."""
     rnd = random.Random(seed)
     objs: list[dict[str, Any]] = [_node(i) for i in range(n_nodes)]
+    dra_rnd = random.Random(seed + 1)  # its own stream: the cluster is the plain one, only the GPU source differs
+    next_device = [0] * n_nodes  # --dra: the devices held by claims so far, per node
+    if dra:
+        objs += [_dra_slice(n) for n in objs[:n_nodes]]
+        objs.append(DEVICE_CLASS)
     if topology:
         for i, n in enumerate(objs):
             rack = i // RACK_NODES
@@ -167,15 +218,24 @@ def generate(n_nodes: int, seed: int = 7, topology: bool = False) -> list[dict[s
                 status = "Running"
                 if group:
                     labels["runai-gpu-group"] = group
-            objs.append({"apiVersion": "v1", "kind": "Pod",
-                         "metadata": {"name": f"{name}-{k}", "namespace": ns, "uid": f"{name}-{k}",
-                                      "labels": labels, "annotations": annotations},
-                         "spec": spec, "status": {"phase": status}})
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"{name}-{k}", "namespace": ns, "uid": f"{name}-{k}",
+                                "labels": labels, "annotations": annotations},
+                   "spec": spec, "status": {"phase": status}}
+            if dra and gpus and kind != "fraction" and dra_rnd.random() < DRA_SHARE:
+                del resources["limits"]
+                devices = None
+                if running:
+                    first = next_device[node_idx]
+                    devices = list(range(first, min(first + gpus, NODE_GPUS)))
+                    next_device[node_idx] += gpus
+                objs.append(_dra_claim(pod, gpus, devices, "H100" if selector else None))
+            objs.append(pod)
             made += 1
     return objs
 
 
-def run_one(n_nodes: int, topology: bool = False) -> dict[str, Any]:
+def run_one(n_nodes: int, topology: bool = False, dra: bool = False) -> dict[str, Any]:
     try:  # the decide/shell layout, else the flat one of older revisions (`--baseline`)
         from operators.scheduler.decide.config import SchedulerConfig
         from operators.scheduler.decide.cycle import run_cycle
@@ -187,7 +247,7 @@ def run_one(n_nodes: int, topology: bool = False) -> dict[str, Any]:
         from operators.scheduler.simulate import with_implicit_podgroups  # type: ignore[no-redef]
         from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects  # type: ignore[no-redef]
 
-    objs = generate(n_nodes, topology=topology)
+    objs = generate(n_nodes, topology=topology, dra=dra)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     snapshot = snapshot_from_objects(with_implicit_podgroups(objs))
@@ -201,7 +261,10 @@ def run_one(n_nodes: int, topology: bool = False) -> dict[str, Any]:
     b0 = time.process_time()
     build_snapshot(nodes=list(snapshot.nodes), pods=list(snapshot.pods), podgroups=list(snapshot.podgroups),
                    queues=list(snapshot.queues), bindrequests=list(snapshot.bindrequests),
-                   priority_classes=list(snapshot.priority_classes))
+                   priority_classes=list(snapshot.priority_classes),
+                   **({"resource_slices": list(snapshot.resource_slices),
+                       "resource_claims": list(snapshot.resource_claims),
+                       "device_classes": list(snapshot.device_classes)} if dra else {}))
     b1 = time.process_time()
     # The decision core without the disruptive actions (allocate is where a cycle's binds come from).
     run_cycle(snapshot, SchedulerConfig(), 1.7e9, ("allocate",))
@@ -227,9 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per size (and per revision); best CPU kept")
     parser.add_argument("--topology", action="store_true",
                         help="zone > rack node labels, a Topology, and rack constraints on half the pending gangs")
+    parser.add_argument("--dra", action="store_true",
+                        help="the GPUs as DRA devices, 20%% of the GPU pods claiming theirs through ResourceClaims")
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_one(args.one, args.topology)))
+        print(json.dumps(run_one(args.one, args.topology, args.dra)))
         return 0
     if args.profile:
         import cProfile
@@ -247,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         return compare(args.baseline, [int(s) for s in args.sizes.split(",")], max(1, args.repeat), args.topology)
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        rows.append(min((_run(size, topology=args.topology) for _ in range(max(1, args.repeat))),
+        rows.append(min((_run(size, topology=args.topology, dra=args.dra) for _ in range(max(1, args.repeat))),
                         key=lambda r: r["cycle_cpu_s"]))
     header = f"{'nodes':>6} {'pods':>7} {'pending':>8} {'parse s':>8} {'cycle s':>8} {'cycle cpu s':>12} " \
              f"{'alloc-only cpu s':>17} {'snapshot cpu s':>15} {'binds':>6} {'unsched':>8} {'peak RSS MiB':>13}"
@@ -286,13 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(size: int, code: str | None = None, topology: bool = False) -> dict[str, Any]:
+def _run(size: int, code: str | None = None, topology: bool = False, dra: bool = False) -> dict[str, Any]:
     """One size in a fresh process, on the `operators` package of `code` (default: the checkout holding this
     script, not whichever checkout the environment has installed)."""
     env = dict(os.environ)
     code = code or ROOT
     env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    out = subprocess.run([sys.executable, __file__, "--one", str(size), *(["--topology"] if topology else [])],
+    out = subprocess.run([sys.executable, __file__, "--one", str(size), *(["--topology"] if topology else []),
+                          *(["--dra"] if dra else [])],
                          check=True, capture_output=True, text=True, env=env)
     row: dict[str, Any] = json.loads(out.stdout)
     return row

@@ -25,7 +25,7 @@ def _dev_up(args: argparse.Namespace) -> int:
     opts = cluster.Options(name=args.name, nodes=args.nodes, gpus=args.gpus, gpu_memory_mib=args.gpu_memory,
                            gpu_product=args.gpu_product, cpu=args.cpu, memory=args.memory,
                            port_base=args.port_base, components=not args.no_components,
-                           kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout,
+                           kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout, dra=args.dra,
                            shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology,
                            real_node=args.real_node, suite=args.suite, usage_db=args.usage_db)
     started = time.monotonic()
@@ -232,6 +232,8 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--no-kuberay", action="store_true", help="do not start the KubeRay operator")
     up.add_argument("--autoscaler", action="store_true",
                     help="install the ProvisioningRequest CRD and run the test provisioner")
+    up.add_argument("--dra", action="store_true",
+                    help="the GPU nodes' GPUs as DRA devices (a test DRA driver publishes their ResourceSlices)")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     up.add_argument("--shards", type=_shard_names, default=[], metavar="A,B",
                     help="node-pool shards: a SchedulingShard, nodes and a scheduler process per name")

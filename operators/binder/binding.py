@@ -29,6 +29,7 @@ from operators.binder.common import (
     reservation_record,
 )
 from operators.binder.plugins import BindingState, PluginChain
+from operators.binder.plugins.dynamicresources import DynamicResources
 from operators.binder.plugins.gpusharing import GpuSharing
 from operators.binder.reservation_pods import ReservationPods
 from operators.core import keys
@@ -97,7 +98,8 @@ class Binder:
                                                 requeue=self.group_syncs.add)
         self.bindrequests.add_listener(self._on_bindrequest)
         # KAI's binder plugins, in their slots' order (see `binder.plugins`).
-        self.plugins = PluginChain([GpuSharing(api, self.gpu_reservations, cdi=config.cdi_enabled)])
+        self.plugins = PluginChain([DynamicResources(api),
+                                    GpuSharing(api, self.gpu_reservations, cdi=config.cdi_enabled)])
 
     # --- triggers ------------------------------------------------------------------------------------
     def _on_member(self, _: str, old: Member | None, new: Member | None) -> None:
@@ -174,7 +176,7 @@ class Binder:
         started = time.monotonic()
         pod: dict[str, Any] | None = None
         try:
-            pod = await self._pod(namespace, br.pod_name, fresh=br.fraction)
+            pod = await self._pod(namespace, br.pod_name, fresh=br.fraction or bool(br.claim_allocations))
             if pod is None:
                 raise BindError(f'pods "{br.pod_name}" not found')
             if br.pod_uid and br.pod_uid != meta(pod).get("uid"):

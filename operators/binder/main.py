@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-limiter-base-delay", type=float, default=1.0, help="seconds")
     p.add_argument("--rate-limiter-max-delay", type=float, default=60.0, help="seconds")
     p.set_defaults(lease_name="kai-binder")
-    # Accepted for compatibility with KAI's flags; there is no node-scale-adjuster, volume binding or DRA yet.
+    # Accepted for compatibility with KAI's flags; there is no node-scale-adjuster or volume binding yet (DRA is on).
     p.add_argument("--scale-adjust-namespace", default="kai-scale-adjust", help=argparse.SUPPRESS)
     p.add_argument("--volume-binding-timeout-seconds", type=float, default=120.0, help=argparse.SUPPRESS)
     return p

@@ -65,6 +65,9 @@ class Options:
     suite: str = "host"
     # Time-based fair share: a Prometheus (Debian's package) scraping the components, the default shard using it.
     usage_db: bool = False
+    # The kwok nodes' GPUs as DRA devices: the test DRA driver (`dradriver`) publishes their ResourceSlices and the
+    # DeviceClass gpu.nvidia.com; the nodes have no nvidia.com/gpu resource.
+    dra: bool = False
 
 
 @dataclass
@@ -350,7 +353,7 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
             "--log-stdout-encoder=console",
         ], env={"KUBECONFIG": state.kubeconfig})
     shape = nodes.NodeShape(gpus=opts.gpus, gpu_memory_mib=opts.gpu_memory_mib, gpu_product=opts.gpu_product,
-                            cpu=opts.cpu, memory=opts.memory)
+                            cpu=opts.cpu, memory=opts.memory, dra=opts.dra)
     names = [f"kwok-node-{i}" for i in range(opts.nodes)]
     per_node = nodes.spread_over_topology(names, *opts.topology) if opts.topology else None
     missing = asyncio.run(_create_nodes(state, names, shape, timeout, per_node))
@@ -368,6 +371,9 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
     if opts.autoscaler:
         launcher.start("test-provisioner", [sys.executable, str(AUTOSCALER / "provisioner.py")],
                        env={"KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"})
+    if opts.dra:
+        launcher.start("dra-driver", [sys.executable, "-m", "operators.devcluster.dradriver",
+                                      f"--kubeconfig={state.kubeconfig}"], env={"PYTHONUNBUFFERED": "1"})
     if opts.components and opts.suite == "chart":
         _deploy_chart(state, bins, timeout)
     elif opts.components:

@@ -16,6 +16,8 @@ DEV_NODE_LABEL = "kai.dev/fake-node"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "cloud.provider.com/topology-rack"
+# The label NVIDIA's DRA driver deployment selects its kubelet plugin's nodes by.
+DRA_NODE_LABEL = "nvidia.com/dra-kubelet-plugin"
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class NodeShape:
     cpu: str = "64"
     memory: str = "512Gi"
     pods: int = 110
+    # GPUs published through DRA (our test driver's ResourceSlices) instead of the nvidia.com/gpu resource.
+    dra: bool = False
 
 
 def node_manifest(name: str, shape: NodeShape, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -39,14 +43,17 @@ def node_manifest(name: str, shape: NodeShape, *, labels: dict[str, str] | None 
         DEV_NODE_LABEL: "true",
     }
     if shape.gpus:
-        capacity[keys.GPU_RESOURCE] = str(shape.gpus)
         node_labels |= {
             keys.NODE_GPU_COUNT: str(shape.gpus),
             keys.NODE_GPU_MEMORY: str(shape.gpu_memory_mib),
             keys.NODE_GPU_PRODUCT: shape.gpu_product,
-            # No device plugin runs on kwok nodes: the binder hands out deterministic fake GPU ids here.
-            keys.FAKE_GPU_NODE_LABEL: "true",
         }
+        if shape.dra:  # the test DRA driver publishes this node's GPUs as devices of a ResourceSlice
+            node_labels[DRA_NODE_LABEL] = "true"
+        else:
+            capacity[keys.GPU_RESOURCE] = str(shape.gpus)
+            # No device plugin runs on kwok nodes: the binder hands out deterministic fake GPU ids here.
+            node_labels[keys.FAKE_GPU_NODE_LABEL] = "true"
     node_labels |= labels or {}
     return {
         "apiVersion": "v1",

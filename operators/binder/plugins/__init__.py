@@ -10,7 +10,7 @@ GPU sharing):
 1. `volumebinding` (KAI: k8s-plugins VolumeBinding, binds the pod's PVCs to the node's PVs): not implemented;
    a pod with unbound PVCs binds as a plain pod.
 2. `dynamicresources` (KAI: k8s-plugins DynamicResources, allocates the pod's ResourceClaims as the BindRequest's
-   `resourceClaimAllocations` say): not implemented; DRA is out of scope.
+   `resourceClaimAllocations` say): `plugins.dynamicresources`.
 3. `gpusharing` (KAI: plugins/gpusharing, a fractional pod's ConfigMaps and env): `plugins.gpusharing`, which also
    reserves the GPU groups. KAI's binder does that in its core; here the reservation exists for GPU sharing only,
    so it lives in its plugin and a plain bind stays the binding alone.
@@ -41,6 +41,8 @@ class BindingState:
     """What one bind's plugins hand on to one another (KAI's `state.BindingState`)."""
 
     reserved_gpu_ids: list[str] = field(default_factory=list)
+    # DRA: the claims written by pre-bind (name, whether this bind allocated it), for the rollback.
+    claims: list[tuple[str, bool]] = field(default_factory=list)
 
 
 class BinderPlugin(Protocol):

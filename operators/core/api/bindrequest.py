@@ -9,6 +9,7 @@ Two views of one resource, kept together so that they cannot drift apart:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -79,6 +80,8 @@ class BindRequestRecord:
     reason: str = ""  # status.reason: why the last attempt failed
     failed_attempts: int = 0
     backoff_limit: int | None = None
+    # spec.resourceClaimAllocations: (pod claim name, status.allocation of the claim as canonical JSON text).
+    claim_allocations: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -106,24 +109,30 @@ class BindRequestRecord:
 
     @classmethod
     def decided(cls, namespace: str, pod: str, pod_uid: str, node: str, resource_type: str,
-                gpu_groups: tuple[str, ...] = (), gpu_count: int = 0, gpu_portion: str = "0.00") -> BindRequestRecord:
+                gpu_groups: tuple[str, ...] = (), gpu_count: int = 0, gpu_portion: str = "0.00",
+                claim_allocations: tuple[tuple[str, str], ...] = ()) -> BindRequestRecord:
         """The request the scheduler is about to create for one pod (named after the pod, owned by it)."""
         return cls(namespace=namespace, name=pod, pod_name=pod, selected_node=node, resource_type=resource_type,
-                   gpu_groups=tuple(gpu_groups), gpu_count=gpu_count, gpu_portion=gpu_portion, pod_uid=pod_uid)
+                   gpu_groups=tuple(gpu_groups), gpu_count=gpu_count, gpu_portion=gpu_portion, pod_uid=pod_uid,
+                   claim_allocations=tuple(claim_allocations))
 
     def body(self, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The object the scheduler POSTs: labelled with its node (and `labels`, e.g. the shard's node pool),
         owned by its pod so that it goes with the pod."""
+        spec: dict[str, Any] = {"podName": self.pod_name, "selectedNode": self.selected_node,
+                                "receivedResourceType": self.resource_type,
+                                "receivedGPU": {"count": self.gpu_count, "portion": self.gpu_portion},
+                                "selectedGPUGroups": list(self.gpu_groups)}
+        if self.claim_allocations:
+            spec["resourceClaimAllocations"] = [{"name": name, "allocation": json.loads(allocation)}
+                                                for name, allocation in self.claim_allocations]
         return {
             "apiVersion": f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "kind": KIND,
             "metadata": {"name": self.name, "namespace": self.namespace,
                          "labels": {keys.SELECTED_NODE_LABEL: self.selected_node, **(labels or {})},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": self.pod_name,
                                               "uid": self.pod_uid}]},
-            "spec": {"podName": self.pod_name, "selectedNode": self.selected_node,
-                     "receivedResourceType": self.resource_type,
-                     "receivedGPU": {"count": self.gpu_count, "portion": self.gpu_portion},
-                     "selectedGPUGroups": list(self.gpu_groups)},
+            "spec": spec,
         }
 
 
@@ -143,4 +152,7 @@ def parse_bindrequest(obj: Mapping[str, Any]) -> BindRequestRecord:
                      ""),
         uid=str(meta.get("uid") or ""), deleting=bool(meta.get("deletionTimestamp")),
         phase=str(status.get("phase") or ""), reason=str(status.get("reason") or ""),
-        failed_attempts=int(status.get("failedAttempts") or 0), backoff_limit=None if limit is None else int(limit))
+        failed_attempts=int(status.get("failedAttempts") or 0), backoff_limit=None if limit is None else int(limit),
+        claim_allocations=tuple((str(a.get("name") or ""), json.dumps(a.get("allocation") or {}, sort_keys=True,
+                                                                        separators=(",", ":")))
+                                for a in spec.get("resourceClaimAllocations") or () if isinstance(a, Mapping)))

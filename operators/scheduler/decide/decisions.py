@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +21,17 @@ class Bind:
     gpu_groups: tuple[str, ...] = ()
     gpu_portion: str = "0.00"  # per device, two decimals, as on the BindRequest
     gpu_count: int = 0
+    # DRA: (pod claim name, status.allocation JSON) per claim: the BindRequest's resourceClaimAllocations.
+    claim_allocations: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"namespace": self.namespace, "pod": self.pod, "podGroup": self.pod_group, "node": self.node,
-                "resourceType": self.resource_type, "gpuGroups": list(self.gpu_groups),
-                "gpuPortion": self.gpu_portion, "gpuCount": self.gpu_count}
+        out = {"namespace": self.namespace, "pod": self.pod, "podGroup": self.pod_group, "node": self.node,
+               "resourceType": self.resource_type, "gpuGroups": list(self.gpu_groups),
+               "gpuPortion": self.gpu_portion, "gpuCount": self.gpu_count}
+        if self.claim_allocations:
+            out["resourceClaimAllocations"] = [{"name": name, "allocation": json.loads(allocation)}
+                                               for name, allocation in self.claim_allocations]
+        return out
 
 
 @dataclass(frozen=True, slots=True)

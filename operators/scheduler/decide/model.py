@@ -103,6 +103,8 @@ class Task:
     podset: PodSet | None = None
     order: tuple[object, ...] = ()
     fit_key: tuple[object, ...] = ()
+    # DRA: (pod claim name, status.allocation JSON) of each claim, set by the dynamicresources plugin when placed.
+    claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:

@@ -27,6 +27,7 @@ from operators.core.resources import (
     resize_pending,
 )
 from operators.core.times import parse_rfc3339
+from operators.scheduler.decide.devices import pod_claims
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
 UNLIMITED = -1
@@ -311,13 +312,19 @@ class PodRecord:
     resize_from: tuple[int, int] | None = None
     # spec.preemptionPolicy is Never (admission copies it from the PriorityClass): this pod never evicts anyone.
     preempt_never: bool = False
+    # DRA: (pod claim name, ResourceClaim name; "" while a template's claim is not created yet) per spec.resourceClaims.
+    claims: tuple[tuple[str, str], ...] = ()
+    # What placement depends on of the claims (set with the snapshot's claims): pods whose claims ask the same of
+    # unallocated devices share fit results; an allocated or shared claim is itself part of it. () : the pod key.
+    claim_fit: tuple[object, ...] = ()
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fit_key", (self.constraints.hard, self.cpu, self.memory, self.gpu, self.scalars,
-                                             self.nominated_node))
+                                             self.nominated_node,
+                                             *((self.claim_fit or (self.key,)) if self.claims else ())))
 
     @property
     def key(self) -> str:
@@ -431,6 +438,8 @@ class BindRequestRecord:
     failed: bool
     gpu_groups: tuple[str, ...]
     resource_type: str
+    # DRA devices the request allocates, as (driver, pool, device) of its spec.resourceClaimAllocations.
+    claim_devices: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,7 +617,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
                                  else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from,
-        preempt_never=spec.get("preemptionPolicy") == "Never")
+        preempt_never=spec.get("preemptionPolicy") == "Never",
+        claims=pod_claims(spec, status) if spec.get("resourceClaims") else ())
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
@@ -732,7 +742,10 @@ def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
         namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
         pod_name=str(spec.get("podName") or meta.get("name", "")), selected_node=str(spec.get("selectedNode") or ""),
         failed=failed, gpu_groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or ()),
-        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR))
+        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR),
+        claim_devices=tuple((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+                            for a in spec.get("resourceClaimAllocations") or ()
+                            for r in ((a.get("allocation") or {}).get("devices") or {}).get("results") or ()))
 
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:

@@ -14,6 +14,7 @@ from operators.scheduler.decide import provisioning
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.devices import claims_after
 from operators.scheduler.decide.plugins.proportion.usage import usage_from_documents, usage_pairs
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord, parse_time
 from operators.scheduler.decide.snapshot import Snapshot, flatten, snapshot_from_objects
@@ -63,15 +64,22 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     binds = {(b.namespace, b.pod): b for b in decisions.binds}
     evicted = {(e.namespace, e.pod) for e in decisions.evictions}
     pods: list[PodRecord] = []
+    bound: dict[str, list[tuple[str, str]]] = {}  # DRA: claim key -> (allocation, pod uid) the binder writes
+    released: dict[str, list[str]] = {}  # DRA: claim key -> uids of the evicted pods using it
     for pod in snapshot.pods:
         key = (pod.namespace, pod.name)
+        names = dict(pod.claims)
         if key in binds:
             b = binds[key]
+            for pod_claim, allocation in b.claim_allocations:
+                bound.setdefault(f"{pod.namespace}/{names.get(pod_claim, '')}", []).append((allocation, pod.uid))
             labels = dict(pod.labels)
             if b.gpu_groups:
                 labels[keys.GPU_GROUP_LABEL] = b.gpu_groups[0]
             pod = replace(pod, phase="Running", node_name=b.node, gpu_groups=b.gpu_groups, labels=labels)
         elif key in evicted:
+            for name in names.values():
+                released.setdefault(f"{pod.namespace}/{name}", []).append(pod.uid)
             pod = replace(pod, phase="Pending", node_name="", deleting=False, gpu_groups=())
         pods.append(pod)
     updates: dict[tuple[str, str], dict[str, str | None]] = {}
@@ -86,7 +94,9 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
                          last_eviction=parse_time(upd[keys.LAST_EVICTION_TIMESTAMP])
                          if keys.LAST_EVICTION_TIMESTAMP in upd else pg.last_eviction)
         podgroups.append(pg)
-    return replace(snapshot, pods=tuple(pods), podgroups=tuple(podgroups))
+    claims = claims_after(snapshot.resource_claims, bound, released) if bound or released else \
+        snapshot.resource_claims
+    return replace(snapshot, pods=tuple(pods), podgroups=tuple(podgroups), resource_claims=claims)
 
 
 def run_simulation(objects: Iterable[Mapping[str, Any]], config: SchedulerConfig | None = None,

@@ -11,6 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import keys
+from operators.scheduler.decide.devices import (
+    ClaimRecord,
+    DeviceClassRecord,
+    SliceRecord,
+    claim_record,
+    device_class_record,
+    slice_record,
+    with_dra_gpus,
+)
 from operators.scheduler.decide.records import (
     BindRequestRecord,
     ConfigMapRecord,
@@ -68,6 +77,10 @@ class Snapshot:
     queue_usage: tuple[tuple[str, tuple[float, float, float]], ...] = ()
     # Failed-search back-offs carried from the previous cycles (`searchbackoff`), by (action, job key).
     search_backoff: Mapping[tuple[str, str], Backoff] = field(default_factory=dict)
+    # DRA (resource.k8s.io/v1); the nodes' and pods' DRA GPUs are already counted in their `gpus` / `gpu`.
+    resource_slices: tuple[SliceRecord, ...] = ()
+    resource_claims: tuple[ClaimRecord, ...] = ()
+    device_classes: tuple[DeviceClassRecord, ...] = ()
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:
@@ -85,13 +98,20 @@ def build_snapshot(
     priority_classes: Iterable[PriorityClassRecord] = (),
     configmaps: Iterable[ConfigMapRecord] = (),
     topologies: Iterable[TopologyRecord] = (),
+    resource_slices: Iterable[SliceRecord] = (),
+    resource_claims: Iterable[ClaimRecord] = (),
+    device_classes: Iterable[DeviceClassRecord] = (),
     node_pool_label: str = keys.NODE_POOL_LABEL,
     partition: str = "",
     pdbs: Iterable[PdbRecord] = (),
     refused_evictions: Iterable[RefusedEviction] = (),
 ) -> Snapshot:
+    slices, claims = tuple(resource_slices), tuple(resource_claims)
+    nodes = [n for n in nodes if _in_shard(n.labels, node_pool_label, partition)]
+    if slices or claims:  # KAI's rule: DRA GPUs are whole GPUs of their node and of the pods claiming them
+        nodes, pods = with_dra_gpus(nodes, pods, slices, {c.key: c for c in claims})
     return Snapshot(
-        nodes=tuple(n for n in nodes if _in_shard(n.labels, node_pool_label, partition)),
+        nodes=tuple(nodes),
         pods=tuple(pods),
         podgroups=tuple(p for p in podgroups if _in_shard(p.labels, node_pool_label, partition)),
         # Queues are shared: an unlabelled Queue is in every shard, a labelled one only in its own.
@@ -103,13 +123,15 @@ def build_snapshot(
         topologies=tuple(sorted(topologies, key=lambda t: t.name)),
         pdbs=tuple(sorted(pdbs, key=lambda p: (p.namespace, p.name))),
         refused_evictions=tuple(refused_evictions),
+        resource_slices=slices, resource_claims=claims, device_classes=tuple(device_classes),
     )
 
 
 _PARSERS: dict[str, Any] = {
     "Node": node_record, "Pod": pod_record, "PodGroup": podgroup_record, "Queue": queue_record,
     "BindRequest": bindrequest_record, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
-    "Topology": topology_record, "PodDisruptionBudget": pdb_record,
+    "Topology": topology_record, "PodDisruptionBudget": pdb_record, "ResourceSlice": slice_record,
+    "ResourceClaim": claim_record, "DeviceClass": device_class_record,
 }
 
 
@@ -145,4 +167,6 @@ def snapshot_from_objects(
         podgroups=buckets.get(PodGroupRecord, []), queues=buckets.get(QueueRecord, []),
         bindrequests=buckets.get(BindRequestRecord, []), priority_classes=buckets.get(PriorityClassRecord, []),
         configmaps=buckets.get(ConfigMapRecord, []), topologies=buckets.get(TopologyRecord, []),
-        node_pool_label=node_pool_label, partition=partition, pdbs=buckets.get(PdbRecord, []))
+        resource_slices=buckets.get(SliceRecord, []), resource_claims=buckets.get(ClaimRecord, []),
+        device_classes=buckets.get(DeviceClassRecord, []), node_pool_label=node_pool_label, partition=partition,
+        pdbs=buckets.get(PdbRecord, []))

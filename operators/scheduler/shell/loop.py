@@ -49,6 +49,7 @@ from operators.scheduler.decide.snapshot import (
 )
 from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import PodGroupOverlay, pod_transform
+from operators.scheduler.shell.dra import DraShell
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
 from operators.scheduler.shell.shard import ShardWatcher
 from operators.scheduler.shell.usagedb import UsageReader
@@ -100,6 +101,7 @@ class SchedulerLoop(Writer):
         # The failed-search back-offs (`decide.searchbackoff`), carried from one cycle to the next in memory.
         self.search_backoff: dict[tuple[str, str], Backoff] = {}
         self.podgroups.add_listener(self._on_podgroup)
+        self.dra = DraShell(api, self.wake.set)  # DRA objects, once the API server serves resource.k8s.io/v1
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, event: str, old: Any, new: Any) -> None:
@@ -120,7 +122,7 @@ class SchedulerLoop(Writer):
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
         await asyncio.gather(*(i.run() for i in self.informers), self.provisioning.run(), self._run_topologies(),
-                             *([self.shard.run()] if self.shard else []))
+                             self.dra.run(), *([self.shard.run()] if self.shard else []))
 
     async def _run_topologies(self, recheck: float = 60.0, list_timeout: float = 30.0) -> None:
         """Watch Topologies once the API server serves them; until then there are none (rechecked every minute)."""
@@ -149,7 +151,7 @@ class SchedulerLoop(Writer):
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers), self._topologies_known.wait(),
-                             *([self.shard.wait_synced()] if self.shard else []))
+                             self.dra.known.wait(), *([self.shard.wait_synced()] if self.shard else []))
         self.synced = True
         gc.freeze()  # the records heap is long-lived; keep it out of every collection
 
@@ -198,7 +200,7 @@ class SchedulerLoop(Writer):
             bindrequests=list(self.bindrequests.store.values()),
             priority_classes=list(self.priority_classes.store.values()),
             configmaps=list(self.configmaps.store.values()), topologies=list(self.topologies.store.values()),
-            node_pool_label=self.config.node_pool_label, partition=self.config.partition,
+            **self.dra.records(), node_pool_label=self.config.node_pool_label, partition=self.config.partition,
             pdbs=list(self.pdbs.store.values()), refused_evictions=self.refused_evictions())
 
     async def cycle(self) -> Decisions:

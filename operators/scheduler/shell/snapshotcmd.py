@@ -15,6 +15,7 @@ import yaml
 
 from operators.core import cache
 from operators.core.kube import api_client, raw
+from operators.scheduler.shell import dra
 
 KINDS: list[tuple[cache.Resource, str, str]] = [
     (cache.NODES, "v1", "Node"),
@@ -26,6 +27,9 @@ KINDS: list[tuple[cache.Resource, str, str]] = [
     (cache.CONFIGMAPS, "v1", "ConfigMap"),
     (cache.TOPOLOGIES, "kai.scheduler/v1alpha1", "Topology"),
     (cache.PDBS, "policy/v1", "PodDisruptionBudget"),
+    (dra.DEVICE_CLASSES, "resource.k8s.io/v1", "DeviceClass"),
+    (dra.RESOURCE_SLICES, "resource.k8s.io/v1", "ResourceSlice"),
+    (dra.RESOURCE_CLAIMS, "resource.k8s.io/v1", "ResourceClaim"),
 ]
 
 

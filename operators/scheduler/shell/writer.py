@@ -74,6 +74,7 @@ class Writer:
         self.assumed_bindrequests = Assumed(self.bindrequests)
         self.assumed_podgroups = Assumed(self.podgroups)
         self._refusals = Refusals()
+        self.assumed_pods = Assumed(self.pods)
 
     async def _stop_writing(self) -> None:
         """Stopped (a clean stop before the lease is released): the writes still going out finish within
@@ -192,7 +193,7 @@ class Writer:
         node pool when it has a partition value."""
         partition = self.config.partition
         record = BindRequestRecord.decided(b.namespace, b.pod, uid, b.node, b.resource_type, b.gpu_groups,
-                                           b.gpu_count, b.gpu_portion)
+                                           b.gpu_count, b.gpu_portion, b.claim_allocations)
         return record.body({self.config.node_pool_label: partition} if partition else None)
 
     def _assume(self, b: Bind) -> bool:
@@ -325,6 +326,9 @@ class Writer:
             counter = metrics.ACTION_EVICTIONS.get(e.action)
             if counter is not None:
                 counter.inc()
+        # The pod is going from now on: a cycle that runs before its watch event arrives (e.g. woken by a claim
+        # change) must see its resources releasing, not evict another pod for the same preemptor.
+        self.assumed_pods.assume(key, replace(pod, deleting=True))
         metrics.EVICTIONS.inc()
         metrics.ACTED_ON.labels(e.action).inc()
         group = self.podgroups.get(f"{e.namespace}/{e.pod_group}")

@@ -214,9 +214,9 @@ class Operations(Accounting):
         rec = task.rec
         if rec.gpu.is_shared:
             return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
-                        format_portion(task.portion), rec.gpu.num_devices)
+                        format_portion(task.portion), rec.gpu.num_devices, task.claims)
         return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
-                    format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole)
+                    format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole, task.claims)
 
 
 @dataclass(slots=True)
