@@ -307,6 +307,7 @@ class PodRecord:
     resize_from: tuple[int, int] | None = None
     # spec.preemptionPolicy is Never (admission copies it from the PriorityClass): this pod never evicts anyone.
     preempt_never: bool = False
+    quota_gated: bool = False  # its only scheduling gate is keys.QUOTA_GATE (waits for quota, counts as demand)
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
@@ -604,7 +605,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         owner_kinds=tuple(str(o.get("kind", "")) for o in meta.get("ownerReferences") or ()),
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
                                  else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from,
-        preempt_never=spec.get("preemptionPolicy") == "Never")
+        preempt_never=spec.get("preemptionPolicy") == "Never",
+        quota_gated=[g.get("name") for g in spec.get("schedulingGates") or ()] == [keys.QUOTA_GATE])
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:

@@ -59,9 +59,11 @@ def _default_now(snapshot: Snapshot) -> float:
 
 
 def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
-    """The next cycle's snapshot: bound pods run, evicted pods are pending again, annotations written."""
+    """The next cycle's snapshot: bound pods run, evicted pods are pending again, quota gates lifted, annotations
+    written."""
     binds = {(b.namespace, b.pod): b for b in decisions.binds}
     evicted = {(e.namespace, e.pod) for e in decisions.evictions}
+    ungated = {(u.namespace, u.pod) for u in decisions.ungates}
     pods: list[PodRecord] = []
     for pod in snapshot.pods:
         key = (pod.namespace, pod.name)
@@ -73,6 +75,8 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
             pod = replace(pod, phase="Running", node_name=b.node, gpu_groups=b.gpu_groups, labels=labels)
         elif key in evicted:
             pod = replace(pod, phase="Pending", node_name="", deleting=False, gpu_groups=())
+        elif key in ungated:
+            pod = replace(pod, gated=False, quota_gated=False)
         pods.append(pod)
     updates: dict[tuple[str, str], dict[str, str | None]] = {}
     for a in decisions.annotations:

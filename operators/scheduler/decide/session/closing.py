@@ -58,6 +58,9 @@ class Closing(Accounting):
             gated = any(t.status == GATED for t in job.tasks)
             if not pending and not gated:
                 continue
+            if not pending and job.key in self.outcomes:  # only gated pods, explained by a plugin (quotagates)
+                d.unschedulable.append(self._unschedulable(job, pending, pool))
+                continue
             if job.queue is not None and not gang.job_ready(job):
                 d.not_ready.append(NotReady(job.namespace, job.name, gang.not_ready_message(job)))
                 continue
