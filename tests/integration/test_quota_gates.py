@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from operators.core import keys
 from operators.devcluster import cluster as dev
 from tests.integration.test_disruption import apply, isolated_nodes, pod_spec
-from tests.support import Cluster, api_requests, labelled, poll
+from tests.support import Cluster, api_requests, labelled, poll, probe_status
 
 pytestmark = pytest.mark.cluster
 
@@ -60,14 +59,7 @@ def quota_gating_admission(cluster: Cluster, namespace: str) -> Iterator[None]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     name = f"kai-test-quota-gates-{namespace}"
     try:
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{base + 1}/readyz", timeout=2) as response:
-                    return response.status == 200
-            except OSError:
-                return False
-
-        poll(ready, "the quota-gating admission to be ready", timeout=60)
+        poll(lambda: probe_status(base + 1, "/readyz") == 200, "the quota-gating admission to be ready", timeout=60)
         webhook = {
             "name": "quota-gates.kai.test",
             "clientConfig": {"url": f"https://127.0.0.1:{base + 2}/mutate--v1-pod",

@@ -9,6 +9,7 @@ from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
 from operators.core import keys
 from operators.insight.why import explain
+from operators.scheduler.decide import provisioning
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.simulation import apply_decisions
@@ -83,3 +84,21 @@ def test_kai_why_says_it_waits_for_quota() -> None:
     report = explain(snapshot, SchedulerConfig(), 1e9, "ns", "j2")
     assert report.state == "waiting-for-quota"
     assert [r["reason"] for r in report.reasons] == [keys.REASON_WAITING_FOR_QUOTA]
+
+
+def test_a_gated_gang_gets_its_one_provisioning_request_only_once_quota_allows_it() -> None:
+    # A 2x4-GPU gang on a 2-GPU cluster: it needs new nodes; its queue's limit (0, then 8) decides when it may ask.
+    annotations = {"kai.scheduler/provisioning-class": "check-capacity.autoscaling.x-k8s.io"}
+    objs: list[dict[str, Any]] = [node("n1", gpus=2), queue("q", gpu=(0, 0, 1)), *PRIORITY_CLASSES,
+                                  podgroup("big", min_member=2, annotations=annotations)]
+    objs += [pod(f"big-{i}", "big", gpus=4, spec_extra=GATE) for i in range(2)]
+    snapshot = snapshot_from_objects(objs)
+    d = run_cycle(snapshot, SchedulerConfig(), 1e9)
+    assert not d.ungates and not provisioning.plan(snapshot, d, [], 1e9).create
+    raised = snapshot_from_objects([queue("q", gpu=(0, 8, 1)) if o["kind"] == "Queue" else o for o in objs])
+    d = run_cycle(raised, SchedulerConfig(), 1e9)
+    assert len(d.ungates) == 2 and not provisioning.plan(raised, d, [], 1e9).create  # lifted, not yet pending
+    lifted = apply_decisions(raised, d)
+    d = run_cycle(lifted, SchedulerConfig(), 1e9)
+    [new] = provisioning.plan(lifted, d, [], 1e9).create
+    assert [p.count for p in new.pod_sets] == [2]
