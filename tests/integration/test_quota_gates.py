@@ -130,5 +130,8 @@ def test_pods_beyond_the_limit_stay_gated_until_the_limit_rises(
     spent = Counter({k: v - before.get(k, 0) for k, v in api_requests(cluster).items() if v > before.get(k, 0)})
     # The pod-grouper's patch and the scheduler's lift: the gate costs one extra pod write per pod.
     per_pod = spent["PATCH pods"] / COUNT
-    print(f"PATCH pods per pod with quota gates: {per_pod:.2f}")
+    print("per pod:", {k: round(v / COUNT, 2) for k, v in spent.most_common() if v >= COUNT // 10})
     assert 1.9 <= per_pod <= 2.1, spent
+    # The wait is explained once per PodGroup (not rewritten every cycle), and no pod is marked unschedulable:
+    # pods/status carries only the binder's PodBound and kwok's Running.
+    assert spent["APPLY podgroups/status"] <= 1.1 * COUNT and spent["PATCH pods/status"] <= 2 * COUNT, spent

@@ -29,6 +29,7 @@ class Closing(Accounting):
         now_text = self.now_text
         gang = self.framework.gang
         builtin_gang = self.framework.builtin_gang
+        lifted = {(u.namespace, u.pod_group) for u in d.ungates}  # quotagates: gated only until their writes land
         for job in self.jobs:
             # The stale-timestamp annotation (stale: some active pod, a podset below its minimum, no Succeeded
             # pod; the task scan only if needed) and the counters test below, in one pass over the podsets.
@@ -62,6 +63,8 @@ class Closing(Accounting):
                 d.unschedulable.append(self._unschedulable(job, pending, pool))
                 continue
             if job.queue is not None and not gang.job_ready(job):
+                if lifted and (job.namespace, job.name) in lifted:
+                    continue
                 d.not_ready.append(NotReady(job.namespace, job.name, gang.not_ready_message(job)))
                 continue
             if not pending:

@@ -43,6 +43,15 @@ def gang_first(job: Job, gated: Sequence[Task]) -> list[Task]:
     return first or list(gated[:1])
 
 
+def waiting_message(gated: int, error: explain.JobError) -> str:
+    """Why a job stays gated. Free of the queue's changing numbers (`kai why` shows them), so the PodGroup's
+    condition is written once, not again whenever the queue's allocation or demand moves."""
+    details = (error.details or {}).get("queueDetails") or {}
+    queue = details.get("name", "") if isinstance(details, dict) else ""
+    what = "limit" if error.reason == keys.REASON_OVER_LIMIT else "non-preemptible quota"
+    return f"{gated} pod(s) gated until queue {queue} admits them under its {what} ({error.reason})"
+
+
 class QuotaGates(Plugin):
     name = "quotagates"
     default_priority = 430
@@ -78,9 +87,7 @@ class QuotaGates(Plugin):
                 error = session.capacity_error(job, first)
                 if error is not None:
                     session.outcome(job).errors.append(explain.JobError(
-                        keys.REASON_WAITING_FOR_QUOTA,
-                        tuple(f"{len(gated)} pod(s) gated until quota admits them: {m}" for m in error.messages),
-                        error.details))
+                        keys.REASON_WAITING_FOR_QUOTA, (waiting_message(len(gated), error),)))
                     continue
                 hold(job, first)
                 lifted = list(first)
