@@ -103,3 +103,9 @@ def test_a_gated_gang_gets_its_one_provisioning_request_only_once_quota_allows_i
     d = run_cycle(lifted, SchedulerConfig(), 1e9)
     [new] = provisioning.plan(lifted, d, [], 1e9).create
     assert [p.count for p in new.pod_sets] == [2]
+
+
+def test_kai_why_suggests_the_limit_that_lifts_and_binds_it() -> None:
+    report = explain(snapshot_from_objects(gated_jobs(limit=1, jobs=1)), SchedulerConfig(), 1e9, "ns", "j0")
+    [s] = report.suggestions
+    assert s.kind == "raise-limit" and s.details["to"] == 2.0 and s.cycle == 2  # lifted, then bound
