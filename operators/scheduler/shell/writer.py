@@ -132,6 +132,9 @@ class Writer:
             k[0], k[1], v)]
         if annotations:
             self._background(self._bounded(annotations))
+        if self._ungated:
+            now = time.monotonic()
+            self._ungated = {k: t for k, t in self._ungated.items() if now - t < self.UNGATE_RETRY}
         ungates = [partial(self.ungate, u.namespace, u.pod) for u in d.ungates
                    if self._first_ungate(u.namespace, u.pod)]
         if ungates:
@@ -348,12 +351,10 @@ class Writer:
 
     def _first_ungate(self, namespace: str, pod: str) -> bool:
         """True once per pod (again after UNGATE_RETRY): the cache may show the gate until the patch is seen."""
-        now = time.monotonic()
-        self._ungated = {k: t for k, t in self._ungated.items() if now - t < self.UNGATE_RETRY}
         key = f"{namespace}/{pod}"
         if key in self._ungated:
             return False
-        self._ungated[key] = now
+        self._ungated[key] = time.monotonic()
         return True
 
     async def ungate(self, namespace: str, pod: str) -> None:
