@@ -42,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-fraction-runtime-class-name", default="",
                    help="runtimeClassName set on GPU-sharing pods only (KAI v0.16+; its default is nvidia); "
                         "empty disables")
+    add_bool_flag(p, "--quota-gates", default=False,
+                  help="beyond KAI: gate new pods of the scheduler (kai.scheduler/quota) until quota admits them")
     return p
 
 
@@ -52,7 +54,7 @@ def routes(args: argparse.Namespace) -> dict[str, Review]:
     return {
         MUTATE_PATH: _counted("mutate", lambda review: mutate_review(
             review, runtime_class_name=runtime_class, scheduler_name=args.scheduler_name,
-            fraction_runtime_class_name=fraction_runtime_class)),
+            fraction_runtime_class_name=fraction_runtime_class, quota_gate=bool(args.quota_gates))),
         VALIDATE_PATH: _counted("validate", lambda review: validate_review(
             review, gpu_sharing_enabled=sharing, scheduler_name=args.scheduler_name)),
         TOPOLOGY_PATH: _counted("topology", validate_topology_review),

@@ -1,6 +1,7 @@
 """Pod mutation of the admission webhook (CREATE only): a pure function from a pod to RFC 6902 operations.
 
-Plugins run in KAI's order: namespace fill-in, GPU sharing wiring, runtime-class enforcement. The operations
+Plugins run in KAI's order: namespace fill-in, GPU sharing wiring, runtime-class enforcement; then, opt-in, the
+quota gate (beyond KAI). The operations
 are relative to the pod as received, because that is what an AdmissionReview response patches; they never
 regenerate what is already there, so a reinvoked webhook (`reinvocationPolicy: IfNeeded`) adds nothing.
 """
@@ -264,6 +265,7 @@ def mutate_pod(
     random_suffix: Callable[[], str] = make_random_suffix,
     scheduler_name: str = keys.SCHEDULER_NAME,
     fraction_runtime_class_name: str | None = None,
+    quota_gate: bool = False,
 ) -> JsonPatch:
     """JSON patch operations that mutate a pod on CREATE.
 
@@ -277,4 +279,18 @@ def mutate_pod(
     _fill_namespace(patch, namespace)
     _wire_gpu_sharing(patch, random_suffix)
     _enforce_runtime_class(patch, runtime_class_name, fraction_runtime_class_name)
+    if quota_gate:
+        _add_quota_gate(patch)
     return patch.ops
+
+
+def _add_quota_gate(patch: _Patch) -> None:
+    """Quota gates (beyond KAI, `--quota-gates`): the pod waits behind keys.QUOTA_GATE until the scheduler's
+    quotagates plugin lifts it, so the autoscaler never sees a pod that only quota holds back. A pod already
+    bound (spec.nodeName) cannot be gated; a reinvocation adds nothing."""
+    if patch.get(["spec", "nodeName"]):
+        return
+    gates = patch.get(["spec", "schedulingGates"]) or []
+    if any(g.get("name") == keys.QUOTA_GATE for g in gates if isinstance(g, dict)):
+        return
+    patch.append(["spec", "schedulingGates"], {"name": keys.QUOTA_GATE})

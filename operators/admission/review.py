@@ -136,6 +136,7 @@ def mutate_review(
     random_suffix: Callable[[], str] = make_random_suffix,
     scheduler_name: str = keys.SCHEDULER_NAME,
     fraction_runtime_class_name: str | None = None,
+    quota_gate: bool = False,
 ) -> dict[str, Any]:
     """Answer a mutating AdmissionReview (registered for pod CREATE only; anything else passes untouched)."""
     request = review_request(review)
@@ -150,7 +151,7 @@ def mutate_review(
     try:
         ops = mutate_pod(pod, str(request.get("namespace") or ""), runtime_class_name=runtime_class_name,
                          random_suffix=random_suffix, scheduler_name=scheduler_name,
-                         fraction_runtime_class_name=fraction_runtime_class_name)
+                         fraction_runtime_class_name=fraction_runtime_class_name, quota_gate=quota_gate)
     except AdmissionDenied as exc:
         return denied(uid, exc.message)
     return allowed(uid, ops)

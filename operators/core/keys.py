@@ -102,6 +102,9 @@ NON_PREEMPTIBLE: Final = "non-preemptible"
 SEMI_PREEMPTIBLE: Final = "semi-preemptible"
 # KAI v0.18: "false" on a workload (or its pods) keeps consolidation from moving it (PodGroup spec.safeToConsolidate).
 SAFE_TO_CONSOLIDATE: Final = "kai.scheduler/safe-to-consolidate"
+# Quota gates (beyond KAI): admission gates new pods with it, the scheduler lifts it once quota admits the gang.
+QUOTA_GATE: Final = "kai.scheduler/quota"
+REASON_WAITING_FOR_QUOTA: Final = "WaitingForQuota"
 
 # --- priority classes installed with the suite ---------------------------------------------------
 PRIORITY_CLASSES: Final[dict[str, int]] = {

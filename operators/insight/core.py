@@ -105,7 +105,7 @@ def outcome(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: 
             return Outcome(bound, (), cycle, first)
         pipelined = pipelined or tuple(sorted((p.pod, p.node) for p in d.pipelined
                                               if p.namespace == namespace and p.pod_group == pod_group))
-        if not d.binds and not d.evictions:
+        if not d.binds and not d.evictions and not d.ungates:
             break  # nothing changes any more
         snapshot = apply_decisions(snapshot, d)
     assert first is not None

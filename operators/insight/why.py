@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from operators.core import keys
 from operators.core.resources import GpuRequest
 from operators.insight.core import (
     RESOURCES,
@@ -116,6 +117,15 @@ def explain(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: 
         report.state, report.runs_now = "running", True
         placed = [p for p in pods if is_placed(p)]
         report.lines.append(f"{len(placed)} pod(s) placed, none pending." if pods else "It has no pods.")
+        return report
+    waiting = next((u for u in d.unschedulable if u.namespace == namespace and u.pod_group == pod_group
+                    and any(r.reason == keys.REASON_WAITING_FOR_QUOTA for r in u.reasons)), None)
+    if waiting is not None:  # quotagates: its pods stay gated (never Unschedulable) until quota admits them
+        report.state = "waiting-for-quota"
+        report.reasons = [r.to_dict() for r in waiting.reasons]
+        report.lines.append(one_line(waiting.message))
+        report.lines += [_queue_sentence(q) for q in report.queues]
+        report.suggestions += _raise_limits(snapshot, config, now, pg.queue, session, asked, namespace, pod_group)
         return report
     short = need.shortfall if need.tree_rule else _gang_shortfall(job)
     if short:

@@ -187,6 +187,8 @@ def _component_args(s: Settings, c: Component) -> list[str]:
         args += webhook
         args += [f"--gpu-sharing-enabled={_bool(s.comp(c, 'gpuSharing', default=False))}",
                  f"--gpu-fraction-runtime-class-name={s.comp(c, 'gpuPodRuntimeClassName', default='nvidia')}"]
+        if _bool(s.comp(c, "quotaGates", default=False)) == "true":  # beyond KAI: spec.admission.quotaGates
+            args.append("--quota-gates=true")
     elif c.key == "binder":
         rr = s.comp(c, "resourceReservation") or {}
         args += [f"--resource-reservation-namespace={rr.get('namespace', 'kai-resource-reservation')}",

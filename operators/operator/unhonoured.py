@@ -20,7 +20,7 @@ SERVICE = frozenset({"enabled", "image", "resources", "affinity", "nodeSelector"
 IMAGE = frozenset({"tag", "pullPolicy"})
 COMMON = frozenset({"service", "replicas", "ports", "leaderElection"})
 COMPONENT = {
-    "admission": COMMON | {"gpuSharing", "gpuPodRuntimeClassName", "queueLabelSelector", "certSecretName",
+    "admission": COMMON | {"gpuSharing", "gpuPodRuntimeClassName", "queueLabelSelector", "quotaGates", "certSecretName",
                            "webhook", "serviceName"},
     "binder": COMMON | {"maxConcurrentReconciles", "cdiEnabled", "resourceReservation"},
     "podGrouper": COMMON | {"maxConcurrentReconciles"},

@@ -31,7 +31,7 @@ VALUE_SETS = {
         "global.leaderElection=true", "global.priorityClassName=high", "global.requireDefaultPodAntiAffinityTerm=true",
         "global.nodePoolLabelKey=example.com/pool", "global.queueLabelKey=example.com/q",
         "binder.resourceReservationPodResources.requests.memory=20Mi", "global.resourceReservation.fakeGpuNodes=true",
-        "admission.gpuFractionRuntimeClassName=", "admission.queueLabelSelector=true",
+        "admission.gpuFractionRuntimeClassName=", "admission.queueLabelSelector=true", "admission.quotaGates=true",
         "global.podLabelSelector.team=a", "admission.serviceName=kai-admission", "admission.replicaCount=2",
         "podgrouper.replicaCount=3", "podgrouper.podDisruptionBudget.maxUnavailable=2", "admission.pdb.minAvailable=1",
         "queuecontroller.replicaCount=2", "queuecontroller.podDisruptionBudget.enabled=false"],

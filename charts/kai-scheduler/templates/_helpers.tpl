@@ -421,6 +421,7 @@ is resolved here (deprecated spellings, global fallbacks), so the operator rende
 {{- $_ := set $c "gpuSharing" $g.gpuSharing -}}
 {{- $_ := set $c "gpuPodRuntimeClassName" (include "kai.fractionRuntimeClass" $) -}}
 {{- $_ := set $c "queueLabelSelector" $v.queueLabelSelector -}}
+{{- if $v.quotaGates }}{{ $_ := set $c "quotaGates" true }}{{ end -}}
 {{- $_ := set $c "serviceName" (include "kai.admissionService" $) -}}
 {{- else if eq $key "binder" -}}
 {{- $rr := $g.resourceReservation -}}

@@ -67,6 +67,18 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class Ungate:
+    """Remove the quota gate (keys.QUOTA_GATE) from the pod's spec.schedulingGates: its queue admits its gang."""
+
+    namespace: str
+    pod: str
+    pod_group: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "pod": self.pod, "podGroup": self.pod_group}
+
+
+@dataclass(frozen=True, slots=True)
 class Reason:
     """One `status.schedulingConditions[].reasons[]` entry."""
 
@@ -169,6 +181,7 @@ class Decisions:
     stale: list[StaleJob] = field(default_factory=list)
     queues: list[QueueShare] = field(default_factory=list)
     annotations: list[AnnotationUpdate] = field(default_factory=list)
+    ungates: list[Ungate] = field(default_factory=list)
     # Milliseconds spent per phase ("open-session", each action, "close-session"): for metrics, never printed.
     timings: dict[str, float] = field(default_factory=dict)
     # Event counts for metrics ("scenarios_simulation/<action>", "scenarios_filtered/<action>",
@@ -189,4 +202,5 @@ class Decisions:
             "stale": [s.to_dict() for s in self.stale],
             "queues": [q.to_dict() for q in self.queues],
             "annotations": [a.to_dict() for a in self.annotations],
+            **({"ungates": [u.to_dict() for u in self.ungates]} if self.ungates else {}),
         }

@@ -317,6 +317,7 @@ class PodRecord:
     # What placement depends on of the claims (set with the snapshot's claims): pods whose claims ask the same of
     # unallocated devices share fit results; an allocated or shared claim is itself part of it. () : the pod key.
     claim_fit: tuple[object, ...] = ()
+    quota_gated: bool = False  # its only scheduling gate is keys.QUOTA_GATE (waits for quota, counts as demand)
     # What placement depends on (feasibility constraints and requests): pods with equal keys fit the same
     # nodes and fail for the same reasons. Derived once per record, which lives across cycles.
     fit_key: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
@@ -618,7 +619,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         preemption_delay=_delay(labels.get(keys.PREEMPTION_DELAY) if keys.PREEMPTION_DELAY in labels
                                  else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from,
         preempt_never=spec.get("preemptionPolicy") == "Never",
-        claims=pod_claims(spec, status) if spec.get("resourceClaims") else ())
+        claims=pod_claims(spec, status) if spec.get("resourceClaims") else (),
+        quota_gated=[g.get("name") for g in spec.get("schedulingGates") or ()] == [keys.QUOTA_GATE])
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:

@@ -60,9 +60,11 @@ def _default_now(snapshot: Snapshot) -> float:
 
 
 def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
-    """The next cycle's snapshot: bound pods run, evicted pods are pending again, annotations written."""
+    """The next cycle's snapshot: bound pods run, evicted pods are pending again, quota gates lifted, annotations
+    written."""
     binds = {(b.namespace, b.pod): b for b in decisions.binds}
     evicted = {(e.namespace, e.pod) for e in decisions.evictions}
+    ungated = {(u.namespace, u.pod) for u in decisions.ungates}
     pods: list[PodRecord] = []
     bound: dict[str, list[tuple[str, str]]] = {}  # DRA: claim key -> (allocation, pod uid) the binder writes
     released: dict[str, list[str]] = {}  # DRA: claim key -> uids of the evicted pods using it
@@ -81,6 +83,8 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
             for name in names.values():
                 released.setdefault(f"{pod.namespace}/{name}", []).append(pod.uid)
             pod = replace(pod, phase="Pending", node_name="", deleting=False, gpu_groups=())
+        elif key in ungated:
+            pod = replace(pod, gated=False, quota_gated=False)
         pods.append(pod)
     updates: dict[tuple[str, str], dict[str, str | None]] = {}
     for a in decisions.annotations:

@@ -75,6 +75,7 @@ class Writer:
         self.assumed_podgroups = Assumed(self.podgroups)
         self._refusals = Refusals()
         self.assumed_pods = Assumed(self.pods)
+        self._ungated: dict[str, float] = {}  # pod key -> monotonic time its quota gate was lifted (quotagates)
 
     async def _stop_writing(self) -> None:
         """Stopped (a clean stop before the lease is released): the writes still going out finish within
@@ -132,6 +133,13 @@ class Writer:
             k[0], k[1], v)]
         if annotations:
             self._background(self._bounded(annotations))
+        if self._ungated:
+            now = time.monotonic()
+            self._ungated = {k: t for k, t in self._ungated.items() if now - t < self.UNGATE_RETRY}
+        ungates = [partial(self.ungate, u.namespace, u.pod) for u in d.ungates
+                   if self._first_ungate(u.namespace, u.pod)]
+        if ungates:
+            self._background(self._bounded(ungates, self.bind_gate))
         await self._evict_all(d.evictions)
         explanations: list[Callable[[], Awaitable[None]]] = [partial(self.explain, u) for u in d.unschedulable]
         for p in d.pipelined:
@@ -342,6 +350,26 @@ class Writer:
                                annotations)
         await self.events.emit(self._pod_ref(e.namespace, e.pod), "Normal", keys.EVENT_EVICT, e.message)
         return True
+
+    UNGATE_RETRY = 30.0  # seconds before a lift the cache does not show yet is written again
+
+    def _first_ungate(self, namespace: str, pod: str) -> bool:
+        """True once per pod (again after UNGATE_RETRY): the cache may show the gate until the patch is seen."""
+        key = f"{namespace}/{pod}"
+        if key in self._ungated:
+            return False
+        self._ungated[key] = time.monotonic()
+        return True
+
+    async def ungate(self, namespace: str, pod: str) -> None:
+        """Lift the quota gate: one strategic-merge patch deleting that entry of spec.schedulingGates."""
+        body = {"spec": {"schedulingGates": [{"$patch": "delete", "name": keys.QUOTA_GATE}]}}
+        try:
+            await raw(self.api, "PATCH", f"{PODS.path(namespace)}/{pod}", body=body, content_type=STRATEGIC_MERGE)
+        except Exception as exc:
+            if not is_not_found(exc):
+                self._ungated.pop(f"{namespace}/{pod}", None)
+                log.warning("lifting the quota gate of %s/%s failed: %s", namespace, pod, exc)
 
     async def explain(self, u: Unschedulable) -> None:
         await self.events.emit(self._pg_ref(u.namespace, u.pod_group), "Normal", keys.EVENT_UNSCHEDULABLE,

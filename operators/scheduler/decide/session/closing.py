@@ -29,6 +29,7 @@ class Closing(Accounting):
         now_text = self.now_text
         gang = self.framework.gang
         stale_jobs = gang.stale_jobs(self.jobs)
+        lifted = {(u.namespace, u.pod_group) for u in d.ungates}  # quotagates: gated only until their writes land
         for job in self.jobs:
             # The stale-timestamp annotation, and whether the job has pods to explain (alive - active-allocated =
             # Pending + Gated).
@@ -51,7 +52,12 @@ class Closing(Accounting):
             gated = any(t.status == GATED for t in job.tasks)
             if not pending and not gated:
                 continue
+            if not pending and job.key in self.outcomes:  # only gated pods, explained by a plugin (quotagates)
+                d.unschedulable.append(self._unschedulable(job, pending, pool))
+                continue
             if job.queue is not None and not gang.job_ready(job):
+                if lifted and (job.namespace, job.name) in lifted:
+                    continue
                 d.not_ready.append(NotReady(job.namespace, job.name, gang.not_ready_message(job)))
                 continue
             if not pending:

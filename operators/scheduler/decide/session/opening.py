@@ -221,7 +221,9 @@ class Opening(Accounting):
                     ps.alive += 1
                 else:
                     count(ps, status, +1)
-                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED):
+                # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
+                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
+                                          or (status == GATED and rec.quota_gated)):
                     gpu = rec.gpu
                     if gpu.is_shared:
                         v0, v1, v2 = task_vector(task)
@@ -230,7 +232,7 @@ class Opening(Accounting):
                     r0 += v0
                     r1 += v1
                     r2 += v2
-                    if status != PENDING:
+                    if status != PENDING and status != GATED:
                         a0 += v0
                         a1 += v1
                         a2 += v2
