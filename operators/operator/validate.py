@@ -19,7 +19,7 @@ PLUGINS = frozenset({
     "gpusharing", "nodeplacement", "minruntime", "podaffinity", "topology", "preemptionpolicy", "pdb",
     "nodeavailability", "resourcetype", "kubeflow", "ray", "subgrouporder", "nominatednode", "dynamicresources",
     "snapshot", "gpupack", "gpuspread", "gpusharingorder",
-    "backgroundpods", "semipreemptible", "safetoconsolidate", "gpujoborder", "searchbackoff", "fewergangs",
+    "backgroundpods", "semipreemptible", "safetoconsolidate", "gpujoborder", "searchbackoff", "fewergangs", "suspend",
 })
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 COMPONENT_KEYS = ("admission", "binder", "podGrouper", "podGroupController", "queueController", "scheduler")

@@ -204,7 +204,9 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
                       ("", "pods/eviction", "create"), ("policy", "poddisruptionbudgets", "watch"),
                       ("kai.scheduler", "topologies", "watch"),
                       ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch"),
-                      ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete")],
+                      ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete"),
+                      ("batch", "jobs", "patch"), ("ray.io", "rayjobs", "patch"),  # suspend instead of kill
+                      ("kubeflow.org", "pytorchjobs", "patch")],
         "binder": [("", "pods/binding", "create"), ("scheduling.run.ai", "bindrequests/status", "patch"),
                    ("", "configmaps", "create"), ("", "nodes", "get")],
         "pod-grouper": [("scheduling.run.ai", "podgroups", "create"), ("scheduling.run.ai", "podgroups", "update"),
