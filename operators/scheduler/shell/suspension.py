@@ -19,8 +19,8 @@ from operators.scheduler.decide.plugins.suspend import rules
 
 log = logging.getLogger("scheduler")
 
-EVENT_SUSPENDED = "Suspended"
-EVENT_RESUMED = "Resumed"
+EVENT_SUSPENDED = "SuspendedByScheduler"  # the Job controller writes its own `Suspended`
+EVENT_RESUMED = "ResumedByScheduler"
 REPEAT_AFTER = 60.0  # seconds: a suspension decided again while the owner's pods are still going is not rewritten
 
 

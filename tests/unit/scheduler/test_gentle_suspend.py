@@ -13,6 +13,7 @@ from operators.core import keys
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.framework import PluginSetting
 from operators.scheduler.decide.plugins.suspend import rules
+from operators.scheduler.decide.records import NO_CONSTRAINTS, Constraints, NodeSelectorTerm, Requirement, Toleration
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 PREEMPT = SchedulerConfig(actions=("allocate", "preempt"))
@@ -83,9 +84,9 @@ def test_owners_that_cannot_be_suspended_and_unknown_kinds() -> None:
 
 
 def suspended(name: str, pods: int = 2, gpus: int = 1, priority_class: str = "train",
-              created: str = "2025-01-01T00:00:00Z") -> dict[str, Any]:
-    gang = rules.SuspendedGang(tuple((gpus * 1_000_000, 1000, 2**30) for _ in range(pods)), pods, "reclaim",
-                               "ns/other", SUSPENDED_AT)
+              created: str = "2025-01-01T00:00:00Z", shape: Constraints = NO_CONSTRAINTS) -> dict[str, Any]:
+    gang = rules.SuspendedGang(tuple((gpus * 1_000_000, 1000, 2**30, 0) for _ in range(pods)), (shape,), pods,
+                               "reclaim", "ns/other", SUSPENDED_AT)
     pg = owned(podgroup(name, "q", pods, priority_class=priority_class, created=created))
     pg["metadata"]["annotations"][keys.SUSPENDED_BY_SCHEDULER] = gang.encode()
     return pg
@@ -112,6 +113,28 @@ def test_no_resume_while_its_pods_are_still_going_or_beyond_its_queue_limit() ->
     assert d.resumes == []
 
 
+def test_resume_needs_nodes_the_pods_may_run_on() -> None:
+    # The gang's pods selected zone b; only zone a has free GPUs: it stays suspended until zone b has room.
+    zone_b = Constraints((("zone", "b"),))
+    nodes = [node("a1", gpus=4, labels={"zone": "a"}), node("b1", gpus=1, labels={"zone": "b"})]
+    d = cycle([*nodes, queue("q"), *PRIORITY_CLASSES, suspended("train", shape=zone_b)], PREEMPT)
+    assert d.resumes == []
+    nodes.append(node("b2", gpus=1, labels={"zone": "b"}))
+    d = cycle([*nodes, queue("q"), *PRIORITY_CLASSES, suspended("train", shape=zone_b)], PREEMPT)
+    assert [r.pod_group for r in d.resumes] == ["train"]
+
+
+def test_a_suspension_remembers_the_pods_node_constraints() -> None:
+    objs = cluster(owned(podgroup("train", "q", 2)))
+    for o in objs:
+        if o["kind"] == "Pod" and o["metadata"]["name"].startswith("train-"):
+            o["spec"]["nodeSelector"] = {"zone": "b"}
+    d = cycle(objs, PREEMPT)
+    [stamp] = [a for a in d.annotations if a.key == keys.SUSPENDED_BY_SCHEDULER]
+    gang = rules.decode(stamp.value)
+    assert gang is not None and gang.shapes == (Constraints((("zone", "b"),)),)
+
+
 def test_this_cycles_placements_come_first_and_the_higher_priority_gang_resumes_first() -> None:
     pending = [podgroup("new", "q", 2), pod("new-0", "new", gpus=1), pod("new-1", "new", gpus=1)]
     d = cycle([node("n1", gpus=2), queue("q"), *PRIORITY_CLASSES, suspended("train"), *pending], PREEMPT)
@@ -135,8 +158,11 @@ def test_the_plugin_can_be_disabled() -> None:
 
 
 def test_the_record_round_trips_and_a_bad_one_is_ignored() -> None:
-    gang = rules.SuspendedGang(((2_000_000, 500, 10), (1_000_000, 100, 5)), 1, "reclaim", "ns/x", 12.5)
-    assert rules.decode(gang.encode()) == gang and gang.gang == ((2_000_000, 500, 10),)
+    shape = Constraints((("zone", "a"),), (NodeSelectorTerm((Requirement("rack", "In", ("r1", "r2")),)),),
+                        (Toleration("gpu", "Exists", "", "NoSchedule"),))
+    gang = rules.SuspendedGang(((2_000_000, 500, 10, 1), (1_000_000, 100, 5, 0)), (NO_CONSTRAINTS, shape), 1,
+                               "reclaim", "ns/x", 12.5)
+    assert rules.decode(gang.encode()) == gang and gang.gang == ((2_000_000, 500, 10, 1),)
     assert rules.decode("{not json") is None and rules.decode(json.dumps({"pods": [[1]]})) is None
 
 
@@ -149,7 +175,7 @@ def test_kai_why_shows_the_resume_condition() -> None:
     assert (report.state, report.runs_now) == ("suspended", False)
     assert report.lines == [
         "Suspended by the scheduler (reclaim for ns/other); it resumes whole once its gang of 2 pod(s) (2 GPUs, "
-        "2 CPU cores, 2.147 GB memory) fits at once on free node resources, within its queue's limits.",
-        "Not now: the free node resources do not hold all of its pods at once."]
+        "2 CPU cores, 2.147 GB memory) fits at once on free resources of nodes it may run on, within its queue's "
+        "limits.", "Not now: the free resources of the nodes it may run on do not hold all of its pods at once."]
     report = explain(snapshot_from_objects(objs[:-2]), PREEMPT, 1e9, "ns", "train")
     assert report.runs_now and report.lines[-1] == "The next cycle resumes it."
