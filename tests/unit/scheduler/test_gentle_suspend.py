@@ -5,6 +5,7 @@ in the cycle, after every action placed what it could."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
@@ -72,6 +73,24 @@ def test_pods_above_the_gang_minimum_are_evicted_not_suspended() -> None:
     # An elastic job (minMember 1) gives up one of its two pods: its gang survives, so nothing is suspended.
     d = cycle(cluster(owned(podgroup("train", "q", 1))), PREEMPT)
     assert d.suspensions == [] and len(d.evictions) == 1
+
+
+def test_consolidation_moves_an_opted_in_job_it_does_not_suspend_it() -> None:
+    # Two 2-GPU nodes with one 1-GPU job each; a 2-GPU job fits only if one of them moves to the other node.
+    objs = [node("n1", gpus=2), node("n2", gpus=2), queue("q"), *PRIORITY_CLASSES,
+            owned(podgroup("a", "q")), pod("a-0", "a", gpus=1, node_name="n1", phase="Running"),
+            owned(podgroup("b", "q")), pod("b-0", "b", gpus=1, node_name="n2", phase="Running"),
+            podgroup("big", "q", created=LATER), pod("big-0", "big", gpus=2, created=LATER)]
+    d = cycle(objs, SchedulerConfig(actions=("allocate", "consolidation")))
+    assert [e.action for e in d.evictions] == ["consolidation"] and d.suspensions == []
+
+
+def test_a_stale_gang_is_evicted_not_suspended() -> None:
+    # Stale-gang eviction stops no workload for another one: the opt-in (suspend on preemption) does not apply.
+    stale = owned(podgroup("g", "q", 3, annotations={keys.STALE_PODGROUP_TIMESTAMP: "2025-01-01T00:00:00Z"}))
+    objs = [node("n1", gpus=8), queue("q"), stale, pod("g-0", "g", gpus=1, node_name="n1", phase="Running")]
+    d = cycle(objs, replace(SchedulerConfig(actions=("stalegangeviction",)), stale_grace_period=60.0), now=2e9)
+    assert [e.action for e in d.evictions] == ["stalegangeviction"] and d.suspensions == []
 
 
 def test_owners_that_cannot_be_suspended_and_unknown_kinds() -> None:

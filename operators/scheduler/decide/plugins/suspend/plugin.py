@@ -1,6 +1,6 @@
 """suspend: suspend instead of kill, and resume whole (an extension beyond KAI, opt-in).
 
-A victim job whose workload (its top owner's annotations reach the PodGroup) or queue says
+A victim job of reclaim or preempt whose workload (its top owner's annotations reach the PodGroup) or queue says
 `kai.scheduler/suspend-on-preemption: "true"`, whose top owner can be suspended (`rules.owner_kind`: a batch Job,
 JobSet, RayJob, Kubeflow job, or any owner with a boolean `spec.suspend`) and whose evictions would leave its gang
 below its minimum, is not evicted pod by pod: the cycle decides one `Suspension` of the owner instead (its
@@ -26,6 +26,10 @@ from operators.scheduler.decide.plugins.suspend import rules
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
+# The actions that stop a victim to make room for another workload. Consolidation moves its victims (they are
+# placed again in the same cycle), stale-gang and resize evictions are not made for anyone: those stay evictions.
+STOPPING = frozenset({"reclaim", "preempt"})
+
 
 class Suspend(Plugin):
     name = "suspend"
@@ -49,6 +53,8 @@ class Suspend(Plugin):
         d = session.decisions
         by_job: dict[str, list[Eviction]] = {}
         for e in d.evictions:
+            if e.action not in STOPPING:
+                continue
             by_job.setdefault(f"{e.namespace}/{e.pod_group}", []).append(e)
         taken: set[str] = set()
         for key, evictions in by_job.items():
