@@ -45,6 +45,9 @@ TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"
 PREEMPTION_DELAY: Final = "kai.scheduler/preemption-delay"
 # Beyond KAI, on a Queue: `forbid` keeps its workloads' PodDisruptionBudgets whole (`allow`: tried last).
 PDB_VIOLATION: Final = "kai.scheduler/pdb-violation"
+# Beyond KAI, on a workload's top owner or a Queue: `true` suspends a suspendable owner chosen as a victim
+# (`spec.suspend`) instead of evicting its pods; `false` on a workload overrides its queue's `true`.
+SUSPEND_ON_PREEMPTION: Final = "kai.scheduler/suspend-on-preemption"
 NODE_POOL_LABEL: Final = "kai.scheduler/node-pool"
 PROJECT_LABEL: Final = "project"
 USER_LABEL: Final = "user"
@@ -57,6 +60,8 @@ STALE_PODGROUP_TIMESTAMP: Final = "kai.scheduler/stale-podgroup-timestamp"
 LAST_START_TIMESTAMP: Final = "kai.scheduler/last-start-timestamp"
 # Stamped by the scheduler on a PodGroup when it evicts on its behalf: its preemption delay counts from here.
 LAST_EVICTION_TIMESTAMP: Final = "kai.scheduler/last-eviction-timestamp"
+# Stamped by the scheduler on the PodGroup of an owner it suspended: what it needs to resume it whole (JSON).
+SUSPENDED_BY_SCHEDULER: Final = "kai.scheduler/suspended-by-scheduler"
 SHARED_GPU_CONFIGMAP: Final = "runai/shared-gpu-configmap"
 GPU_GROUP_LABEL: Final = "runai-gpu-group"
 RECEIVED_RESOURCE_TYPE: Final = "received-resource-type"

@@ -31,6 +31,7 @@ from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.model import Job, NodeState
 from operators.scheduler.decide.plugins.subgroups.tree import DEFAULT_LEAF, SubGroupTree, build_tree
+from operators.scheduler.decide.plugins.suspend import rules as suspend_rules
 from operators.scheduler.decide.records import (
     NodeRecord,
     PodGroupRecord,
@@ -64,7 +65,7 @@ class WhyReport:
     namespace: str
     pod_group: str
     queue: str
-    state: str  # running | schedulable | pipelined | pending | waiting-for-gang
+    state: str  # running | schedulable | pipelined | pending | waiting-for-gang | suspended
     runs_now: bool
     lines: list[str] = field(default_factory=list)  # the reason in plain words, with numbers
     reasons: list[dict[str, Any]] = field(default_factory=list)  # the core's reasons, as on the PodGroup
@@ -113,6 +114,16 @@ def explain(snapshot: Snapshot, config: SchedulerConfig, now: float, namespace: 
     # What the workload asks to start: the pods its gang rule needs, or every pending pod once it runs.
     asked = list(need.pods) or pending
     report.queues = _queue_lines(session, pg.queue, asked, snapshot)
+    gang = suspend_rules.decode(pg.suspended)
+    if gang is not None and not pods:  # suspended by the scheduler (the suspend plugin): its resume condition
+        report.state = "suspended"
+        report.lines.append(suspend_rules.resume_condition(gang) + ".")
+        resumed = any(r.pod_group == pod_group and r.namespace == namespace for r in d.resumes)
+        report.runs_now = resumed
+        report.lines.append("The next cycle resumes it." if resumed else "Not now: " + (suspend_rules.fits(
+            gang, suspend_rules.free_nodes(session.nodes), job.queue if job else None) or "other work comes first")
+            + ".")
+        return report
     if not pending:
         report.state, report.runs_now = "running", True
         placed = [p for p in pods if is_placed(p)]

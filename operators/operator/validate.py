@@ -20,7 +20,7 @@ PLUGINS = frozenset({
     "nodeavailability", "resourcetype", "kubeflow", "ray", "subgrouporder", "nominatednode", "dynamicresources",
     "snapshot", "gpupack", "gpuspread", "gpusharingorder",
     "backgroundpods", "semipreemptible", "safetoconsolidate", "gpujoborder", "searchbackoff", "fewergangs",
-    "quotagates",
+    "quotagates", "suspend",
 })
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 COMPONENT_KEYS = ("admission", "binder", "podGrouper", "podGroupController", "queueController", "scheduler")

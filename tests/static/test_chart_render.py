@@ -206,7 +206,9 @@ def test_rbac_is_least_privilege(default_docs: list[dict[str, Any]]) -> None:
                       ("kai.scheduler", "topologies", "watch"), ("resource.k8s.io", "resourceslices", "watch"),
                       ("resource.k8s.io", "resourceclaims", "watch"), ("resource.k8s.io", "deviceclasses", "list"),
                       ("scheduling.run.ai", "podgroups/status", "patch"), ("", "configmaps", "watch"),
-                      ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete")],
+                      ("autoscaling.x-k8s.io", "provisioningrequests", "create"), ("", "podtemplates", "delete"),
+                      ("batch", "jobs", "patch"), ("ray.io", "rayjobs", "patch"),  # suspend instead of kill
+                      ("kubeflow.org", "pytorchjobs", "patch")],
         "binder": [("", "pods/binding", "create"), ("scheduling.run.ai", "bindrequests/status", "patch"),
                    ("", "configmaps", "create"), ("", "nodes", "get"),
                    ("resource.k8s.io", "resourceclaims/status", "update")],

@@ -79,6 +79,42 @@ class Ungate:
 
 
 @dataclass(frozen=True, slots=True)
+class Suspension:
+    """Suspend the victim's top owner (one merge patch of its suspend field) instead of evicting its pods; its
+    controller removes them. `evictions`: what to do instead if the owner turns out not to be suspendable."""
+
+    namespace: str
+    pod_group: str
+    owner: tuple[str, str, str, str]  # apiVersion, kind, name, uid
+    field_path: tuple[str, ...]  # ("spec", "suspend"), or ("spec", "runPolicy", "suspend") for Kubeflow jobs
+    verify: bool  # a kind not in the known table: suspend only if the owner has a boolean at field_path
+    action: str
+    for_pod_group: str
+    message: str
+    evictions: tuple[Eviction, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "podGroup": self.pod_group, "owner": "/".join(self.owner[:3]),
+                "action": self.action, "forPodGroup": self.for_pod_group, "message": self.message,
+                "pods": sorted(e.pod for e in self.evictions)}
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Lift the suspension the scheduler set on a top owner: its whole gang fits in this cycle."""
+
+    namespace: str
+    pod_group: str
+    owner: tuple[str, str, str, str]
+    field_path: tuple[str, ...]
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "podGroup": self.pod_group, "owner": "/".join(self.owner[:3]),
+                "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
 class Reason:
     """One `status.schedulingConditions[].reasons[]` entry."""
 
@@ -182,6 +218,8 @@ class Decisions:
     queues: list[QueueShare] = field(default_factory=list)
     annotations: list[AnnotationUpdate] = field(default_factory=list)
     ungates: list[Ungate] = field(default_factory=list)
+    suspensions: list[Suspension] = field(default_factory=list)  # the `suspend` plugin's (opt-in)
+    resumes: list[Resume] = field(default_factory=list)
     # Milliseconds spent per phase ("open-session", each action, "close-session"): for metrics, never printed.
     timings: dict[str, float] = field(default_factory=dict)
     # Event counts for metrics ("scenarios_simulation/<action>", "scenarios_filtered/<action>",
@@ -193,6 +231,9 @@ class Decisions:
     search_backoff: dict[tuple[str, str], Backoff] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        opt_in = {name: [x.to_dict() for x in items] for name, items in
+                  (("ungates", self.ungates), ("suspensions", self.suspensions), ("resumes", self.resumes))
+                  if items}
         return {
             "binds": [b.to_dict() for b in self.binds],
             "pipelined": [p.to_dict() for p in self.pipelined],
@@ -202,5 +243,5 @@ class Decisions:
             "stale": [s.to_dict() for s in self.stale],
             "queues": [q.to_dict() for q in self.queues],
             "annotations": [a.to_dict() for a in self.annotations],
-            **({"ungates": [u.to_dict() for u in self.ungates]} if self.ungates else {}),
+            **opt_in,
         }

@@ -388,6 +388,10 @@ class PodGroupRecord:
     topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
     min_non_preemptible: int | None = None  # spec.minNonPreemptible (semi-preemptible: the core's size)
     safe_to_consolidate: bool = True  # spec.safeToConsolidate: false keeps consolidation from moving the job
+    # metadata.ownerReferences[0] (the top owner, as the pod-grouper writes it): apiVersion, kind, name, uid.
+    owner: tuple[str, str, str, str] | None = None
+    suspend_on_preemption: str = ""  # kai.scheduler/suspend-on-preemption, lower-cased ("": the queue's)
+    suspended: str | None = None  # kai.scheduler/suspended-by-scheduler (JSON), set while we keep it suspended
     # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
     # derived from the fields above, so a session tests one flag per PodGroup.
     optional_features: bool = field(default=False, init=False, compare=False, repr=False)
@@ -424,6 +428,7 @@ class QueueRecord:
     provisioning_parameters: tuple[tuple[str, str], ...] = ()
     # kai.scheduler/pdb-violation: forbid | allow | "" (unset: the parent's, else the pdb plugin's argument).
     pdb_violation: str = ""
+    suspend_on_preemption: str = ""  # kai.scheduler/suspend-on-preemption: true | false | "" (the parent's)
 
     @property
     def title(self) -> str:
@@ -658,7 +663,18 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
         topology=topology_constraint(spec.get("topologyConstraint")),
         min_non_preemptible=_count(spec.get("minNonPreemptible")),
-        safe_to_consolidate=spec.get("safeToConsolidate") is not False)
+        safe_to_consolidate=spec.get("safeToConsolidate") is not False, owner=_owner(meta),
+        suspend_on_preemption=str(annotations.get(keys.SUSPEND_ON_PREEMPTION) or "").strip().lower(),
+        suspended=annotations.get(keys.SUSPENDED_BY_SCHEDULER))
+
+
+def _owner(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    refs = meta.get("ownerReferences") or ()
+    ref = refs[0] if refs and isinstance(refs[0], Mapping) else None
+    if ref is None:
+        return None
+    return (str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or ""),
+            str(ref.get("uid") or ""))
 
 
 def _whole(value: Any) -> int:
@@ -732,7 +748,9 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
         provisioning_class=_provisioning_class(meta.get("annotations") or {}),
         provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}),
-        pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower())
+        pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower(),
+        suspend_on_preemption=str((meta.get("annotations") or {}).get(keys.SUSPEND_ON_PREEMPTION) or "")
+        .strip().lower())
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:

@@ -30,6 +30,7 @@ from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import Assumed, PodGroupOverlay
 from operators.scheduler.shell.eviction import Refusals, guarded_by, per_preemptor, refusal_message
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
+from operators.scheduler.shell.suspension import Suspender
 
 log = logging.getLogger("scheduler")
 
@@ -76,6 +77,7 @@ class Writer:
         self._refusals = Refusals()
         self.assumed_pods = Assumed(self.pods)
         self._ungated: dict[str, float] = {}  # pod key -> monotonic time its quota gate was lifted (quotagates)
+        self.suspender = Suspender(self.api, self.events)
 
     async def _stop_writing(self) -> None:
         """Stopped (a clean stop before the lease is released): the writes still going out finish within
@@ -140,7 +142,12 @@ class Writer:
                    if self._first_ungate(u.namespace, u.pod)]
         if ungates:
             self._background(self._bounded(ungates, self.bind_gate))
-        await self._evict_all(d.evictions)
+        fallback: list[Eviction] = []
+        if d.suspensions or d.resumes:  # the suspend plugin's (opt-in): one owner patch instead of the evictions
+            for suspension in d.suspensions:
+                fallback += await self.suspender.suspend(suspension)
+            await self._bounded([partial(self.suspender.resume, r) for r in d.resumes])
+        await self._evict_all([*d.evictions, *fallback])
         explanations: list[Callable[[], Awaitable[None]]] = [partial(self.explain, u) for u in d.unschedulable]
         for p in d.pipelined:
             explanations.append(partial(self.events.emit, self._pod_ref(p.namespace, p.pod), "Normal",
@@ -171,7 +178,8 @@ class Writer:
             return False
         self.overlay.assumed[key] = {**self.overlay.assumed.get(key, {}), **values}
         updated = replace(record, last_start=values.get(keys.LAST_START_TIMESTAMP, record.last_start),
-                          stale_since=values.get(keys.STALE_PODGROUP_TIMESTAMP, record.stale_since))
+                          stale_since=values.get(keys.STALE_PODGROUP_TIMESTAMP, record.stale_since),
+                          suspended=values.get(keys.SUSPENDED_BY_SCHEDULER, record.suspended))
         self.assumed_podgroups.assume(key, updated)
         return True
 
