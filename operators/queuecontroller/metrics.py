@@ -40,6 +40,9 @@ GAUGES: dict[str, str] = {
 }
 
 
+QUEUE_LABELS = ("queue_name", "queue_metadata_name", "queue_display_name")
+
+
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
     """`--metrics-namespace`, `--queue-label-to-metric-label` (queue label key -> metric label name) and
@@ -52,7 +55,7 @@ class MetricsConfig:
     @property
     def label_names(self) -> tuple[str, ...]:
         extra = (self.label_to_metric_label[key] for key in sorted(self.label_to_metric_label))
-        return ("queue_name", *extra)
+        return (*QUEUE_LABELS, *extra)
 
 
 def _spec_value(queue: Mapping[str, Any], resource: str, field_name: str = "quota") -> float:
@@ -103,7 +106,11 @@ def queue_metric_values(queue: Mapping[str, Any]) -> dict[str, float]:
 def queue_metric_labels(queue: Mapping[str, Any], config: MetricsConfig) -> dict[str, str]:
     metadata = queue.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    out = {"queue_name": str(metadata.get("name") or "")}
+    name = str(metadata.get("name") or "")
+    # KAI (since v0.17): `queue_name` kept for old dashboards, `queue_metadata_name` the join key with the
+    # scheduler's queue metrics, `queue_display_name` the spec's displayName (empty when unset).
+    out = {"queue_name": name, "queue_metadata_name": name,
+           "queue_display_name": str((queue.get("spec") or {}).get("displayName") or "")}
     for key in sorted(config.label_to_metric_label):
         default = config.label_default_values.get(key, "")
         out[config.label_to_metric_label[key]] = str(labels.get(key, default))

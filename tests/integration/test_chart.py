@@ -440,9 +440,10 @@ def test_every_component_serves_metrics_and_probes_with_live_values(stack: Stack
     queues = scrape(ports("queue-controller")[0])
     for name in QUEUE_METRICS:
         assert any('queue_name="team-a"' in labels for labels, _ in queues.get(name, [])), name
-    assert dict(queues["kai_queue_allocated_cpu_cores"])['{queue_name="team-a"}'] >= 5
-    assert dict(queues["kai_queue_allocated_gpus"])['{queue_name="team-a"}'] > 0
-    assert dict(queues["kai_queue_deserved_gpus"])['{queue_name="team-a"}'] == -1
+    team_a = '{queue_display_name="",queue_metadata_name="team-a",queue_name="team-a"}'  # KAI's three queue labels
+    assert dict(queues["kai_queue_allocated_cpu_cores"])[team_a] >= 5
+    assert dict(queues["kai_queue_allocated_gpus"])[team_a] > 0
+    assert dict(queues["kai_queue_deserved_gpus"])[team_a] == -1
     sched = scrape(ports("scheduler")[0])
     missing = [n for n in SCHEDULER_METRICS if n not in sched]
     assert not missing, missing

@@ -176,6 +176,7 @@ class QueueShare:
     requested: dict[str, float]
     deserved: dict[str, float]
     limit: dict[str, float]
+    display_name: str = ""  # spec.displayName, for the metrics' queue_display_name label (not in the output)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "fairShare": self.fair_share, "allocated": self.allocated,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 from prometheus_client import Gauge, Histogram
@@ -42,11 +43,14 @@ EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the schedu
 ACTION_EVICTIONS = {action: Counter(f"kai_total_{name}_evictions", f"Victim pods evicted by the {action} action")
                     for action, name in (("preempt", "preemption"), ("reclaim", "reclaim"),
                                          ("consolidation", "consolidation"))}
-FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", ["queue_name"])
+# KAI (since v0.17): `queue_name` kept for old dashboards, `queue_metadata_name` (the join key with the
+# queue-controller's metrics) and `queue_display_name` (spec.displayName, empty when unset).
+QUEUE_LABELS = ["queue_name", "queue_metadata_name", "queue_display_name"]
+FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", QUEUE_LABELS)
               for r, n in (("gpu", "gpu"), ("cpu", "cpu_cores"), ("memory", "memory_gb"))}
-USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", ["queue_name"]) for r in ("gpu", "cpu", "memory")}
-DESERVED = Gauge("kai_queue_deserved_gpus_scheduler", "Deserved GPUs as the scheduler computes them",
-                 ["queue_name"])
+USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", QUEUE_LABELS) for r in ("gpu", "cpu", "memory")}
+DESERVED = Gauge("kai_queue_deserved_gpus_scheduler", "Deserved GPUs as the scheduler computes them", QUEUE_LABELS)
+_QUEUE_SERIES: dict[str, tuple[str, str, str]] = {}  # queue -> its label values (a renamed display drops the old)
 # KAI times its usage-database queries here; without a usage database (time-based fair share is not
 # supported) no query is made and the histogram stays at zero, as KAI's does without one.
 USAGE_QUERY_LATENCY = Histogram("kai_usage_query_latency_milliseconds", "Usage database query latency",
@@ -95,10 +99,17 @@ def record_cycle(decisions: Decisions, open_s: float, close_s: float, total_s: f
 def record_queues(queues: Iterable[QueueShare]) -> None:
     """Per queue: fair share and usage (cpu and memory in cores and GB from the core's milli units), deserved GPUs."""
     for share in queues:
+        series = (share.name, share.name, share.display_name)
+        old = _QUEUE_SERIES.get(share.name)
+        if old is not None and old != series:
+            for gauge in (*FAIR_SHARE.values(), *USAGE.values(), DESERVED):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*old)
+        _QUEUE_SERIES[share.name] = series
         for resource, gauge in FAIR_SHARE.items():
             value = share.fair_share.get(resource, 0.0)
-            gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
+            gauge.labels(*series).set(value / 1000 if resource in ("cpu", "memory") else value)
         for resource, gauge in USAGE.items():
             value = share.allocated.get(resource, 0.0)
-            gauge.labels(share.name).set(value / 1000 if resource in ("cpu", "memory") else value)
-        DESERVED.labels(share.name).set(share.deserved.get("gpu", 0.0))
+            gauge.labels(*series).set(value / 1000 if resource in ("cpu", "memory") else value)
+        DESERVED.labels(*series).set(share.deserved.get("gpu", 0.0))

@@ -94,8 +94,8 @@ async def fetch_usage(session: aiohttp.ClientSession, settings: UsageDBSettings,
         assert promql is not None
         for sample in await query(session, url, promql, now, settings.query_timeout):
             name = str((sample.get("metric") or {}).get(QUEUE_LABEL, ""))
-            if name:
-                sums.setdefault(name, [0.0, 0.0, 0.0])[r] = float(sample["value"][1])
+            if name:  # one queue may have several series (its display name changed in the window): their sum
+                sums.setdefault(name, [0.0, 0.0, 0.0])[r] += float(sample["value"][1])
     return normalized(sums, capacity)
 
 

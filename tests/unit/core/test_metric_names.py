@@ -96,12 +96,13 @@ def test_queue_controller_exposes_kais_metric_names() -> None:
                                "allocatedNonPreemptible": {"memory": "1Gi"}}})
     text = exposition(registry).decode()
     assert {n: declared(text).get(n) for n in KAI_QUEUE_CONTROLLER} == KAI_QUEUE_CONTROLLER
-    for line in ('kai_queue_deserved_gpus{queue_name="team-a"} 2.0', 'kai_queue_limit_gpus{queue_name="team-a"} 3.0',
-                 'kai_queue_limit_cpu_cores{queue_name="team-a"} 8.0',
-                 'kai_queue_quota_cpu_cores{queue_name="team-a"} -1.0',
-                 'kai_queue_requested_gpus{queue_name="team-a"} 5.0',
-                 'kai_queue_requested_cpu_cores{queue_name="team-a"} 2.5',
-                 'kai_queue_allocated_non_preemptible_memory_bytes{queue_name="team-a"} 1.073741824e+09'):
+    labels = 'queue_display_name="",queue_metadata_name="team-a",queue_name="team-a"'  # KAI's three queue labels
+    for line in (f'kai_queue_deserved_gpus{{{labels}}} 2.0', f'kai_queue_limit_gpus{{{labels}}} 3.0',
+                 f'kai_queue_limit_cpu_cores{{{labels}}} 8.0',
+                 f'kai_queue_quota_cpu_cores{{{labels}}} -1.0',
+                 f'kai_queue_requested_gpus{{{labels}}} 5.0',
+                 f'kai_queue_requested_cpu_cores{{{labels}}} 2.5',
+                 f'kai_queue_allocated_non_preemptible_memory_bytes{{{labels}}} 1.073741824e+09'):
         assert line in text, line
 
 

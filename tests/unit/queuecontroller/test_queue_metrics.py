@@ -51,18 +51,32 @@ def test_extra_labels_with_defaults() -> None:
     config = MetricsConfig(label_to_metric_label={"org/team": "team", "org/cost": "cost_center"},
                            label_default_values={"org/cost": "none"})
     assert queue_metric_labels(queue(labels={"org/team": "ml"}), config) == {
-        "queue_name": "team-a", "cost_center": "none", "team": "ml"}
+        "queue_name": "team-a", "queue_metadata_name": "team-a", "queue_display_name": "", "cost_center": "none",
+        "team": "ml"}
 
 
 def test_registry_update_and_remove() -> None:
     registry = CollectorRegistry()
     metrics = QueueMetrics(MetricsConfig(label_to_metric_label={"org/team": "team"}), registry)
     metrics.update(queue(labels={"org/team": "ml"}, allocated={"nvidia.com/gpu": "2"}))
-    series = {"queue_name": "team-a", "team": "ml"}
+    series = {"queue_name": "team-a", "queue_metadata_name": "team-a", "queue_display_name": "", "team": "ml"}
     assert registry.get_sample_value("kai_queue_allocated_gpus", series) == 2.0
     assert registry.get_sample_value("kai_queue_info", series) == 1.0
     metrics.update(queue(labels={"org/team": "vision"}))
     assert registry.get_sample_value("kai_queue_info", series) is None
     metrics.remove("team-a")
-    assert registry.get_sample_value("kai_queue_info", {"queue_name": "team-a", "team": "vision"}) is None
+    assert registry.get_sample_value("kai_queue_info", {**series, "team": "vision"}) is None
     metrics.remove("never-seen")
+
+
+def test_kai_queue_name_labels_carry_the_display_name() -> None:
+    registry = CollectorRegistry()
+    metrics = QueueMetrics(MetricsConfig(), registry)
+    shown = queue()
+    shown["spec"]["displayName"] = "Team A"
+    metrics.update(shown)
+    labels = {"queue_name": "team-a", "queue_metadata_name": "team-a", "queue_display_name": "Team A"}
+    assert registry.get_sample_value("kai_queue_info", labels) == 1.0
+    metrics.update(queue())  # displayName removed: the old series goes
+    assert registry.get_sample_value("kai_queue_info", labels) is None
+    assert registry.get_sample_value("kai_queue_info", {**labels, "queue_display_name": ""}) == 1.0

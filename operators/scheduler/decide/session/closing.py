@@ -133,4 +133,4 @@ class Closing(Accounting):
                 return round(x / GPU if r == 0 else x * (1.0 if r == 1 else 1e-6), 3)
             return {"gpu": conv(v[0], 0), "cpu": conv(v[1], 1), "memory": conv(v[2], 2)}
         return QueueShare(q.name, vec(q.fair_share), vec(q.allocated), vec(q.request), vec(q.rec.quota),
-                          vec(q.rec.limit))
+                          vec(q.rec.limit), q.rec.display_name)
