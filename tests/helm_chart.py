@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "kai-scheduler"
 NS = "kai-scheduler"
 KAI_VALUES = ROOT / "tests" / "data" / "kai-values.yaml"  # a values file written for KAI's own chart
+KAI_DEFAULT_VALUES = ROOT / "tests" / "data" / "kai-values-defaults.yaml"  # KAI's chart defaults, v0.18 keys
 
 # Deployment name (= pod label app) -> `kai run` component and ServiceAccount, as KAI's operator creates them.
 DEPLOYMENTS = {

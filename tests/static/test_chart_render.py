@@ -17,7 +17,19 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helm_chart import CHART, DEPLOYMENTS, KAI_VALUES, NS, ROOT, allows, by_kind, helm_binary, render, rules_of
+from tests.helm_chart import (
+    CHART,
+    DEPLOYMENTS,
+    KAI_DEFAULT_VALUES,
+    KAI_VALUES,
+    NS,
+    ROOT,
+    allows,
+    by_kind,
+    helm_binary,
+    render,
+    rules_of,
+)
 
 
 @pytest.fixture(scope="module")
@@ -424,6 +436,19 @@ def test_services_expose_metrics_for_every_component(default_docs: list[dict[str
 def args_of(docs: list[dict[str, Any]]) -> dict[str, list[str]]:
     return {name: d["spec"]["template"]["spec"]["containers"][0]["args"]
             for name, d in by_kind(docs, "Deployment").items()}
+
+
+def test_kais_default_values_file_installs_with_kais_meaning() -> None:
+    """KAI's own default values (v0.18 keys): an empty global.nodePoolLabelKey is the default key, and
+    gpuSharingMode NonMemoryEnforced turns GPU sharing on (Disabled: off)."""
+    values = yaml.safe_load(KAI_DEFAULT_VALUES.read_text())
+    docs = render(values=values)
+    assert set(by_kind(docs, "Deployment")) == set(DEPLOYMENTS)
+    assert _parse_args(by_kind(docs, "Deployment")["admission"]).gpu_sharing_enabled is True
+    assert scheduler_config(docs).node_pool_label == "kai.scheduler/node-pool"
+    values["global"]["gpuSharingMode"] = "Disabled"
+    docs = render(values=values)
+    assert _parse_args(by_kind(docs, "Deployment")["admission"]).gpu_sharing_enabled is False
 
 
 def test_a_kai_values_file_renders_with_kais_meaning() -> None:

@@ -14,7 +14,7 @@ import yaml
 
 from operators.operator import render, unhonoured
 from operators.operator.components import BY_KEY, CERT_SECRETS
-from tests.helm_chart import KAI_VALUES
+from tests.helm_chart import KAI_DEFAULT_VALUES, KAI_VALUES
 from tests.helm_chart import render as helm_template
 
 KINDS = ("Deployment", "Service", "ServiceAccount", "ConfigMap", "PodDisruptionBudget", "Lease",
@@ -60,9 +60,11 @@ def by_key(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(o["kind"], o["metadata"]["name"]): normal(o) for o in objs if o["kind"] in KINDS}
 
 
-@pytest.mark.parametrize("sets", [*VALUE_SETS.values(), ["kai-values"]], ids=[*VALUE_SETS, "a KAI values file"])
+@pytest.mark.parametrize("sets", [*VALUE_SETS.values(), ["kai-values"], ["kai-defaults"]],
+                         ids=[*VALUE_SETS, "a KAI values file", "KAI's default values file"])
 def test_the_operator_renders_what_the_chart_renders(sets: list[str]) -> None:
-    values = yaml.safe_load(KAI_VALUES.read_text()) if sets == ["kai-values"] else None
+    files = {"kai-values": KAI_VALUES, "kai-defaults": KAI_DEFAULT_VALUES}
+    values = yaml.safe_load(files[sets[0]].read_text()) if sets[0:1] and sets[0] in files else None
     sets = [] if values else sets
     chart = helm_template(*sets, values=values)
     operated = helm_template(*sets, "operator.enabled=true", values=values)

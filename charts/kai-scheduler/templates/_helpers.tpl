@@ -354,8 +354,14 @@ deprecated keys have no default, so a value there was set by the user). "kai.dep
 {{- if $.Values.openshift }}
 - openshift: no OpenSecurityContextConstraints are installed by this chart
 {{- end }}
-{{- if eq (toString ($.Values.global.fipsMode | default "off")) "on" }}
+{{- if has (toString ($.Values.global.fipsMode | default "off")) (list "on" "only") }}
 - global.fipsMode: one image (no -fips tags) runs every component
+{{- end }}
+{{- if has ($.Values.global.gpuSharingMode | default "") (list "HamiCore" "NvFractions") }}
+- global.gpuSharingMode {{ $.Values.global.gpuSharingMode }}: GPU sharing is on, without its GPU memory enforcement
+{{- end }}
+{{- if ($.Values.global.nvFractions | default dict).set }}
+- global.nvFractions.set: NVIDIA's gpu-sharing operator is not installed by this chart
 {{- end }}
 {{- if $.Values.global.blockNvidiaVisibleDevices }}
 - global.blockNvidiaVisibleDevices: the admission webhook does not block NVIDIA_VISIBLE_DEVICES here
@@ -405,7 +411,7 @@ is resolved here (deprecated spellings, global fallbacks), so the operator rende
 */}}
 {{- define "kai.configSpec" -}}
 {{- $g := .Values.global -}}
-{{- $global := dict "registry" $g.registry "image" (dict "repository" $g.image.repository) "tag" ($g.tag | default .Chart.AppVersion) "imagePullPolicy" $g.imagePullPolicy "imagePullSecrets" $g.imagePullSecrets "schedulerName" $g.schedulerName "queueLabelKey" (include "kai.queueLabelKey" .) "nodePoolLabelKey" $g.nodePoolLabelKey "leaderElection" $g.leaderElection "logLevel" $g.logLevel "jsonLog" $g.jsonLog "priorityClassName" $g.priorityClassName "requireDefaultPodAntiAffinityTerm" $g.requireDefaultPodAntiAffinityTerm "namespaceLabelSelector" $g.namespaceLabelSelector "podLabelSelector" $g.podLabelSelector "nodeSelector" $g.nodeSelector "tolerations" $g.tolerations "affinity" $g.affinity "podSecurityContext" $g.podSecurityContext "securityContext" $g.securityContext -}}
+{{- $global := dict "registry" $g.registry "image" (dict "repository" $g.image.repository) "tag" ($g.tag | default .Chart.AppVersion) "imagePullPolicy" $g.imagePullPolicy "imagePullSecrets" $g.imagePullSecrets "schedulerName" $g.schedulerName "queueLabelKey" (include "kai.queueLabelKey" .) "nodePoolLabelKey" ($g.nodePoolLabelKey | default "kai.scheduler/node-pool") "leaderElection" $g.leaderElection "logLevel" $g.logLevel "jsonLog" $g.jsonLog "priorityClassName" $g.priorityClassName "requireDefaultPodAntiAffinityTerm" $g.requireDefaultPodAntiAffinityTerm "namespaceLabelSelector" $g.namespaceLabelSelector "podLabelSelector" $g.podLabelSelector "nodeSelector" $g.nodeSelector "tolerations" $g.tolerations "affinity" $g.affinity "podSecurityContext" $g.podSecurityContext "securityContext" $g.securityContext -}}
 {{- $spec := dict "namespace" .Release.Namespace "global" $global -}}
 {{- $keys := dict "admission" "admission" "binder" "binder" "podgrouper" "podGrouper" "podgroupcontroller" "podGroupController" "queuecontroller" "queueController" "scheduler" "scheduler" -}}
 {{- range $key, $kai := $keys -}}
@@ -418,7 +424,7 @@ is resolved here (deprecated spellings, global fallbacks), so the operator rende
 {{- if $v.certSecretName }}{{ $_ := set $c "certSecretName" $v.certSecretName }}{{ end -}}
 {{- if $v.webhook }}{{ $_ := set $c "webhook" (dict "failurePolicy" $v.webhook.failurePolicy "timeoutSeconds" $v.webhook.timeoutSeconds "url" ($v.webhook.url | default "")) }}{{ end -}}
 {{- if eq $key "admission" -}}
-{{- $_ := set $c "gpuSharing" $g.gpuSharing -}}
+{{- $_ := set $c "gpuSharing" (eq (include "kai.gpuSharing" $) "true") -}}
 {{- $_ := set $c "gpuPodRuntimeClassName" (include "kai.fractionRuntimeClass" $) -}}
 {{- $_ := set $c "queueLabelSelector" $v.queueLabelSelector -}}
 {{- if $v.quotaGates }}{{ $_ := set $c "quotaGates" true }}{{ end -}}
@@ -447,4 +453,13 @@ is resolved here (deprecated spellings, global fallbacks), so the operator rende
 {{/* The operator renders the components (operator.enabled): the chart then renders none of their objects. */}}
 {{- define "kai.operated" -}}
 {{- if (.Values.operator | default dict).enabled }}true{{ else }}false{{ end -}}
+{{- end -}}
+
+{{/*
+GPU sharing on or off: KAI v0.18's global.gpuSharingMode when set (Disabled: off; NonMemoryEnforced, HamiCore,
+NvFractions: on), else the older global.gpuSharing.
+*/}}
+{{- define "kai.gpuSharing" -}}
+{{- $mode := .Values.global.gpuSharingMode | default "" -}}
+{{- if $mode }}{{ ne $mode "Disabled" }}{{ else }}{{ .Values.global.gpuSharing | default false }}{{ end -}}
 {{- end -}}
