@@ -9,6 +9,7 @@ from typing import Any
 
 from operators.core import keys
 from operators.scheduler.decide.decisions import Reason
+from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.units import to_gpus
 
 NO_NODES = "no nodes with enough resources were found"
@@ -192,3 +193,19 @@ def queue_details(name: str, requested: Sequence[int], deserved: Sequence[int], 
         "queueAllocatedResources": rl(allocated), "queueAllocatedNonPreemptibleResources": rl(allocated_np),
         "queueResourceLimits": rl(limits), "podGroupRequestedResources": rl(job_request),
         "podGroupRequestedNonPreemptibleResources": rl(job_np_request)}}
+
+
+def amount(vec: Sequence[int], r: int) -> str:
+    """One resource of a core-unit vector (micro-GPUs, millicores, bytes) as KAI prints it."""
+    if r == 0:
+        return f"{humanize(to_gpus(vec[0]))} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
+    if r == 1:
+        return f"{humanize(vec[1] / 1000)} CPU cores" if vec[1] != UNLIMITED else "unlimited CPU cores"
+    return f"{humanize(vec[2] / 1e9)} GB memory" if vec[2] != UNLIMITED else "unlimited memory"
+
+
+def main_resource(request: Sequence[int]) -> int:
+    """The resource a message talks about: GPUs when requested, else CPU, else memory."""
+    if request[0] > 0:
+        return 0
+    return 1 if request[1] > 0 else 2

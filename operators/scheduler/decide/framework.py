@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.explain import JobError
-    from operators.scheduler.decide.model import Job, NodeState, QueueState, Task
+    from operators.scheduler.decide.model import Chunk, Job, NodeState, QueueState, Task
     from operators.scheduler.decide.ordering import QueueFacts
     from operators.scheduler.decide.placement.search import NodeFitFunction, Placement, Placer
     from operators.scheduler.decide.session import FailedAttempt, Session
@@ -188,6 +188,28 @@ class Capacity(Protocol):
                        freed: dict[QueueState, list[int]] | None) -> JobError | None: ...
 
 
+class ReclaimScenario(Protocol):
+    """One reclaimer's fairness test of victim scenarios: `viable` is necessary for any scenario holding the chunk
+    (a cheap pre-filter), the call gives a reason per chunk, or None when the scenario is refused."""
+
+    def viable(self, chunk: Chunk) -> bool: ...
+    def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None: ...
+
+
+class ReclaimRules(Protocol):
+    """The fairness rules of reclaim (the highest-priority implementing plugin's; proportion's in KAI):
+    `may_reclaim` gives (fair-share entry, steady fair-share entry) for a job's request; `may_take_from` says
+    whether a victim queue may lose pods to a reclaimer queue at all; `scenario_validator` judges scenarios.
+    `sides` caches, per (reclaimer queue, victim queue), the two sibling queues where their paths split."""
+
+    def may_reclaim(self, session: Session, queue: QueueState, request: Sequence[int]) -> tuple[bool, bool]: ...
+    def may_take_from(self, session: Session, reclaimer: QueueState, victim: QueueState, contested: Sequence[int],
+                      sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]]) -> bool: ...
+    def scenario_validator(self, session: Session, job: Job, request: Sequence[int],
+                           sides: dict[tuple[QueueState, QueueState], tuple[QueueState, QueueState]], *,
+                           existing: bool, steady_path: bool) -> ReclaimScenario: ...
+
+
 class NodeFit(Protocol):
     """Does a task fit a node, and if not why (the predicates plugin's one fit function; the highest-priority
     implementing plugin's is the placer's). `why`, when given, receives the reasons of a refusal."""
@@ -278,6 +300,7 @@ class Hooks:
     victim_chunk_order: VictimChunkOrder | None = None
     victim_min_runtime: VictimMinRuntime | None = None
     scenario_validator: ScenarioValidator | None = None
+    reclaim_rules: ReclaimRules | None = None
     capacity: Capacity | None = None
     gang: Gang | None = None
     gang_choices: GangChoices | None = None
@@ -498,6 +521,10 @@ class Framework:
         queue_order: QueueOrder | None = first("queue_order")
         if queue_order is None:
             raise ValueError("no enabled plugin implements the queue order (enable the proportion plugin)")
+        reclaim_rules: ReclaimRules | None = first("reclaim_rules")
+        if reclaim_rules is None:
+            raise ValueError("no enabled plugin implements the reclaim rules (enable the proportion plugin)")
+        self.reclaim_rules: ReclaimRules = reclaim_rules
         self.queue_facts: Callable[[QueueState, Sequence[int]], QueueFacts] = queue_order.queue_facts
         self.queue_before: Callable[[QueueFacts, QueueFacts], bool] = queue_order.queue_before
         job_keys = [(p, h.job_order) for p, h in registered if h.job_order is not None]

@@ -8,9 +8,13 @@ shared-device portions and for queue and job vectors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.records import NodeRecord, PodGroupRecord, PodRecord, QueueRecord
 from operators.scheduler.decide.units import GPU
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.session import Session
 
 # Task statuses (KAI pod_status).
 PENDING = "Pending"
@@ -221,3 +225,20 @@ class QueueState:
             out.append(q)
             q = q.parent
         return out
+
+
+@dataclass(slots=True, eq=False)
+class Chunk:
+    """Pods of one victim job that are evicted together."""
+
+    job: Job
+    tasks: list[Task]
+    core: bool  # the job's remaining pods (False: one elastic pod above minMember)
+    _vector: tuple[int, int, int] | None = None
+
+    def vector(self, session: Session) -> tuple[int, int, int]:
+        """(micro-GPUs, millicores, bytes) the chunk counts for its queue (fixed while the chunk is a candidate)."""
+        if self._vector is None:
+            v = session.job_request(self.tasks)
+            self._vector = (v[0], v[1], v[2])
+        return self._vector

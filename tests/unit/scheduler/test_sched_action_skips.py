@@ -11,7 +11,7 @@ from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
 from operators.scheduler.decide.actions.consolidate import fits_free
 from operators.scheduler.decide.actions.preempt import could_preempt
-from operators.scheduler.decide.actions.reclaim import ReclaimValidator
+from operators.scheduler.decide.plugins.proportion.reclaimable import ReclaimValidator
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
     order_chunks,

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver, cluster_free
 from operators.scheduler.decide.actions.victims import (
-    Chunk,
     consolidation_message,
     order_chunks,
     preempt_min_runtime,
     protected,
     victim_chunks,
 )
-from operators.scheduler.decide.model import Job, Task
+from operators.scheduler.decide.model import Chunk, Job, Task
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
-    Chunk,
     order_chunks,
     preempt_message,
     preempt_min_runtime,
@@ -21,7 +20,7 @@ from operators.scheduler.decide.actions.victims import (
     releasable,
     victim_chunks,
 )
-from operators.scheduler.decide.model import Job, QueueState, Task
+from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.actions.common import allocate_job
-from operators.scheduler.decide.actions.victims import Chunk, moved_note
-from operators.scheduler.decide.model import VICTIM_STATUSES, Job, Task
+from operators.scheduler.decide.actions.victims import moved_note
+from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, Task
 from operators.scheduler.decide.units import GPU, queue_amount
 
 if TYPE_CHECKING:

@@ -9,35 +9,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from operators.core import keys
 from operators.scheduler.decide.explain import humanize
-from operators.scheduler.decide.model import VICTIM_STATUSES, Job, QueueState, Task
+from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, QueueState, Task
 from operators.scheduler.decide.ordering import podset_order_key
-from operators.scheduler.decide.records import UNLIMITED, parse_time
-from operators.scheduler.decide.units import WHOLE, to_gpus
+from operators.scheduler.decide.records import parse_time
+from operators.scheduler.decide.units import WHOLE
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
-
-
-@dataclass(slots=True, eq=False)
-class Chunk:
-    """Pods of one victim job that are evicted together."""
-
-    job: Job
-    tasks: list[Task]
-    core: bool  # the job's remaining pods (False: one elastic pod above minMember)
-    _vector: tuple[int, int, int] | None = None
-
-    def vector(self, session: Session) -> tuple[int, int, int]:
-        """(micro-GPUs, millicores, bytes) the chunk counts for its queue (fixed while the chunk is a candidate)."""
-        if self._vector is None:
-            v = session.job_request(self.tasks)
-            self._vector = (v[0], v[1], v[2])
-        return self._vector
 
 
 def live_tasks(job: Job) -> list[Task]:
@@ -285,22 +267,6 @@ def protected(session: Session, job: Job, min_runtime: float) -> bool:
 
 
 # --- messages ------------------------------------------------------------------------------------
-
-
-def amount(vec: Sequence[int], r: int) -> str:
-    """One resource of a core-unit vector (micro-GPUs, millicores, bytes) as KAI prints it."""
-    if r == 0:
-        return f"{humanize(to_gpus(vec[0]))} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
-    if r == 1:
-        return f"{humanize(vec[1] / 1000)} CPU cores" if vec[1] != UNLIMITED else "unlimited CPU cores"
-    return f"{humanize(vec[2] / 1e9)} GB memory" if vec[2] != UNLIMITED else "unlimited memory"
-
-
-def main_resource(request: Sequence[int]) -> int:
-    """The resource a message talks about: GPUs when requested, else CPU, else memory."""
-    if request[0] > 0:
-        return 0
-    return 1 if request[1] > 0 else 2
 
 
 def reclaim_message(task: Task, job: Job, reason: str) -> str:

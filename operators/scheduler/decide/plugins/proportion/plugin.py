@@ -16,10 +16,13 @@ from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job, QueueState, Task
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, allocatable_share, fair_shares
 from operators.scheduler.decide.plugins.proportion.queueorder import queue_before, queue_facts
+from operators.scheduler.decide.plugins.proportion.reclaimable import ReclaimRules
 from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.plugins.proportion.usage import NO_USAGE, queue_usage
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
+
+RECLAIM_RULES = ReclaimRules()  # stateless: the action keeps its own caches
 
 
 class Proportion(Plugin):
@@ -34,7 +37,7 @@ class Proportion(Plugin):
     queue_before = staticmethod(queue_before)
 
     def hooks(self) -> Hooks:
-        return Hooks(session_open=self, queue_order=self, capacity=self)
+        return Hooks(session_open=self, queue_order=self, capacity=self, reclaim_rules=RECLAIM_RULES)
 
     @staticmethod
     def on_session_open(session: Session) -> None:
