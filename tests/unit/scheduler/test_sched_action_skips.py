@@ -11,7 +11,6 @@ from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
 from operators.scheduler.decide.actions.consolidate import fits_free
 from operators.scheduler.decide.actions.preempt import could_preempt
-from operators.scheduler.decide.plugins.proportion.reclaimable import ReclaimValidator
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
     order_chunks,
@@ -19,6 +18,7 @@ from operators.scheduler.decide.actions.victims import (
     within_queue_order,
 )
 from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.plugins.proportion.reclaimable import ReclaimValidator
 from operators.scheduler.decide.session import Session
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.units import GPU
