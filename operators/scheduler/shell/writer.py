@@ -343,8 +343,12 @@ class Writer:
             if counter is not None:
                 counter.inc()
         # The pod is going from now on: a cycle that runs before its watch event arrives (e.g. woken by a claim
-        # change) must see its resources releasing, not evict another pod for the same preemptor.
-        self.assumed_pods.assume(key, replace(pod, deleting=True))
+        # change) must see its resources releasing, not evict another pod for the same preemptor. Only while the
+        # store still holds that pod: its DELETED event may have arrived during the request (a fast kubelet), and
+        # an assumption put after it would keep a ghost pod holding its resources for good.
+        current = self.pods.get(key)
+        if current is not None and current.uid == pod.uid and not current.deleting:
+            self.assumed_pods.assume(key, replace(current, deleting=True))
         metrics.EVICTIONS.inc()
         metrics.ACTED_ON.labels(e.action).inc()
         group = self.podgroups.get(f"{e.namespace}/{e.pod_group}")
