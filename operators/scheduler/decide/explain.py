@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from operators.core import keys
 from operators.scheduler.decide.decisions import Reason
+from operators.scheduler.decide.model import PENDING
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.units import to_gpus
+
+if TYPE_CHECKING:
+    from operators.scheduler.decide.model import Job
+    from operators.scheduler.decide.session import Session
 
 NO_NODES = "no nodes with enough resources were found"
 DEFAULT_POD_ERROR = "Unable to schedule pod"
@@ -209,3 +214,11 @@ def main_resource(request: Sequence[int]) -> int:
     if request[0] > 0:
         return 0
     return 1 if request[1] > 0 else 2
+
+
+def explain_gated(session: Session, gated: Iterable[Job], reason: str, message: Callable[[Job], str]) -> None:
+    """At session close: each job a gate kept out of the disruptive actions that still has pending pods gets the
+    gate's reason (in key order)."""
+    for job in sorted(gated, key=lambda j: j.key):
+        if any(t.status == PENDING for t in job.tasks):
+            session.outcome(job).errors.append(JobError(reason, (message(job),)))

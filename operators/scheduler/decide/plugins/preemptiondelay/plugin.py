@@ -14,7 +14,7 @@ from operators.core import keys
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.decisions import AnnotationUpdate
 from operators.scheduler.decide.framework import Hooks, Plugin
-from operators.scheduler.decide.model import PENDING, Job
+from operators.scheduler.decide.model import Job
 from operators.scheduler.decide.plugins.preemptiondelay.delay import REASON, DelayVerdict, effective_delay, verdict
 from operators.scheduler.decide.session import Session
 
@@ -65,9 +65,7 @@ class PreemptionDelay(Plugin):
         return False
 
     def on_session_close(self, session: Session) -> None:
-        for job in sorted(self.gated, key=lambda j: j.key):
-            if any(t.status == PENDING for t in job.tasks):
-                session.outcome(job).errors.append(explain.JobError(REASON, (self.held[job].message,)))
+        explain.explain_gated(session, self.gated, REASON, lambda job: self.held[job].message)
         if not self.delays:
             return
         stamped: set[str] = set()

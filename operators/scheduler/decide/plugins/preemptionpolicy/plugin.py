@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.framework import Hooks, Plugin
-from operators.scheduler.decide.model import PENDING, Job
+from operators.scheduler.decide.model import Job
 from operators.scheduler.decide.session import Session
 
 REASON = "PreemptionPolicyNever"
@@ -69,11 +69,7 @@ class PreemptionPolicy(Plugin):
         return False
 
     def on_session_close(self, session: Session) -> None:
-        for job in sorted(self.gated, key=lambda j: j.key):
-            if any(t.status == PENDING for t in job.tasks):
-                name = self.verdicts[job]
-                assert name is not None
-                session.outcome(job).errors.append(explain.JobError(REASON, (never_message(job, name),)))
+        explain.explain_gated(session, self.gated, REASON, lambda job: never_message(job, self.verdicts[job] or ""))
 
 
 PLUGIN = PreemptionPolicy
