@@ -382,15 +382,14 @@ def component_objects(s: Settings, c: Component, default_shard: Mapping[str, Any
     if s.disruption_budget(c) is not None:
         out.append(disruption_budget(s, c))
     if c.lease and s.leader_elect(c):
-        out.append(lease(s, c))
+        out.append(lease(s, c.lease, c.name))
     return out
 
 
-def lease(s: Settings, c: Component) -> Obj:
-    """The electing component's Lease, empty (its holder fills it in): owned, so that it goes with the Config
-    (the component cannot delete it once its RBAC is gone) - the chart's `kai.lease`."""
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": _meta(c.lease, s, c.name),
-            "spec": {}}
+def lease(s: Settings, name: str, app: str) -> Obj:
+    """An electing Deployment's Lease, empty (its holder fills it in): owned, so that it goes with its owner, the
+    Config or a shard (the component cannot delete it once its RBAC is gone) - the chart's `kai.lease`."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": _meta(name, s, app), "spec": {}}
 
 
 def disruption_budget(s: Settings, c: Component) -> Obj:
@@ -414,12 +413,17 @@ def config_objects(s: Settings, default_shard: Mapping[str, Any] | None) -> list
 
 
 def shard_objects(s: Settings, shard: str, spec: Mapping[str, Any]) -> list[Obj]:
-    """What a node-pool SchedulingShard owns: its scheduler Deployment and headless metrics Service. The default
-    shard's scheduler is the Config's `kai-scheduler-default`."""
+    """What a node-pool SchedulingShard owns: its scheduler Deployment, headless metrics Service and, when it
+    elects, its Lease (so that deleting a shard created with kubectl leaves no Lease behind). The default shard's
+    scheduler is the Config's `kai-scheduler-default`."""
     if shard == DEFAULT_SHARD or not s.enabled(BY_KEY["scheduler"]):
         return []
     c = BY_KEY["scheduler"]
-    return [shard_deployment(s, shard, spec), _service(s, c, shard_name(shard), serves=False, headless=True)]
+    name = shard_name(shard)
+    out = [shard_deployment(s, shard, spec), _service(s, c, name, serves=False, headless=True)]
+    if s.leader_elect(c):
+        out.append(lease(s, name, name))
+    return out
 
 
 def render(config_spec: Mapping[str, Any], shards: Mapping[str, Mapping[str, Any]], *, instance: str = "kai-scheduler",

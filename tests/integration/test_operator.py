@@ -246,6 +246,25 @@ def test_patching_the_config_to_two_scheduler_replicas(cluster: Cluster, operato
              lambda: condition_is(cluster, "config", "kai-config", "Available", "True"), timeout=90)
 
 
+def test_an_electing_shard_owns_its_lease_and_takes_it_when_deleted(cluster: Cluster,
+                                                                      operator: subprocess.Popen[bytes]) -> None:
+    """A shard created with kubectl while the schedulers elect: its Lease is rendered and owned by the shard, so
+    deleting the shard leaves no Lease behind (the scheduler only renews it)."""
+    cluster.kubectl("patch", "config", "kai-config", "--type=merge", "-p",
+                    json.dumps({"spec": {"scheduler": {"replicas": 2}}}))
+    shard = {"apiVersion": "kai.scheduler/v1", "kind": "SchedulingShard", "metadata": {"name": "pool-e"},
+             "spec": {"partitionLabelValue": "pool-e"}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(shard))
+    def the_lease() -> dict[str, Any] | None:
+        got = cluster.kubectl("get", "lease", "kai-scheduler-pool-e", "-n", NS, "-o", "json", check=False)
+        return json.loads(got.stdout) if got.returncode == 0 else None
+
+    lease = wait_for("kai-scheduler-pool-e Lease", the_lease, timeout=60)
+    assert [(r["kind"], r["name"]) for r in lease["metadata"]["ownerReferences"]] == [("SchedulingShard", "pool-e")]
+    cluster.kubectl("delete", "schedulingshard", "pool-e")
+    wait_for("the shard's Lease gone", lambda: the_lease() is None, timeout=60)
+
+
 def test_a_quiet_minute_costs_no_write(cluster: Cluster, operator: subprocess.Popen[bytes]) -> None:
     def settled() -> float | None:
         first = writes()

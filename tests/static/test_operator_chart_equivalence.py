@@ -38,7 +38,7 @@ VALUE_SETS = {
     "components off, a node-pool shard": [
         "podgrouper.enabled=false", "queuecontroller.webhook.enabled=false", "scheduler.placementStrategy=spread",
         "schedulingShards[0].name=pool-b", "schedulingShards[0].partitionLabelValue=b",
-        "schedulingShards[0].placementStrategy.gpu=spread"],
+        "schedulingShards[0].placementStrategy.gpu=spread", "global.leaderElection=true"],
 }
 
 

@@ -168,3 +168,13 @@ def test_an_electing_component_gets_an_owned_lease() -> None:
     objs = objects({"scheduler": {"replicas": 2}})
     assert objs[("Lease", "kai-scheduler-default")]["spec"] == {}
     assert ("Lease", "kai-binder") not in objs, "one binder replica: no election, no Lease"
+
+
+def test_an_electing_shard_owns_its_lease() -> None:
+    s = render.Settings({"scheduler": {"replicas": 2}})
+    objs = render.shard_objects(s, "pool-b", {"partitionLabelValue": "b"})
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    assert kinds == {("Deployment", "kai-scheduler-pool-b"), ("Service", "kai-scheduler-pool-b"),
+                     ("Lease", "kai-scheduler-pool-b")}
+    one = render.Settings({})
+    assert all(o["kind"] != "Lease" for o in render.shard_objects(one, "pool-b", {"partitionLabelValue": "b"}))
