@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core import keys
+from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.config import parse_bool_argument
 from operators.scheduler.decide.framework import Hooks, Plugin
@@ -63,7 +64,7 @@ class Proportion(Plugin):
                 q.steady_share = steady[q.name][GPU_AXIS]  # steadyFairShareReclaim is about GPUs only
                 q.steady_keep = allocatable_share(q.rec.quota[GPU_AXIS], q.steady_share, q.rec.limit[GPU_AXIS],
                                                   total[GPU_AXIS])
-        session.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
+        session.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * MS_PER_SECOND
 
     @classmethod
     def check_arguments(cls, arguments: Mapping[str, Any]) -> None:
