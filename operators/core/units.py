@@ -10,6 +10,7 @@ from typing import Final
 
 MILLI: Final = 1000  # millicores per core (Queue `cpu` quotas, the scheduler's CPU unit)
 MB: Final = 1_000_000  # bytes per megabyte (Queue `memory` quotas and status)
+GB: Final = 1_000_000_000  # bytes per gigabyte (memory as KAI's messages print it)
 MIB: Final = 2**20  # bytes per mebibyte (GPU memory: `gpu-memory` annotation, `nvidia.com/gpu.memory` label)
 GPU: Final = 1_000_000  # micro-GPUs per device (the scheduler's exact GPU unit)
 MS_PER_SECOND: Final = 1000  # latency metrics are in milliseconds

@@ -12,7 +12,7 @@ from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.records import PodRecord
 from operators.scheduler.decide.simulation import apply_decisions
 from operators.scheduler.decide.snapshot import Snapshot
-from operators.scheduler.decide.units import GPU, MB, queue_amount
+from operators.scheduler.decide.units import GB, GPU, MB, MILLI, queue_amount
 
 # Queue units of the three queue resources: GPUs, millicores, megabytes; the core's queue vectors are in
 # micro-GPUs, millicores and bytes (`operators.scheduler.decide.units`).
@@ -40,8 +40,8 @@ def fmt_amount(value: float, resource: int) -> str:
     if resource == 0:
         return f"{humanize(value)} GPU" + ("" if value == 1 else "s")
     if resource == 1:
-        return f"{humanize(value / 1000)} core" + ("" if value == 1000 else "s")
-    return f"{humanize(value / 1e9)} GB"
+        return f"{humanize(value / MILLI)} core" + ("" if value == MILLI else "s")
+    return f"{humanize(value / GB)} GB"
 
 
 def fmt_queue_value(value: float, resource: int) -> str:

@@ -42,7 +42,7 @@ from operators.scheduler.decide.records import (
 )
 from operators.scheduler.decide.session import Session, rfc3339
 from operators.scheduler.decide.snapshot import Snapshot
-from operators.scheduler.decide.units import GPU, MB, gpu_fraction, gpu_memory_share
+from operators.scheduler.decide.units import CPU_AXIS, GPU, MB, MEMORY_AXIS, MILLI, gpu_fraction, gpu_memory_share
 
 # Bounds on the extra cycles one `kai why` may run (each is a full scheduling cycle on the snapshot).
 MAX_FREE_TRIES = 48
@@ -350,7 +350,7 @@ def _raise_limits(snapshot: Snapshot, config: SchedulerConfig, now: float, queue
             if limit == -1 or q.allocated[i] + request[i] <= limit:
                 continue
             # Whole units in the Queue's own terms (GPUs to 3 decimals as KAI prints them), rounded up, on integers.
-            step = (GPU // 1000, 1, MB)[i]
+            step = (GPU // MILLI, 1, MB)[i]  # a thousandth of a GPU, a millicore, a megabyte
             new_limit = -(-(q.allocated[i] + request[i]) // step) * step
             value = to_queue_units(new_limit, i)
 
@@ -393,12 +393,12 @@ def _lower_requests(snapshot: Snapshot, config: SchedulerConfig, now: float, ses
                                       + _how(result), {"resource": "gpu", "from": whole, "to": z}, result.cycle))
                 break
     ok = [n for n in session.nodes if _usable(n)]
-    for i, attr in ((1, "cpu"), (2, "memory")):
+    for i, attr in ((CPU_AXIS, "cpu"), (MEMORY_AXIS, "memory")):
         asked = max((getattr(p, attr) for p in pending), default=0)
         room = max((_free(n)[i] for n in ok), default=0)
         if not ok or asked <= room or room <= 0:
             continue
-        step = 100 if i == 1 else 1_000_000  # 100 millicores / 1 MB
+        step = 100 if i == CPU_AXIS else MB  # 100 millicores / 1 MB
         cut = int(room // step * step)
         if cut <= 0:
             continue

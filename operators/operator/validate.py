@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from operators.core.durations import delay_error
+
 STRATEGIES = ("binpack", "spread")
 ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction", "resizeeviction")
 # This scheduler's plugins, and KAI's (accepted; the scheduler names what it does not honour).
@@ -24,7 +26,6 @@ PLUGINS = frozenset({
 })
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 COMPONENT_KEYS = ("admission", "binder", "podGrouper", "podGroupController", "queueController", "scheduler")
-_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -72,7 +73,7 @@ def shard_problems(name: str, spec: Mapping[str, Any], created: str, others: lis
             out.append(Problem(f"spec.queueDepthPerAction.{action}", f"{depth!r} is not a non-negative integer"))
     for key in ("preemptMinRuntime", "reclaimMinRuntime"):
         value = (spec.get("minRuntime") or {}).get(key)
-        if value is not None and not _DURATION.match(str(value)):
+        if value is not None and delay_error(key, str(value)) is not None:  # a Go duration, not negative
             out.append(Problem(f"spec.minRuntime.{key}", f"{value!r} is not a duration (e.g. 5m, 1h30m)"))
     partition = str(spec.get("partitionLabelValue") or "")
     for other in sorted(others, key=lambda o: (o.created, o.name)):

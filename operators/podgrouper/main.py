@@ -22,6 +22,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from operators.core import component, keys, slim
+from operators.core.booleans import add_bool_flag
 from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
@@ -414,8 +415,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrent-reconciles", type=int, default=32)
     # KAI v0.18 (its Config field podGrouper.args.gangScheduleDeployment, default true): a new Deployment gets
     # one PodGroup; false keeps the older one PodGroup per pod.
-    p.add_argument("--gang-schedule-deployment", default=True,
-                   type=lambda v: str(v).lower() in ("1", "true", "yes"))
+    add_bool_flag(p, "--gang-schedule-deployment", default=True)
     return p
 
 

@@ -234,8 +234,7 @@ def parser() -> argparse.ArgumentParser:
     add_bool_flag(p, "--enable-webhook", default=True)
     p.add_argument("--metrics-namespace", default="kai")
     # KAI's opt-in: quota comparisons (child above parent, quota above limit) as admission warnings.
-    p.add_argument("--enable-quota-validation", default=False,
-                   type=lambda v: str(v).lower() in ("1", "true", "yes"), nargs="?", const=True)
+    add_bool_flag(p, "--enable-quota-validation", default=False)
     return p
 
 

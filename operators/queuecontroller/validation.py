@@ -13,32 +13,14 @@ until the parent appears.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
+
+from operators.core.durations import parse_delay
 
 RESOURCES_REQUIRED = "resources must be specified"
 RESOURCE_NAMES = ("cpu", "gpu", "memory")
 UNLIMITED = -1
-
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go duration string ("20s", "5m", "1h30m", "1.5h", "0"); ValueError if not one."""
-    if text == "0":
-        return 0.0
-    position, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if position == 0 or position != len(text):
-        raise ValueError(f"invalid duration {text!r}")
-    return total
-
 
 def is_number(value: Any) -> TypeGuard[int | float]:
     # NaN and infinity are numbers to Python (and to a JSON decoder that accepts them) but no quota.
@@ -128,8 +110,8 @@ def validate_queue(queue: Mapping[str, Any], queues: Iterable[Mapping[str, Any]]
         value = spec.get(field)
         if value is None:
             continue
-        try:
-            parse_duration(str(value))
+        try:  # a min runtime is a Go duration, and a negative one means nothing
+            parse_delay(str(value))
         except ValueError:
             errors.append(f'spec.{field}: {value!r} is not a duration (e.g. "20s", "5m", "1h30m")')
     if queues is not None:

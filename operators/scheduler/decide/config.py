@@ -172,18 +172,12 @@ def plugin_settings(plugins: Mapping[str, Any]) -> dict[str, Any]:
     return changes
 
 
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
 def parse_bool_argument(name: str, value: Any) -> bool:
     """A boolean plugin argument, spelled as KAI reads it (Go's strconv.ParseBool); a YAML boolean is accepted."""
-    if isinstance(value, bool):
-        return value
-    text = str(value)
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise ValueError(f"plugin argument {name} must be true or false, got {value!r}")
+    try:
+        return parse_bool(value)
+    except ValueError:
+        raise ValueError(f"plugin argument {name} must be true or false, got {value!r}") from None
 
 
 def _action_durations(field_name: str, raw: Any) -> dict[str, float]:

@@ -6,6 +6,7 @@ import gc
 import time
 from collections.abc import Callable, Sequence
 
+from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide.actions import get_action
 from operators.scheduler.decide.actions.allocate import Allocate
 from operators.scheduler.decide.config import SchedulerConfig
@@ -34,7 +35,7 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
     try:
         started = time.perf_counter()
         session = Session(snapshot, config, now)
-        timings["open-session"] = (time.perf_counter() - started) * 1000
+        timings["open-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         for name in actions if actions is not None else config.effective_actions:
             action = get_action(name)
             if on_bind is not None and isinstance(action, Allocate):
@@ -42,14 +43,14 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
             if action.enabled:
                 started = time.perf_counter()
                 action.execute(session)
-                timings[name] = (time.perf_counter() - started) * 1000
+                timings[name] = (time.perf_counter() - started) * MS_PER_SECOND
         started = time.perf_counter()
         decisions = session.close()
         if snapshot.search_backoff or decisions.search_outcomes:
             decisions.search_backoff = advance(
                 snapshot.search_backoff, decisions.search_outcomes, now, config.min_failed_search_backoff,
                 config.max_failed_search_backoff, (job_key(g.namespace, g.name, g.uid) for g in snapshot.podgroups))
-        timings["close-session"] = (time.perf_counter() - started) * 1000
+        timings["close-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         decisions.timings.update(timings)  # the session adds its plugins' ("plugin/<name>")
         return decisions
     finally:

@@ -11,7 +11,7 @@ from operators.core import keys
 from operators.scheduler.decide.decisions import Reason
 from operators.scheduler.decide.model import PENDING
 from operators.scheduler.decide.records import UNLIMITED
-from operators.scheduler.decide.units import to_gpus
+from operators.scheduler.decide.units import CPU_AXIS, GB, GPU_AXIS, MEMORY_AXIS, MILLI, to_gpus
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.model import Job
@@ -22,18 +22,19 @@ DEFAULT_POD_ERROR = "Unable to schedule pod"
 DEFAULT_PODGROUP_ERROR = "Unable to schedule podgroup"
 
 _UNITS = {
-    # resource index -> (limit noun, unit noun, NP request noun)
-    0: ("GPUs", "GPUs", "GPUs"),
-    1: ("CPU cores", "cores", "CPU cores"),
-    2: ("memory", "GB", "GB memory"),
+    # resource axis -> (limit noun, unit noun, NP request noun)
+    GPU_AXIS: ("GPUs", "GPUs", "GPUs"),
+    CPU_AXIS: ("CPU cores", "cores", "CPU cores"),
+    MEMORY_AXIS: ("memory", "GB", "GB memory"),
 }
+_PER_CORE, _PER_GB = 1 / MILLI, 1 / GB  # multipliers: the same floats as 1e-3 and 1e-9
 
 
 def _shown(resource: int, value: int) -> float:
     """A core amount (micro-GPUs, millicores, bytes) in the unit KAI prints (GPUs, cores, GB)."""
-    if resource == 0:
+    if resource == GPU_AXIS:
         return to_gpus(value)
-    return value * (1e-3 if resource == 1 else 1e-9)
+    return value * (_PER_CORE if resource == CPU_AXIS else _PER_GB)
 
 
 def humanize(value: float) -> str:
@@ -102,10 +103,10 @@ def over_limit(queue_title: str, resource: int, limit: int, allocated: int, requ
     noun, unit, _ = _UNITS[resource]
     lim = humanize(_shown(resource, limit) if limit != -1 else -1)
     alloc, req = humanize(_shown(resource, allocated)), humanize(_shown(resource, requested))
-    if resource == 1:
+    if resource == CPU_AXIS:
         return (f"{queue_title} quota has reached the allowable limit of CPU cores. Limit is {lim} cores, "
                 f"currently {alloc} cores allocated and workload requested {req} cores")
-    if resource == 2:
+    if resource == MEMORY_AXIS:
         return (f"{queue_title} quota has reached the allowable limit of memory. Limit is {lim} GB, "
                 f"currently {alloc} GB allocated and workload requested {req} GB")
     return (f"{queue_title} quota has reached the allowable limit of {noun}. Limit is {lim} {unit}, "
@@ -190,9 +191,10 @@ def queue_details(name: str, requested: Sequence[int], deserved: Sequence[int], 
     """`details.queueDetails` of OverLimit / NonPreemptibleOverQuota reasons, as Kubernetes resource lists
     (vectors in core units: micro-GPUs, millicores, bytes)."""
     def rl(vec: Sequence[int]) -> dict[str, str]:
-        return {"cpu": humanize(vec[1] / 1000) if vec[1] != -1 else "-1",
-                "memory": str(int(vec[2])) if vec[2] != -1 else "-1",
-                keys.GPU_RESOURCE: humanize(to_gpus(vec[0])) if vec[0] != -1 else "-1"}
+        gpu, cpu, mem = vec
+        return {"cpu": humanize(cpu / MILLI) if cpu != -1 else "-1",
+                "memory": str(int(mem)) if mem != -1 else "-1",
+                keys.GPU_RESOURCE: humanize(to_gpus(gpu)) if gpu != -1 else "-1"}
     return {"queueDetails": {
         "name": name, "queueRequestedResources": rl(requested), "queueDeservedResources": rl(deserved),
         "queueAllocatedResources": rl(allocated), "queueAllocatedNonPreemptibleResources": rl(allocated_np),
@@ -202,18 +204,20 @@ def queue_details(name: str, requested: Sequence[int], deserved: Sequence[int], 
 
 def amount(vec: Sequence[int], r: int) -> str:
     """One resource of a core-unit vector (micro-GPUs, millicores, bytes) as KAI prints it."""
-    if r == 0:
-        return f"{humanize(to_gpus(vec[0]))} GPUs" if vec[0] != UNLIMITED else "unlimited GPUs"
-    if r == 1:
-        return f"{humanize(vec[1] / 1000)} CPU cores" if vec[1] != UNLIMITED else "unlimited CPU cores"
-    return f"{humanize(vec[2] / 1e9)} GB memory" if vec[2] != UNLIMITED else "unlimited memory"
+    gpu, cpu, mem = vec
+    if r == GPU_AXIS:
+        return f"{humanize(to_gpus(gpu))} GPUs" if gpu != UNLIMITED else "unlimited GPUs"
+    if r == CPU_AXIS:
+        return f"{humanize(cpu / MILLI)} CPU cores" if cpu != UNLIMITED else "unlimited CPU cores"
+    return f"{humanize(mem / GB)} GB memory" if mem != UNLIMITED else "unlimited memory"
 
 
 def main_resource(request: Sequence[int]) -> int:
     """The resource a message talks about: GPUs when requested, else CPU, else memory."""
-    if request[0] > 0:
-        return 0
-    return 1 if request[1] > 0 else 2
+    gpu, cpu, _ = request
+    if gpu > 0:
+        return GPU_AXIS
+    return CPU_AXIS if cpu > 0 else MEMORY_AXIS
 
 
 def explain_gated(session: Session, gated: Iterable[Job], reason: str, message: Callable[[Job], str]) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.records import NodeRecord, PodGroupRecord, PodRecord, QueueRecord
-from operators.scheduler.decide.units import GPU
+from operators.scheduler.decide.units import GPU, as_vector
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -239,6 +239,5 @@ class Chunk:
     def vector(self, session: Session) -> tuple[int, int, int]:
         """(micro-GPUs, millicores, bytes) the chunk counts for its queue (fixed while the chunk is a candidate)."""
         if self._vector is None:
-            v = session.job_request(self.tasks)
-            self._vector = (v[0], v[1], v[2])
+            self._vector = as_vector(session.job_request(self.tasks))
         return self._vector

@@ -24,17 +24,31 @@ output, metrics and statuses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, InvalidOperation
 
-GPU = 1_000_000  # micro-GPUs per device
-MILLI = 1000  # millicores per core
-MB = 1_000_000  # bytes per megabyte (queue memory is in MB)
+from operators.core.units import GB as GB  # the core's units, re-exported
+from operators.core.units import GPU as GPU
+from operators.core.units import MB as MB
+from operators.core.units import MILLI as MILLI
+
 # The one tolerance of the core, for the quantities that are genuinely fractional: a queue's weighted part of a
 # fair-share round (in whole units) and the DRF / reclaim-saturation ratios (allocated / share). Two such floats
 # closer than this are equal (their float rounding must not decide). No resource amount is ever compared with it.
 RATIO_EPS = 1e-9
 
 Vector = tuple[int, int, int]  # (gpu, cpu, memory) in core units
+# The axes of a Vector (and of the [gpu, cpu, memory] accumulators). Hot loops unpack a vector into named locals
+# (`gpu, cpu, mem = vec`) and write accumulators with literal indexes: a module constant there costs a global
+# lookup per access. Everywhere else the index is named.
+GPU_AXIS, CPU_AXIS, MEMORY_AXIS = 0, 1, 2
+AXES = (GPU_AXIS, CPU_AXIS, MEMORY_AXIS)
+
+
+def as_vector(values: Sequence[int]) -> Vector:
+    """A [gpu, cpu, memory] accumulator (or any 3-sequence) as an immutable Vector."""
+    gpu, cpu, mem = values
+    return gpu, cpu, mem
 WHOLE: Vector = (GPU, 1, 1)  # one whole unit of each resource, in core units
 
 

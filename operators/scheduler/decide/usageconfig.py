@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any
 
 from operators.core.durations import parse_seconds
+from operators.core.times import parse_rfc3339
 
 CLIENT_TYPES = ("prometheus",)
 WINDOW_TYPES = ("sliding", "tumbling")
@@ -81,7 +81,9 @@ def parse_usage_db_config(raw: Any) -> UsageDBSettings | None:
         text = params.get("tumblingWindowStartTime")
         if not text:
             raise ValueError("usageDBConfig.usageParams: windowType tumbling needs tumblingWindowStartTime")
-        start = datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+        start = parse_rfc3339(text)  # a metav1.Time in KAI's usageParams
+        if start is None:
+            raise ValueError(f"usageDBConfig.usageParams.tumblingWindowStartTime must be RFC3339, got {text!r}")
     half_life = _seconds(params, "halfLifePeriod", None)
     fetch = _seconds(params, "fetchInterval", 60.0) or 60.0
     staleness = _seconds(params, "stalenessPeriod", 300.0) or 300.0

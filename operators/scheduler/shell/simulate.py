@@ -15,14 +15,13 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from operators.core.times import parse_rfc3339
 from operators.scheduler.decide.config import add_arguments, config_from_args
-from operators.scheduler.decide.records import parse_time
 from operators.scheduler.decide.simulation import apply_decisions, run_simulation, with_implicit_podgroups
 
 __all__ = ["apply_decisions", "build_parser", "format_text", "load_objects", "main", "run_simulation",
@@ -90,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(args)
         now = None
         if args.now:
-            now = datetime.fromisoformat(args.now).timestamp() if parse_time(args.now) or "T" in args.now else None
+            now = parse_rfc3339(args.now)
             if now is None:
                 raise ValueError(f"--now must be RFC3339, got {args.now!r}")
         if args.cycles is not None and args.cycles < 1:

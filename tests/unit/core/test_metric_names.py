@@ -3,6 +3,7 @@ written for KAI query these series, and a counter of Go's client has no `_total`
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -61,8 +62,10 @@ def sample_names(text: str) -> set[str]:
     return {line.split("{")[0].split()[0] for line in text.splitlines() if line and not line.startswith("#")}
 
 
+@functools.cache
 def scheduler_exposition() -> str:
-    # A fresh interpreter: the scheduler's metrics live in the default registry of the process that runs it.
+    # A fresh interpreter (once: the two tests read the same text): the scheduler's metrics live in the default
+    # registry of the process that runs it.
     code = ("import operators.scheduler.shell.loop\nfrom operators.core.metrics import exposition\n"
             "print(exposition().decode())")
     return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,

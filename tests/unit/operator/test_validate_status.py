@@ -18,6 +18,7 @@ from operators.operator.validate import ShardRef
     ({"actions": {"reclaim": {"enabled": False}}, "queueDepthPerAction": {"reclaim": 3}},
      "spec.queueDepthPerAction.reclaim"),
     ({"minRuntime": {"preemptMinRuntime": "five minutes"}}, "spec.minRuntime.preemptMinRuntime"),
+    ({"minRuntime": {"reclaimMinRuntime": "-5m"}}, "spec.minRuntime.reclaimMinRuntime"),
     ({"partitionLabelValue": "a"}, "spec.partitionLabelValue"),
 ])
 def test_a_shard_problem_names_its_field(spec: dict[str, Any], field: str) -> None:
@@ -30,6 +31,8 @@ def test_a_shard_problem_names_its_field(spec: dict[str, Any], field: str) -> No
     {}, {"placementStrategy": {"gpu": "spread", "cpu": "binpack"}, "plugins": {"gpupack": {"enabled": False},
                                                                                "mine": {"class": "m:C"}}},
     {"queueDepthPerAction": {"allocate": 5}, "minRuntime": {"reclaimMinRuntime": "1h30m"}},
+    # Go's time.ParseDuration grammar, as KAI reads these fields: a bare 0, fractions, micro-seconds.
+    {"minRuntime": {"preemptMinRuntime": "0", "reclaimMinRuntime": ".5h1.5m250µs"}},
 ])
 def test_a_valid_shard_has_no_problem(spec: dict[str, Any]) -> None:
     assert validate.shard_problems("s", spec, "2026-01-01T00:00:00Z", []) == []

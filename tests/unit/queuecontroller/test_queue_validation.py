@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from operators.queuecontroller.validation import RESOURCES_REQUIRED, parse_duration, validate_queue
+from operators.core.durations import parse_delay as parse_duration
+from operators.queuecontroller.validation import RESOURCES_REQUIRED, validate_queue
 
 
 def q(name: str = "q", parent: str = "", **spec: Any) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def test_priority_and_durations() -> None:
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("20s", 20), ("5m", 300), ("1h30m", 5400), ("1.5h", 5400),
-                                               ("0", 0), ("250ms", 0.25)])
+                                               ("0", 0), ("250ms", 0.25), (".5m", 30), ("1h0.5s", 3600.5)])
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 

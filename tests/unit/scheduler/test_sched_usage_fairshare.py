@@ -58,6 +58,9 @@ def test_kai_defaults_and_fields() -> None:
      "windowType 'cron' is not supported"),
     ({"clientType": "prometheus", "connectionString": "x", "usageParams": {"windowType": "tumbling"}},
      "needs tumblingWindowStartTime"),
+    ({"clientType": "prometheus", "connectionString": "x",
+      "usageParams": {"windowType": "tumbling", "tumblingWindowStartTime": "2024-01-01 00:00"}},
+     "tumblingWindowStartTime must be RFC3339"),
     ({"clientType": "prometheus", "connectionString": "x", "usageParams": {"windowSize": "1w"}},
      "usageParams.windowSize"),
 ])
@@ -205,3 +208,9 @@ def test_a_negative_k_value_is_zero() -> None:
     # KAI: "kValue must be > 0.0 ... Setting as 0": usage then has no effect.
     assert config_from_mapping({"kValue": -2}).k_value == 0.0
     assert config_from_mapping({"plugins": {"proportion": {"arguments": {"kValue": "-1"}}}}).k_value == 0.0
+
+
+def test_a_tumbling_window_starts_at_an_rfc3339_time() -> None:
+    settings = parse_usage_db_config({"clientType": "prometheus", "connectionString": "x", "usageParams": {
+        "windowType": "tumbling", "tumblingWindowStartTime": "2024-01-01T01:00:00+01:00"}})
+    assert settings is not None and settings.tumbling_start == 1704067200.0  # 2024-01-01T00:00:00Z

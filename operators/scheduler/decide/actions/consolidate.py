@@ -24,13 +24,14 @@ from operators.scheduler.decide.actions.victims import (
     victim_chunks,
 )
 from operators.scheduler.decide.model import Chunk, Job, Task
+from operators.scheduler.decide.units import AXES
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
 def fits_free(request: Sequence[int], free: Sequence[int]) -> bool:
     """Moving pods never frees capacity: the cluster's idle + releasing total must already cover the job."""
-    return not any(request[r] > free[r] for r in range(3))
+    return not any(request[r] > free[r] for r in AXES)
 
 
 def _may_fit(session: Session, job: Job, free: Sequence[int]) -> bool:
@@ -40,8 +41,9 @@ def _may_fit(session: Session, job: Job, free: Sequence[int]) -> bool:
     if len(job.podsets) == 1:
         pending = job.podsets[0].pending
         if pending:
-            v = session.task_vector(pending[0])
-            if v[0] > free[0] or v[1] > free[1] or v[2] > free[2]:
+            gpu, cpu, mem = session.task_vector(pending[0])
+            free_gpu, free_cpu, free_mem = free
+            if gpu > free_gpu or cpu > free_cpu or mem > free_mem:
                 return False
     return fits_free(session.job_request(session.tasks_to_allocate(job)), free)
 

@@ -22,6 +22,7 @@ from operators.scheduler.decide.actions.victims import (
     within_queue_order,
 )
 from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
+from operators.scheduler.decide.units import AXES
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -77,7 +78,7 @@ class Reclaim:
                 freed = releasable(session, candidates)
             if session.capacity_error(job, tasks, freed) is not None:
                 continue
-            key = (job.queue, tuple(r for r in range(3) if request[r] > 0))
+            key = (job.queue, tuple(r for r in AXES if request[r] > 0))
             chunks = cache.get(key)
             if chunks is None:
                 chunks = cache[key] = self._victims(session, job, request)
@@ -122,7 +123,7 @@ class Reclaim:
         """
         mine = job.queue
         assert mine is not None
-        contested = [r for r in range(3) if request[r] > 0]
+        contested = [r for r in AXES if request[r] > 0]
         may_take_from = session.framework.reclaim_rules.may_take_from
         per_queue: list[tuple[QueueState, list[Chunk]]] = []
         for victim in self._by_queue:

@@ -32,8 +32,8 @@ class ResizeEviction:
             delta = waiting.pop(task)
             node = session.nodes[task.node]
             others = [d for t, d in waiting.items() if t.node == task.node]
-            short = (-(node.idle_cpu + node.rel_cpu + sum(d[0] for d in others)),
-                     -(node.idle_mem + node.rel_mem + sum(d[1] for d in others)))
+            short = (-(node.idle_cpu + node.rel_cpu + sum(cpu for cpu, _ in others)),
+                     -(node.idle_mem + node.rel_mem + sum(mem for _, mem in others)))
             if short[0] <= 0 and short[1] <= 0:
                 continue  # enactable: the kubelet will resize it
             victims = _victims(session, task, node, short)
@@ -50,9 +50,10 @@ class ResizeEviction:
 
 
 def _delta(task: Task) -> tuple[int, int]:
-    given = task.rec.resize_from
-    assert given is not None
-    return max(0, task.rec.cpu - given[0]), max(0, task.rec.memory - given[1])
+    """(cpu, memory) the resize adds to what the kubelet gave the pod."""
+    assert task.rec.resize_from is not None
+    given_cpu, given_mem = task.rec.resize_from
+    return max(0, task.rec.cpu - given_cpu), max(0, task.rec.memory - given_mem)
 
 
 def _priority(task: Task) -> int:
@@ -81,14 +82,15 @@ def _victims(session: Session, task: Task, node: NodeState, short: tuple[int, in
         if any(t.node == node.idx and t.status in VICTIM_STATUSES for t in job.tasks) and _eligible(resizer, job):
             jobs[job] = None
     chosen: list[Task] = []
-    freed = [0, 0]
+    short_cpu, short_mem = short
+    freed_cpu = freed_mem = 0
     for job in sorted(jobs, key=lambda j: (j.priority, -j.rec.created, j.namespace, j.name)):
-        if freed[0] >= short[0] and freed[1] >= short[1]:
+        if freed_cpu >= short_cpu and freed_mem >= short_mem:
             break
         for t in job.tasks:
             if t.status in VICTIM_STATUSES and t.node >= 0:
                 chosen.append(t)  # a gang goes whole
                 if t.node == node.idx:
-                    freed[0] += t.rec.cpu
-                    freed[1] += t.rec.memory
-    return chosen if freed[0] >= short[0] and freed[1] >= short[1] else None
+                    freed_cpu += t.rec.cpu
+                    freed_mem += t.rec.memory
+    return chosen if freed_cpu >= short_cpu and freed_mem >= short_mem else None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decide.actions.common import allocate_job
 from operators.scheduler.decide.actions.victims import moved_note
 from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, Task
-from operators.scheduler.decide.units import GPU, queue_amount
+from operators.scheduler.decide.units import AXES, GPU, GPU_AXIS, queue_amount
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session, Statement
@@ -52,7 +52,7 @@ def cluster_free(session: Session) -> list[int]:
 
 
 def _short(request: Sequence[int], available: Sequence[int]) -> bool:
-    return any(request[r] > available[r] for r in range(3))
+    return any(request[r] > available[r] for r in AXES)
 
 
 class Solver:
@@ -85,7 +85,7 @@ class Solver:
         if self.max_pods >= 0 and sum(len(c.tasks) for c in chunks) > self.max_pods:
             return False
         if self.max_gpus >= 0:
-            gpus = sum(c.vector(self.session)[0] for c in chunks)
+            gpus = sum(c.vector(self.session)[GPU_AXIS] for c in chunks)
             if gpus > self.max_gpu_units:
                 return False
         return True
@@ -164,14 +164,14 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
-        req0, req1, req2 = request
-        free0, free1, free2 = free
+        req_gpu, req_cpu, req_mem = request
+        free_gpu, free_cpu, free_mem = free
         # A single pod lands on one node: only that node's scenario can work, and only if the node then has room.
         single = len(tasks) == 1
         check_caps = self.max_pods >= 0 or self.max_gpus >= 0
         nodes_of = session.nodes
         prefix: list[Chunk] = []  # the chunks that passed so far, in order (the whole-prefix scenario)
-        f0 = f1 = f2 = 0  # their summed vectors
+        freed_gpu = freed_cpu = freed_mem = 0  # their summed vector
         prefix_pods = 0
         prefix_jobs: set[int] = set()
         prefix_dead = False  # some chunk of the prefix fails `viable`
@@ -188,10 +188,10 @@ class Solver:
             if newest.job is job or first_task.status not in VICTIM_STATUSES:
                 continue  # never its own victim; or taken already (chunk lists are reused within an action)
             v = newest.vector(session)
-            v0, v1, v2 = v
-            f0 += v0
-            f1 += v1
-            f2 += v2
+            gpu, cpu, mem = v
+            freed_gpu += gpu
+            freed_cpu += cpu
+            freed_mem += mem
             prefix.append(newest)
             prefix_pods += len(newest.tasks)
             if max_victim_jobs is not None:
@@ -210,18 +210,18 @@ class Solver:
                 lst = on_node.get(first)
                 if lst is None:
                     on_node[first] = [newest]
-                    freed_on[first] = [v0, v1, v2]
-                    sum_on[first] = [v0, v1, v2]
+                    freed_on[first] = [gpu, cpu, mem]
+                    sum_on[first] = [gpu, cpu, mem]
                 else:
                     lst.append(newest)
                     acc = freed_on[first]
-                    acc[0] += v0
-                    acc[1] += v1
-                    acc[2] += v2
+                    acc[0] += gpu
+                    acc[1] += cpu
+                    acc[2] += mem
                     acc = sum_on[first]
-                    acc[0] += v0
-                    acc[1] += v1
-                    acc[2] += v2
+                    acc[0] += gpu
+                    acc[1] += cpu
+                    acc[2] += mem
                 if dead:
                     dead_on.add(first)
             else:
@@ -231,16 +231,17 @@ class Solver:
                         seen.add(t.node)
                         on_node.setdefault(t.node, []).append(newest)
                         acc = sum_on.setdefault(t.node, [0, 0, 0])
-                        for r in range(3):
+                        for r in AXES:
                             acc[r] += v[r]
                         if dead:
                             dead_on.add(t.node)
                     tv = session.task_vector(t)
                     acc = freed_on.setdefault(t.node, [0, 0, 0])
-                    for r in range(3):
+                    for r in AXES:
                         acc[r] += tv[r]
                 nodes = sorted(seen)
-            if not move_victims and (req0 > free0 + f0 or req1 > free1 + f1 or req2 > free2 + f2):
+            if not move_victims and (req_gpu > free_gpu + freed_gpu or req_cpu > free_cpu + freed_cpu
+                                     or req_mem > free_mem + freed_mem):
                 continue
             # (scenario, known to fail the validator, its node or -1 for the whole prefix)
             scenarios: list[tuple[list[Chunk], bool, int]] = []
@@ -250,12 +251,12 @@ class Solver:
                     if not node.ok:
                         continue
                     if not move_victims:
-                        fo = freed_on[n]
-                        room0 = (node.idle_gpu + node.rel_gpu) * GPU
+                        fo_gpu, fo_cpu, fo_mem = freed_on[n]
+                        room_gpu = (node.idle_gpu + node.rel_gpu) * GPU
                         if node.groups:
-                            room0 += sum(g.free for g in node.groups.values() if not g.fully_releasing)
-                        if (req0 > room0 + fo[0] or req1 > node.idle_cpu + node.rel_cpu + fo[1]
-                                or req2 > node.idle_mem + node.rel_mem + fo[2]):
+                            room_gpu += sum(g.free for g in node.groups.values() if not g.fully_releasing)
+                        if (req_gpu > room_gpu + fo_gpu or req_cpu > node.idle_cpu + node.rel_cpu + fo_cpu
+                                or req_mem > node.idle_mem + node.rel_mem + fo_mem):
                             continue
                 scenarios.append((on_node[n], n in dead_on, n))
             if not single:
@@ -270,7 +271,7 @@ class Solver:
                     if max_victim_jobs is not None and len(prefix_jobs) > max_victim_jobs:
                         continue
                     if check_caps and ((self.max_pods >= 0 and prefix_pods > self.max_pods)
-                                       or (self.max_gpus >= 0 and f0 > self.max_gpu_units)):
+                                       or (self.max_gpus >= 0 and freed_gpu > self.max_gpu_units)):
                         continue
                     # The prefix's total was checked above.
                 else:
@@ -279,8 +280,9 @@ class Solver:
                     if check_caps and not self.within_cap(scenario):
                         continue
                     if not move_victims:
-                        got = sum_on[n]
-                        if req0 > free0 + got[0] or req1 > free1 + got[1] or req2 > free2 + got[2]:
+                        got_gpu, got_cpu, got_mem = sum_on[n]
+                        if (req_gpu > free_gpu + got_gpu or req_cpu > free_cpu + got_cpu
+                                or req_mem > free_mem + got_mem):
                             continue
                 budget -= 1  # validations and simulations both count: keeps a job's search linear
                 if known_dead:
@@ -386,7 +388,7 @@ class Solver:
                 # Before the scenario the victims' resources were not free: without `chunk` the job must still
                 # be covered by what the other victims release.
                 base = free
-                got = [base[r] + sum(c.vector(session)[r] for c in trial) for r in range(3)]
+                got = [base[r] + sum(c.vector(session)[r] for c in trial) for r in AXES]
                 if _short(request, got):
                     continue
             key = self._equivalence(trial)

@@ -16,7 +16,7 @@ from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, QueueState, Task
 from operators.scheduler.decide.ordering import podset_order_key
 from operators.scheduler.decide.records import parse_time
-from operators.scheduler.decide.units import WHOLE
+from operators.scheduler.decide.units import AXES, WHOLE, as_vector
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -43,15 +43,15 @@ def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, 
     for job in candidates:
         if job.queue is None:
             continue
-        v = session.job_request(live_tasks(job))
+        gpu, cpu, mem = session.job_request(live_tasks(job))
         for q in job.queue.lineage():
             acc = out.get(q)
             if acc is None:
-                out[q] = [v[0], v[1], v[2]]
+                out[q] = [gpu, cpu, mem]
             else:
-                acc[0] += v[0]
-                acc[1] += v[1]
-                acc[2] += v[2]
+                acc[0] += gpu
+                acc[1] += cpu
+                acc[2] += mem
     return out
 
 
@@ -146,7 +146,7 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
         _, chunk = items.pop()
         out.append(chunk)
         v = chunk.vector(session)
-        for r in range(3):
+        for r in AXES:
             taken[q][r] += v[r]
         if items:
             heapq.heappush(heap, (q.rec.priority, -_over_ratio(q.allocated, q.alloc_share, taken[q]), q.name, q))
@@ -155,7 +155,7 @@ def order_chunks(session: Session, chunks: Iterable[Chunk]) -> list[Chunk]:
 
 def _over_ratio(allocated: Sequence[int], alloc_share: Sequence[int], taken: Sequence[int]) -> float:
     best = 0.0
-    for r in range(3):
+    for r in AXES:
         alloc = allocated[r] - taken[r]
         share = alloc_share[r]
         best = max(best, alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0)
@@ -192,7 +192,7 @@ class MergedVictims:
             return
         self._lists = {q: chunks for q, chunks in queues}
         self._pos = dict.fromkeys(self._lists, 0)
-        self._alloc = {q: (q.allocated[0], q.allocated[1], q.allocated[2]) for q, _ in queues}
+        self._alloc = {q: as_vector(q.allocated) for q, _ in queues}
         self._taken: dict[QueueState, list[int]] = {q: [0, 0, 0] for q, _ in queues}
         self._heap = [(q.rec.priority, -_over_ratio(self._alloc[q], q.alloc_share, self._taken[q]), q.name, q)
                       for q, _ in queues]
@@ -218,7 +218,7 @@ class MergedVictims:
             items.append(chunk)
             v = chunk.vector(session)
             t = taken[q]
-            for r in range(3):
+            for r in AXES:
                 t[r] += v[r]
             if i + 1 < len(chunks):
                 heapq.heappush(heap, (q.rec.priority, -_over_ratio(alloc[q], q.alloc_share, t), q.name, q))

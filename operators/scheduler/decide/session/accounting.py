@@ -27,7 +27,7 @@ from operators.scheduler.decide.placement.scoring import NodeIndex
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.snapshot import Snapshot
-from operators.scheduler.decide.units import GPU, gpu_memory_share
+from operators.scheduler.decide.units import CPU_AXIS, GPU, GPU_AXIS, MEMORY_AXIS, gpu_memory_share
 
 DEFAULT_SUBGROUP = "default"
 
@@ -132,28 +132,30 @@ class Accounting:
 
     @staticmethod
     def _add_queue(queue: QueueState, vec: tuple[int, int, int], preemptible: bool, sign: int) -> None:
-        v0, v1, v2 = sign * vec[0], sign * vec[1], sign * vec[2]
+        gpu, cpu, mem = vec
+        gpu, cpu, mem = sign * gpu, sign * cpu, sign * mem
         q: QueueState | None = queue
-        while q is not None:
+        while q is not None:  # the accumulators are [gpu, cpu, memory] lists, written in place
             alloc = q.allocated
-            alloc[0] += v0
-            alloc[1] += v1
-            alloc[2] += v2
+            alloc[0] += gpu
+            alloc[1] += cpu
+            alloc[2] += mem
             if not preemptible:
                 anp = q.allocated_np
-                anp[0] += v0
-                anp[1] += v1
-                anp[2] += v2
+                anp[0] += gpu
+                anp[1] += cpu
+                anp[2] += mem
             q = q.parent
 
     @staticmethod
     def add_up_lineage(queue: QueueState, field: str, vec: Sequence[int], sign: int) -> None:
         """Add `sign * vec` to the vector `field` (`request`, `allocated_np`, ...) of the queue and its ancestors."""
+        gpu, cpu, mem = vec
         for q in queue.lineage():
             acc = getattr(q, field)
-            acc[0] += sign * vec[0]
-            acc[1] += sign * vec[1]
-            acc[2] += sign * vec[2]
+            acc[GPU_AXIS] += sign * gpu
+            acc[CPU_AXIS] += sign * cpu
+            acc[MEMORY_AXIS] += sign * mem
 
     def unlimited(self, queue: QueueState) -> bool:
         """No limit on any resource at this queue or any ancestor (limits are fixed for the session)."""

@@ -10,10 +10,12 @@ from operators.scheduler.decide.decisions import AnnotationUpdate, Decisions, No
 from operators.scheduler.decide.model import GATED, PENDING, Job, QueueState, Task
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session.accounting import Accounting, JobOutcome
-from operators.scheduler.decide.units import GPU
+from operators.scheduler.decide.units import CPU_AXIS, GPU, GPU_AXIS, MB, MEMORY_AXIS
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
+
+_PER_MB = 1 / MB  # bytes -> MB as a multiplier: the same float as 1e-6
 
 
 class Closing(Accounting):
@@ -130,7 +132,8 @@ class Closing(Accounting):
             def conv(x: int, r: int) -> float:
                 if x == UNLIMITED:
                     return -1.0
-                return round(x / GPU if r == 0 else x * (1.0 if r == 1 else 1e-6), 3)
-            return {"gpu": conv(v[0], 0), "cpu": conv(v[1], 1), "memory": conv(v[2], 2)}
+                return round(x / GPU if r == GPU_AXIS else x * (1.0 if r == CPU_AXIS else _PER_MB), 3)
+            gpu, cpu, mem = v
+            return {"gpu": conv(gpu, GPU_AXIS), "cpu": conv(cpu, CPU_AXIS), "memory": conv(mem, MEMORY_AXIS)}
         return QueueShare(q.name, vec(q.fair_share), vec(q.allocated), vec(q.request), vec(q.rec.quota),
                           vec(q.rec.limit), q.rec.display_name)

@@ -40,7 +40,7 @@ class ClusterFree(Accounting):
                 gpu += sum(gr.free for gr in n.groups.values() if not gr.fully_releasing)
             cpu = n.idle_cpu + n.rel_cpu
             mem = n.idle_mem + n.rel_mem
-            totals[0] += gpu - g[i]
+            totals[0] += gpu - g[i]  # totals: [gpu, cpu, memory]
             totals[1] += cpu - c[i]
             totals[2] += mem - m[i]
             g[i], c[i], m[i] = gpu, cpu, mem

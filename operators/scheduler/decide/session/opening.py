@@ -43,7 +43,7 @@ class Opening(Accounting):
         for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
             scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
             self.nodes.append(NodeState(
-                # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI v0.18).
+                # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI need_gpu.18).
                 idx=i, rec=rec, ok=rec.ready, cap_cpu=rec.cpu, cap_mem=rec.memory,
                 cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
                 idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus))
@@ -137,7 +137,7 @@ class Opening(Accounting):
                     else:
                         occupy(task, node, groups)
                     if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
-                        other[0] += pod.gpu.whole * GPU
+                        other[0] += pod.gpu.whole * GPU  # other: [gpu, cpu, memory]
                         other[1] += pod.cpu
                         other[2] += pod.memory
             if pod.pod_group:
@@ -194,7 +194,7 @@ class Opening(Accounting):
             members = by_group.get((pg.namespace, pg.name), no_members)
             if len(members) > 1:
                 members.sort(key=task_order_key)
-            a0 = a1 = a2 = r0 = r1 = r2 = 0
+            alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
             job_tasks = job.tasks
             victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
             for task in members:
@@ -226,16 +226,16 @@ class Opening(Accounting):
                                           or (status == GATED and rec.quota_gated)):
                     gpu = rec.gpu
                     if gpu.is_shared:
-                        v0, v1, v2 = task_vector(task)
+                        need_gpu, need_cpu, need_mem = task_vector(task)
                     else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
-                        v0, v1, v2 = gpu.whole * GPU, rec.cpu, rec.memory
-                    r0 += v0
-                    r1 += v1
-                    r2 += v2
+                        need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
+                    req_gpu += need_gpu
+                    req_cpu += need_cpu
+                    req_mem += need_mem
                     if status != PENDING and status != GATED:
-                        a0 += v0
-                        a1 += v1
-                        a2 += v2
+                        alloc_gpu += need_gpu
+                        alloc_cpu += need_cpu
+                        alloc_mem += need_mem
             if victim and preemptible and queue is not None:
                 victims_append(job)
             if podsets is None:
@@ -249,18 +249,18 @@ class Opening(Accounting):
                 continue
             for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
                 alloc = q.allocated
-                alloc[0] += a0
-                alloc[1] += a1
-                alloc[2] += a2
+                alloc[0] += alloc_gpu
+                alloc[1] += alloc_cpu
+                alloc[2] += alloc_mem
                 if not preemptible:
                     anp = q.allocated_np
-                    anp[0] += a0
-                    anp[1] += a1
-                    anp[2] += a2
+                    anp[0] += alloc_gpu
+                    anp[1] += alloc_cpu
+                    anp[2] += alloc_mem
                 req = q.request
-                req[0] += r0
-                req[1] += r1
-                req[2] += r2
+                req[0] += req_gpu
+                req[1] += req_cpu
+                req[2] += req_mem
 
     @staticmethod
     def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
@@ -327,10 +327,11 @@ class Opening(Accounting):
         # What the queues divide: the ready nodes' capacity less what pods outside the queues use (the
         # proportion plugin's fair shares are computed from it when the session opens).
         ready = [n for n in self.nodes if n.rec.ready]
+        other_gpu, other_cpu, other_mem = self.other_usage
         self.total = (
-            max(0, sum(n.cap_gpu for n in ready) * GPU - self.other_usage[0]),
-            max(0, sum(n.cap_cpu for n in ready) - self.other_usage[1]),
-            max(0, sum(n.cap_mem for n in ready) - self.other_usage[2]),
+            max(0, sum(n.cap_gpu for n in ready) * GPU - other_gpu),
+            max(0, sum(n.cap_cpu for n in ready) - other_cpu),
+            max(0, sum(n.cap_mem for n in ready) - other_mem),
         )
 
     def _open_pod_index(self) -> PodIndex | None:

@@ -39,13 +39,14 @@ class Operations(Accounting):
         im = min(rec.memory, max(node.idle_mem, 0))
         whole = rec.gpu.whole
         ig = min(whole, max(node.idle_gpu, 0))
-        taken = (ic, rec.cpu - ic, im, rec.memory - im, ig, whole - ig)
+        rc, rm, rg = rec.cpu - ic, rec.memory - im, whole - ig  # the rest comes out of what is releasing
+        taken = (ic, rc, im, rm, ig, rg)
         node.idle_cpu -= ic
-        node.rel_cpu -= taken[1]
+        node.rel_cpu -= rc
         node.idle_mem -= im
-        node.rel_mem -= taken[3]
+        node.rel_mem -= rm
         node.idle_gpu -= ig
-        node.rel_gpu -= taken[5]
+        node.rel_gpu -= rg
         node.n_pods += 1
         if rec.scalars and node.scalars:
             for name, qty in rec.scalars:
@@ -84,12 +85,13 @@ class Operations(Accounting):
         if self.pod_index is not None:
             self.pod_index.remove(rec)
         self._set_status(task, prev)
-        node.idle_cpu += taken[0]
-        node.rel_cpu += taken[1]
-        node.idle_mem += taken[2]
-        node.rel_mem += taken[3]
-        node.idle_gpu += taken[4]
-        node.rel_gpu += taken[5]
+        ic, rc, im, rm, ig, rg = taken  # (idle, releasing) cpu, memory, gpu, as _place took them
+        node.idle_cpu += ic
+        node.rel_cpu += rc
+        node.idle_mem += im
+        node.rel_mem += rm
+        node.idle_gpu += ig
+        node.rel_gpu += rg
         node.n_pods -= 1
         if rec.scalars and node.scalars:
             for name, qty in rec.scalars:

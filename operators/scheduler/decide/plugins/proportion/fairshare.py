@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from operators.scheduler.decide.records import UNLIMITED
-from operators.scheduler.decide.units import RATIO_EPS, WHOLE, Vector
+from operators.scheduler.decide.units import AXES, RATIO_EPS, WHOLE, Vector
 
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory")
 _EPS = RATIO_EPS
@@ -142,7 +142,7 @@ def fair_shares(queues: Mapping[str, QueueSpec], total: Vector, k_value: float =
     for kids in children.values():
         kids.sort(key=lambda q: (q.created, q.uid, q.name))
     result: dict[str, list[int]] = {name: [0, 0, 0] for name in queues}
-    for r in range(3):
+    for r in AXES:
         stack: list[tuple[str, int]] = [("", total[r])]
         while stack:
             parent, amount = stack.pop()

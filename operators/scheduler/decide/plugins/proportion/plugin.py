@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core import keys
+from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.config import parse_bool_argument
 from operators.scheduler.decide.framework import Hooks, Plugin
@@ -21,6 +22,7 @@ from operators.scheduler.decide.plugins.proportion.steady import steady_shares
 from operators.scheduler.decide.plugins.proportion.usage import NO_USAGE, queue_usage
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.units import AXES, GPU_AXIS, as_vector
 
 RECLAIM_RULES = ReclaimRules()  # stateless: the action keeps its own caches
 
@@ -46,25 +48,23 @@ class Proportion(Plugin):
         total = session.total
         usage = queue_usage(session.snapshot)  # time-based fair share; empty without a usage database
         specs = {q.name: QueueSpec(q.name, q.parent.name if q.parent else "", q.rec.quota, q.rec.limit,
-                                   q.rec.weight, (q.request[0], q.request[1], q.request[2]), q.rec.priority,
+                                   q.rec.weight, as_vector(q.request), q.rec.priority,
                                    q.rec.created, q.rec.uid, usage.get(q.name, NO_USAGE))
                  for q in session.queues.values()}
         shares = fair_shares(specs, total, session.config.k_value,
                              priority_ordered=session.config.queue_priority_in_quota_reclaim)
         for q in session.queues.values():
             q.fair_share = shares[q.name]
-            q.alloc_share = (
-                allocatable_share(q.rec.quota[0], q.fair_share[0], q.rec.limit[0], total[0]),
-                allocatable_share(q.rec.quota[1], q.fair_share[1], q.rec.limit[1], total[1]),
-                allocatable_share(q.rec.quota[2], q.fair_share[2], q.rec.limit[2], total[2]),
-            )
+            q.alloc_share = as_vector([allocatable_share(*per_axis) for per_axis
+                                       in zip(q.rec.quota, q.fair_share, q.rec.limit, total, strict=True)])
         if session.config.steady_fair_share_reclaim:  # one more division, only when enabled
             steady = steady_shares(specs, total, session.config.k_value,
                                    priority_ordered=session.config.queue_priority_in_quota_reclaim)
             for q in session.queues.values():
-                q.steady_share = steady[q.name][0]
-                q.steady_keep = allocatable_share(q.rec.quota[0], q.steady_share, q.rec.limit[0], total[0])
-        session.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * 1000
+                q.steady_share = steady[q.name][GPU_AXIS]  # steadyFairShareReclaim is about GPUs only
+                q.steady_keep = allocatable_share(q.rec.quota[GPU_AXIS], q.steady_share, q.rec.limit[GPU_AXIS],
+                                                  total[GPU_AXIS])
+        session.decisions.timings["plugin/proportion"] = (time.perf_counter() - started) * MS_PER_SECOND
 
     @classmethod
     def check_arguments(cls, arguments: Mapping[str, Any]) -> None:
@@ -93,7 +93,7 @@ class Proportion(Plugin):
         lineage = job.queue.lineage()
         for q in lineage:
             minus = freed.get(q) if freed is not None else None
-            for r in range(3):
+            for r in AXES:
                 limit = q.rec.limit[r]
                 if limit == UNLIMITED or req[r] <= 0:
                     continue
@@ -102,7 +102,7 @@ class Proportion(Plugin):
                     return explain.JobError(keys.REASON_OVER_LIMIT, (msg,), _details(q, job, req))
         if not job.preemptible:
             for q in lineage:
-                for r in range(3):
+                for r in AXES:
                     quota = q.rec.quota[r]
                     if quota != UNLIMITED and req[r] > 0 and q.allocated_np[r] + req[r] > quota:
                         msg = explain.non_preemptible_over_quota(q.rec.title, r, quota, q.allocated_np[r], req[r])

@@ -21,7 +21,7 @@ from operators.scheduler.decide.explain import amount, main_resource
 from operators.scheduler.decide.model import Chunk, Job, QueueState
 from operators.scheduler.decide.plugins.proportion import steadyreclaim as steady
 from operators.scheduler.decide.records import UNLIMITED
-from operators.scheduler.decide.units import RATIO_EPS
+from operators.scheduler.decide.units import AXES, RATIO_EPS
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -35,7 +35,7 @@ _RATIO_EPS = RATIO_EPS
 
 def can_reclaim(queue: QueueState, request: Sequence[int]) -> bool:
     """The reclaimer's leaf queue stays within its fair share in every requested resource."""
-    return all(request[r] <= 0 or queue.allocated[r] + request[r] <= queue.fair_share[r] for r in range(3))
+    return all(request[r] <= 0 or queue.allocated[r] + request[r] <= queue.fair_share[r] for r in AXES)
 
 
 def _diverge(reclaimer: QueueState, victim: QueueState) -> tuple[QueueState, QueueState]:
@@ -76,7 +76,7 @@ class ReclaimValidator:
         self.request = request
         self.res = main_resource(request)
         self.multiplier = max(1.0, session.config.reclaimer_saturation_multiplier)
-        self.contested = [r for r in range(3) if request[r] > 0]
+        self.contested = [r for r in AXES if request[r] > 0]
         self._sides = sides if sides is not None else {}
         self._viable: dict[tuple[QueueState, tuple[int, ...]], bool] = {}
 
@@ -159,7 +159,7 @@ class ReclaimValidator:
             lineage = chunk.job.queue.lineage()
             for q in lineage:
                 v = a(q)
-                for i in range(3):
+                for i in AXES:
                     v[i] -= vec[i]
             (on_steady if path_steady else affected).update(lineage)
         if not self._saturation_ok(a, affected, contested):

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from operators.scheduler.decide.plugins.proportion.fairshare import QueueSpec, fair_shares
 from operators.scheduler.decide.records import UNLIMITED
-from operators.scheduler.decide.units import Vector
+from operators.scheduler.decide.units import AXES, Vector
 
 
 def steady_demand(queues: Mapping[str, QueueSpec], total: Vector) -> dict[str, QueueSpec]:
@@ -26,7 +26,7 @@ def steady_demand(queues: Mapping[str, QueueSpec], total: Vector) -> dict[str, Q
     for q in queues.values():
         if q.name in children:
             continue  # not a leaf
-        for r in range(3):
+        for r in AXES:
             if q.weight[r] > 0 and q.deserved[r] != UNLIMITED:
                 name = q.name
                 while name in queues and name not in wants_all[r]:
@@ -34,7 +34,7 @@ def steady_demand(queues: Mapping[str, QueueSpec], total: Vector) -> dict[str, Q
                     name = parents[name]
     out: dict[str, QueueSpec] = {}
     for q in queues.values():
-        request = tuple(total[r] if q.name in wants_all[r] else q.request[r] for r in range(3))
+        request = tuple(total[r] if q.name in wants_all[r] else q.request[r] for r in AXES)
         out[q.name] = replace(q, request=(request[0], request[1], request[2]))
     return out
 

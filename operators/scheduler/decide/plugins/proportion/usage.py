@@ -19,6 +19,7 @@ from typing import Any
 
 from operators.core.durations import parse_seconds
 from operators.scheduler.decide.snapshot import Snapshot
+from operators.scheduler.decide.units import AXES
 from operators.scheduler.decide.usageconfig import UsageDBSettings
 
 Usage = tuple[float, float, float]  # (gpu, cpu, memory), each a fraction of the cluster's capacity over the window
@@ -126,7 +127,7 @@ def _history_sum(intervals: Sequence[Mapping[str, Any]], now: float, start: floa
              for i in intervals]
     times = steps(now, start, cfg.query_resolution)
     out = []
-    for r in range(3):
+    for r in AXES:
         samples = [(t, sum(v[r] for a, b, v in spans if a < t <= b)) for t in times]
         out.append(windowed_sum(samples, now, start, cfg.query_resolution, cfg.half_life))
     return out[0], out[1], out[2]

@@ -23,6 +23,7 @@ from operators.scheduler.decide import explain
 from operators.scheduler.decide.decisions import Ungate
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import GATED, PENDING, Job, Task
+from operators.scheduler.decide.units import AXES
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -109,7 +110,7 @@ def _add(job: Job, vec: tuple[int, int, int], sign: int) -> None:
     """Hold (or give back) `vec` on the job's queue and its ancestors, as an allocation would."""
     q = job.queue
     while q is not None:
-        for r in range(3):
+        for r in AXES:
             q.allocated[r] += sign * vec[r]
             if not job.preemptible:
                 q.allocated_np[r] += sign * vec[r]

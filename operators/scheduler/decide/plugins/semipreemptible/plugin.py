@@ -19,6 +19,7 @@ from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import ACTIVE_ALLOCATED, QUEUE_ALLOCATED, Job, PodSet, QueueState, Task
 from operators.scheduler.decide.records import UNLIMITED
 from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.units import AXES
 
 
 def core_size(job: Job, ps: PodSet) -> int:
@@ -105,7 +106,7 @@ class SemiPreemptible(Plugin):
             return None
         req = session.job_request(core)
         for q in job.queue.lineage():
-            for r in range(3):
+            for r in AXES:
                 quota = q.rec.quota[r]
                 if quota != UNLIMITED and req[r] > 0 and q.allocated_np[r] + req[r] > quota:
                     msg = explain.non_preemptible_over_quota(q.rec.title, r, quota, q.allocated_np[r], req[r])

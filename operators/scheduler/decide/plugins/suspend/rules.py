@@ -12,7 +12,7 @@ from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.model import NodeState, QueueState, Task
 from operators.scheduler.decide.placement.predicates import static_reason
 from operators.scheduler.decide.records import UNLIMITED, Constraints, NodeSelectorTerm, Requirement, Toleration
-from operators.scheduler.decide.units import GPU
+from operators.scheduler.decide.units import AXES, GB, GPU, MILLI
 
 SPEC_SUSPEND = ("spec", "suspend")
 RUN_POLICY_SUSPEND = ("spec", "runPolicy", "suspend")
@@ -135,9 +135,9 @@ def remember(tasks: Iterable[Task], min_member: int, action: str, by: str, now: 
 
 
 def describe(gang: SuspendedGang) -> str:
-    gpu = sum(p[0] for p in gang.gang) / GPU
-    cpu = sum(p[1] for p in gang.gang) / 1000
-    mem = sum(p[2] for p in gang.gang) / 1e9
+    gpu = sum(gpu for gpu, _, _, _ in gang.gang) / GPU
+    cpu = sum(cpu for _, cpu, _, _ in gang.gang) / MILLI
+    mem = sum(mem for _, _, mem, _ in gang.gang) / GB
     return (f"{len(gang.gang)} pod(s) ({humanize(gpu)} GPUs, {humanize(cpu)} CPU cores, {humanize(mem)} GB "
             f"memory)")
 
@@ -162,7 +162,7 @@ def fits(gang: SuspendedGang, free: Free, queue: QueueState | None) -> str:
     """"" when the gang's minimum fits at once (and `free` is then reduced by it), else why not. Each pod needs a
     node its selector, required node affinity and tolerations admit (cordoned nodes only if tolerated)."""
     need = gang.gang
-    total = [sum(p[r] for p in need) for r in range(3)]
+    total = [sum(p[r] for p in need) for r in AXES]
     q = queue
     while q is not None:
         for r, noun in enumerate(("GPU", "CPU", "memory")):

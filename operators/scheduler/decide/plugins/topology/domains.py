@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.records import TopologyConstraintSpec, TopologyRecord
-from operators.scheduler.decide.units import GPU, to_gpus
+from operators.scheduler.decide.units import GB, GPU, MILLI, to_gpus
 
 
 class Resources(NamedTuple):
@@ -49,9 +49,9 @@ class Resources(NamedTuple):
         if self.gpu > 0:
             parts.append(f"{humanize(to_gpus(self.gpu))} GPU{'' if self.gpu == GPU else 's'}")
         if self.cpu > 0:
-            parts.append(f"{humanize(self.cpu / 1000)} CPU core{'' if self.cpu == 1000 else 's'}")
+            parts.append(f"{humanize(self.cpu / MILLI)} CPU core{'' if self.cpu == MILLI else 's'}")
         if self.memory > 0:
-            parts.append(f"{humanize(self.memory / 1e9)} GB memory")
+            parts.append(f"{humanize(self.memory / GB)} GB memory")
         return ", ".join(parts) or "nothing"
 
     def order_key(self) -> tuple[int, int, int]:
