@@ -25,17 +25,13 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
+from operators.core.dra import is_gpu_class, request_gpus
 from operators.core.resources import GpuRequest, QuantityError, parse_quantity
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
 # resource.k8s.io/v1 ResourceClaimReservedForMaxSize.
 RESERVED_FOR_MAX = 256
-
-
-def is_gpu_class(name: str) -> bool:
-    """KAI's IsGPUDeviceClass: the device class (or a slice's driver) names a GPU."""
-    return "gpu" in name.lower()
 
 
 # --- records -------------------------------------------------------------------------------------------------
@@ -110,7 +106,7 @@ class ClaimRecord:
     gpus: int = field(default=0, init=False, compare=False)  # KAI's GPU count of the claim
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gpus", sum((r.count if r.mode == EXACT_COUNT else 1)
+        object.__setattr__(self, "gpus", sum(request_gpus(r.mode, r.count)
                                              for r in self.requests if is_gpu_class(r.device_class)))
 
     @property
