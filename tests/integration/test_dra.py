@@ -120,6 +120,12 @@ def test_template_claim_binds_with_a_device_of_its_node(cluster: Cluster, namesp
     br = get(cluster, namespace, "bindrequest", "p")
     assert br["spec"]["resourceClaimAllocations"][0]["name"] == "gpu"
     assert br["spec"]["receivedGPU"]["count"] == 1  # KAI: a DRA GPU is a GPU
+    # KAI's PodGroup and Queue status list the claim's GPUs under the device class name.
+    group = bound[0]["metadata"]["annotations"]["pod-group-name"]
+    poll(lambda: (get(cluster, namespace, "podgroup", group).get("status") or {}).get("resourcesStatus", {}).get(
+        "allocated", {}).get(DRIVER) == "1", "the PodGroup's allocated DRA GPU", timeout=60)
+    poll(lambda: (cluster.get_json("queues.scheduling.run.ai", q).get("status") or {}).get("allocated", {}).get(
+        DRIVER) == "1", "the Queue's allocated DRA GPU", timeout=60)
 
 
 def test_two_pods_sharing_a_claim_land_on_one_node(cluster: Cluster, namespace: str, driver: None) -> None:
