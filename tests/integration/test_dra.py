@@ -171,6 +171,29 @@ def test_claim_no_device_can_satisfy_stays_pending_and_why_names_the_selector(
     assert "DRA claim 'gpu'" in why.stdout and MEMORY in why.stdout, why.stdout
 
 
+def test_first_available_and_a_match_attribute_constraint_are_allocated(cluster: Cluster, namespace: str,
+                                                                        driver: None) -> None:
+    """A prioritized list whose first choice no device meets falls back to its second; a matchAttribute constraint
+    across two requests holds; the API server accepts the sub-request names in the binder's write."""
+    (node,) = dra_nodes(cluster, namespace, 1)
+    q = f"q-{namespace}"
+    absent = f"device.attributes['{DRIVER}'].productName == 'no-such-gpu'"
+    spec = {"devices": {
+        "requests": [{"name": "gpu", "firstAvailable": [
+            {"name": "rare", "deviceClassName": DRIVER, "selectors": [{"cel": {"expression": absent}}]},
+            {"name": "two", "deviceClassName": DRIVER, "count": 2}]},
+            {"name": "peer", "exactly": {"deviceClassName": DRIVER}}],
+        "constraints": [{"matchAttribute": f"{DRIVER}/productName"}]}}
+    tpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "fa"},
+           "spec": {"spec": spec}}
+    apply(cluster, namespace, [queue(q), tpl, pod("p", q, namespace, template_name="fa")])
+    bound = poll(lambda: [p for p in running(cluster, namespace) if p["spec"].get("nodeName") == node],
+                 "the pod to run on its DRA node", timeout=60)
+    results = claim_of(cluster, namespace, bound[0])["status"]["allocation"]["devices"]["results"]
+    assert sorted(r["request"] for r in results) == ["gpu/two", "gpu/two", "peer"]
+    assert len({r["device"] for r in results}) == 3 and {r["pool"] for r in results} == {node}
+
+
 def test_dra_gpus_count_in_quota_and_are_reclaimed(cluster: Cluster, namespace: str, driver: None) -> None:
     dra_nodes(cluster, namespace, 1)
     suffix = uuid.uuid4().hex[:6]
