@@ -27,14 +27,15 @@ def pod(obj: dict[str, Any]) -> dict[str, Any]:
     status = obj.get("status") or {}
     slim_spec = {k: spec[k] for k in ("nodeName", "schedulerName", "priorityClassName", "priority", "overhead",
                                        "nodeSelector", "affinity", "tolerations", "schedulingGates",
-                                       "hostNetwork", "runtimeClassName") if k in spec}
+                                       "hostNetwork", "runtimeClassName", "resourceClaims") if k in spec}
     slim_spec["containers"] = _containers(spec.get("containers"))
     if spec.get("initContainers"):
         slim_spec["initContainers"] = _containers(spec.get("initContainers"))
     volumes = [v for v in spec.get("volumes") or [] if "configMap" in v or "persistentVolumeClaim" in v]
     if volumes:
         slim_spec["volumes"] = volumes
-    slim_status = {k: status[k] for k in ("phase", "conditions", "nominatedNodeName", "startTime") if k in status}
+    slim_status = {k: status[k] for k in ("phase", "conditions", "nominatedNodeName", "startTime",
+                                          "resourceClaimStatuses") if k in status}
     for key in ("containerStatuses", "initContainerStatuses"):  # what each container was given (in-place resize)
         given = [{"name": cs.get("name"), "resources": {"requests": (cs.get("resources") or {}).get("requests")},
                   "allocatedResources": cs.get("allocatedResources")}

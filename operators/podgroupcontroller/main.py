@@ -1,8 +1,9 @@
 """The podgroup-controller: keeps `status.resourcesStatus` and the running/pending pod counts of every PodGroup
 exact, and validates PodGroups.
 
-PodGroups, pods (kai-scheduler's only, filtered by the API server), nodes (GPU memory labels) and PriorityClasses
-come from one informer each, the process's only watches. A pod change, or a PodGroup change in what the reconcile
+PodGroups, pods (kai-scheduler's only, filtered by the API server), nodes (GPU memory labels), PriorityClasses and,
+where the API server serves DRA, ResourceClaims (their GPU counts, KAI's DRA GPUs) come from one informer each, the
+process's only watches. A pod change, or a PodGroup change in what the reconcile
 reads, enqueues the PodGroup (the echo of the controller's own status write and the scheduler's condition writes
 do not); the reconcile recomputes the sums from the group's pods and merge-patches them only on change.
 """
@@ -13,13 +14,13 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
-from operators.core import component, keys, slim
+from operators.core import component, dra, keys, slim
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
-from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
+from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
+from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw, status_of
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
@@ -38,6 +39,14 @@ COALESCE_SECONDS = 2.0
 # are decided, so that a job created and bound moments later costs one write, not "requested" then "allocated";
 # never later than this many seconds after the first change was seen.
 SETTLE_SECONDS = 20.0
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims")
+DRA_RECHECK_SECONDS = 60.0
+ClaimGpus = tuple[str, str, str, int]  # namespace, name, first GPU device class, GPUs
+
+
+def _claim_gpus(obj: dict[str, Any]) -> ClaimGpus:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""), *dra.claim_gpus(obj))
 
 
 def _group_key(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -70,11 +79,15 @@ class PodGroupController:
         self.api = api
         self.pods: Informer[dict[str, Any]] = Informer(
             api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
-            indexes={"group": lambda p: [k] if (k := _group_key(p)) else []})
+            indexes={"group": lambda p: [k] if (k := _group_key(p)) else [],
+                     "claim": lambda p: [(p["metadata"].get("namespace"), c) for c in dra.pod_claim_names(p)]})
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
         self.informers = (self.pods, self.podgroups, self.nodes, self.priority_classes)
+        # (namespace, name, first GPU device class, GPUs) per claim; not part of readiness: a cluster may not serve DRA.
+        self.claims: Informer[ClaimGpus] = Informer(api, RESOURCE_CLAIMS, _claim_gpus)
+        self.claims.add_listener(self._on_claim)
         self.work = WorkQueue(self.reconcile, workers=8, name="podgroup-controller", kind="PodGroup")
         # PodGroup -> its status as this process's last write returned it: the watch's echo of the write is no
         # reason to reconcile again.
@@ -87,6 +100,31 @@ class PodGroupController:
         for pod in (old, new):
             if pod is not None and (key := _group_key(pod)):
                 self.work.add_after(key, COALESCE_SECONDS)
+
+    def _on_claim(self, _: str, old: ClaimGpus | None, new: ClaimGpus | None) -> None:
+        claim = new or old
+        if claim is not None:
+            for pod in self.pods.by_index("claim", (claim[0], claim[1])):
+                self._on_pod("", None, pod)
+
+    def dra_gpus(self, pod: Mapping[str, Any]) -> dict[str, int]:
+        """The pod's DRA GPUs by device class, from its claims (KAI counts them in requested and allocated)."""
+        namespace = pod["metadata"].get("namespace")
+        found = (self.claims.get(f"{namespace}/{name}") for name in dra.pod_claim_names(pod))
+        return dra.gpus_by_class(c[2:] for c in found if c is not None)
+
+    async def run_claims(self) -> None:
+        """The claims informer, once the API server serves resource.k8s.io/v1 (rechecked every minute)."""
+        while True:
+            try:
+                doc = await raw(self.api, "GET", "/apis/resource.k8s.io/v1")
+                if any(r.get("name") == RESOURCE_CLAIMS.plural for r in doc.get("resources") or []):
+                    break
+            except Exception as exc:
+                if status_of(exc) != 404:
+                    log.warning("discovery of resource.k8s.io/v1 failed: %s", exc)
+            await asyncio.sleep(DRA_RECHECK_SECONDS)
+        await self.claims.run()
 
     def _on_podgroup(self, _: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if new is None:
@@ -107,7 +145,7 @@ class PodGroupController:
         pods = self.pods.by_index("group", (namespace, name))
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
         classes = {pc["metadata"]["name"]: pc for pc in self.priority_classes.values()}
-        computed = resources_status(podgroup, pods, nodes, classes)
+        computed = resources_status(podgroup, pods, nodes, classes, self.dra_gpus)
         patch = status_patch(podgroup, computed)
         counts = counts_patch(podgroup, pod_counts(podgroup, pods))
         if counts:
@@ -171,7 +209,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 COMPONENT = component.Component(
-    "podgroup-controller", parser, build, caches=lambda c: [i.run() for i in c.informers],
+    "podgroup-controller", parser, build, caches=lambda c: [*(i.run() for i in c.informers), c.run_claims()],
     work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
     webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_podgroup_webhook else None)
 

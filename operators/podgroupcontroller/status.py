@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -10,6 +10,12 @@ from operators.core import keys, resources
 from operators.core.resources import ResourceList
 
 Obj = Mapping[str, Any]
+# A pod's DRA GPUs by device class (KAI's ExtractDRAGPUResources), counted in requested and allocated as KAI does.
+DraGpus = Callable[[Obj], Mapping[str, int]]
+
+
+def _no_dra(_: Obj) -> Mapping[str, int]:
+    return {}
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -107,18 +113,24 @@ def is_preemptible(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> bool:
 
 
 def resources_status(podgroup: Obj, pods: Iterable[Obj], nodes_by_name: Mapping[str, Obj],
-                     priority_classes: Mapping[str, Obj]) -> dict[str, dict[str, str]]:
+                     priority_classes: Mapping[str, Obj], dra_gpus: DraGpus = _no_dra) -> dict[str, dict[str, str]]:
     """`status.resourcesStatus` of a PodGroup from its pods (callers may pass all pods: they are filtered).
 
     `priority_classes` maps PriorityClass name to object. allocatedNonPreemptible is empty for a preemptible
     group, so a group that turns preemptible stops counting against in-quota-only accounting.
     """
     members = pods_of(podgroup, pods)
-    total_requested = resources.total(requested(pod) for pod in members if is_active(pod))
-    total_allocated = resources.total(allocated(pod, nodes_by_name) for pod in members if is_allocated(pod))
+
+    def with_dra(pod: Obj, amounts: ResourceList) -> ResourceList:
+        extra = dra_gpus(pod)
+        return resources.add(amounts, {k: Decimal(v) for k, v in extra.items()}) if extra else amounts
+
+    total_requested = resources.total(with_dra(pod, requested(pod)) for pod in members if is_active(pod))
+    total_allocated = resources.total(with_dra(pod, allocated(pod, nodes_by_name)) for pod in members
+                                      if is_allocated(pod))
     if (podgroup.get("spec") or {}).get("preemptibility") == keys.SEMI_PREEMPTIBLE:
         core = semi_preemptible_core(podgroup, [pod for pod in members if is_allocated(pod)])
-        non_preemptible = resources.total(allocated(pod, nodes_by_name) for pod in core)
+        non_preemptible = resources.total(with_dra(pod, allocated(pod, nodes_by_name)) for pod in core)
     else:
         non_preemptible = {} if is_preemptible(podgroup, priority_classes) else total_allocated
     return {

@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from operators.core import resources
+from operators.core import dra, resources
 from operators.core.units import MB, MILLI
 
 UNLIMITED = -1.0
@@ -80,6 +80,8 @@ def _amounts(queue: Mapping[str, Any], field_name: str) -> tuple[float, float, f
     listed = _status_list(queue, field_name)
     gpu_names = sorted(name for name in listed if name.endswith("/gpu"))
     gpus = float(listed[gpu_names[0]]) if gpu_names else 0.0
+    # DRA GPUs (listed under their device class, KAI's PodGroup status) count as GPUs too.
+    gpus += sum(float(amount) for name, amount in listed.items() if dra.is_dra_gpu_resource(name))
     return (round(gpus, 4), round(float(listed.get("cpu", Decimal(0))), 4),
             round(float(listed.get("memory", Decimal(0))), 4))
 

@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
+from operators.core.dra import is_gpu_class, request_gpus
 from operators.core.resources import GpuRequest, QuantityError, parse_quantity
 
 EXACT_COUNT = "ExactCount"
@@ -33,12 +34,29 @@ ALL = "All"
 RESERVED_FOR_MAX = 256
 
 
-def is_gpu_class(name: str) -> bool:
-    """KAI's IsGPUDeviceClass: the device class (or a slice's driver) names a GPU."""
-    return "gpu" in name.lower()
-
-
 # --- records -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | NoExecute (both keep the device from new allocations)
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""  # "" with Exists: every taint
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "": every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +69,7 @@ class Device:
     name: str
     attributes: tuple[tuple[str, str | int | bool], ...] = ()
     capacity: tuple[tuple[str, int], ...] = ()
+    taints: tuple[Taint, ...] = ()  # spec.devices[].taints (KEP-5055, alpha: DRADeviceTaints)
 
     @property
     def id(self) -> tuple[str, str, str]:
@@ -74,14 +93,31 @@ class DeviceClassRecord:
 
 @dataclass(frozen=True, slots=True)
 class DeviceRequest:
-    """One `spec.devices.requests[].exactly` of a claim."""
+    """One `spec.devices.requests[]` of a claim: `exactly`, or `firstAvailable` (its sub-requests in order of
+    preference, in `alternatives`, each named "<request>/<sub-request>" as the allocation result names it)."""
 
     name: str
     device_class: str
     selectors: tuple[str, ...] = ()
     mode: str = EXACT_COUNT
     count: int = 1
-    unsupported: str = ""  # a request this scheduler cannot allocate (firstAvailable, capacity requests), why
+    unsupported: str = ""  # a request this scheduler cannot allocate (capacity requests), why
+    tolerations: tuple[Toleration, ...] = ()
+    alternatives: tuple[DeviceRequest, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """An `exactly` request (KAI counts GPUs of these only)."""
+        return not self.alternatives
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """`spec.devices.constraints[]`: every device of `requests` (all the claim's when empty) has the same value
+    of `match_attribute` ("domain/name")."""
+
+    requests: tuple[str, ...]
+    match_attribute: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +139,7 @@ class ClaimRecord:
     uid: str
     requests: tuple[DeviceRequest, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
+    constraints: tuple[Constraint, ...] = ()
     allocated: tuple[AllocatedDevice, ...] | None = None  # status.allocation.devices.results; None: unallocated
     allocated_node: str = ""  # the node of status.allocation.nodeSelector (metadata.name or hostname)
     reserved_for: tuple[str, ...] = ()  # status.reservedFor pod uids
@@ -110,8 +147,8 @@ class ClaimRecord:
     gpus: int = field(default=0, init=False, compare=False)  # KAI's GPU count of the claim
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gpus", sum((r.count if r.mode == EXACT_COUNT else 1)
-                                             for r in self.requests if is_gpu_class(r.device_class)))
+        object.__setattr__(self, "gpus", sum(request_gpus(r.mode, r.count)
+                                             for r in self.requests if r.exact and is_gpu_class(r.device_class)))
 
     @property
     def key(self) -> str:
@@ -119,7 +156,7 @@ class ClaimRecord:
 
     @property
     def is_gpu(self) -> bool:
-        return any(is_gpu_class(r.device_class) for r in self.requests)
+        return any(r.exact and is_gpu_class(r.device_class) for r in self.requests)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -161,7 +198,9 @@ def slice_record(obj: Mapping[str, Any]) -> SliceRecord:
                              if (v := _attribute(raw)) is not None))
         caps = tuple(sorted((_qualified(driver, str(k)), _capacity(raw))
                             for k, raw in (d.get("capacity") or {}).items()))
-        devices.append(Device(driver, pool, str(d.get("name") or ""), attrs, caps))
+        taints = tuple(Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+                       for t in d.get("taints") or () if isinstance(t, Mapping))
+        devices.append(Device(driver, pool, str(d.get("name") or ""), attrs, caps, taints))
     return SliceRecord(str(meta.get("name") or ""), driver, pool, str(spec.get("nodeName") or ""), tuple(devices))
 
 
@@ -174,16 +213,30 @@ def device_class_record(obj: Mapping[str, Any]) -> DeviceClassRecord:
     return DeviceClassRecord(str(_meta(obj).get("name") or ""), _selectors((obj.get("spec") or {}).get("selectors")))
 
 
-def _request(raw: Mapping[str, Any]) -> DeviceRequest:
-    name = str(raw.get("name") or "")
-    exactly = raw.get("exactly")
-    if not isinstance(exactly, Mapping):
-        return DeviceRequest(name, "", unsupported="firstAvailable sub-requests are not supported")
+def _tolerations(raw: Any) -> tuple[Toleration, ...]:
+    return tuple(Toleration(str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                            str(t.get("effect") or "")) for t in raw or () if isinstance(t, Mapping))
+
+
+def _exactly(name: str, exactly: Mapping[str, Any]) -> DeviceRequest:
     mode = str(exactly.get("allocationMode") or EXACT_COUNT)
     count = exactly.get("count")
     return DeviceRequest(name, str(exactly.get("deviceClassName") or ""), _selectors(exactly.get("selectors")), mode,
                          int(count) if isinstance(count, int) and count > 0 else 1,
-                         "capacity requests are not supported" if exactly.get("capacity") else "")
+                         "capacity requests are not supported" if exactly.get("capacity") else "",
+                         _tolerations(exactly.get("tolerations")))
+
+
+def _request(raw: Mapping[str, Any]) -> DeviceRequest:
+    name = str(raw.get("name") or "")
+    exactly = raw.get("exactly")
+    if isinstance(exactly, Mapping):
+        return _exactly(name, exactly)
+    subs = tuple(_exactly(f"{name}/{sub.get('name') or ''}", sub) for sub in raw.get("firstAvailable") or ()
+                 if isinstance(sub, Mapping))
+    if not subs:
+        return DeviceRequest(name, "", unsupported="the request has neither exactly nor firstAvailable")
+    return DeviceRequest(name, subs[0].device_class, alternatives=subs)
 
 
 def _allocation_node(allocation: Mapping[str, Any]) -> str:
@@ -196,7 +249,10 @@ def _allocation_node(allocation: Mapping[str, Any]) -> str:
 
 def claim_record(obj: Mapping[str, Any]) -> ClaimRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    requests = tuple(_request(r) for r in (spec.get("devices") or {}).get("requests") or () if isinstance(r, Mapping))
+    devices = spec.get("devices") or {}
+    requests = tuple(_request(r) for r in devices.get("requests") or () if isinstance(r, Mapping))
+    constraints = tuple(Constraint(tuple(str(r) for r in c.get("requests") or ()), str(c.get("matchAttribute")))
+                        for c in devices.get("constraints") or () if isinstance(c, Mapping) and c.get("matchAttribute"))
     allocation = status.get("allocation")
     allocated: tuple[AllocatedDevice, ...] | None = None
     node = ""
@@ -209,6 +265,7 @@ def claim_record(obj: Mapping[str, Any]) -> ClaimRecord:
     return ClaimRecord(
         namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or meta.get("name") or ""), requests=requests, labels=dict(meta.get("labels") or {}),
+        constraints=constraints,
         allocated=allocated, allocated_node=node,
         reserved_for=tuple(str(r.get("uid") or "") for r in status.get("reservedFor") or ()
                            if r.get("resource") == "pods"),

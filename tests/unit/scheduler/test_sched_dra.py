@@ -66,6 +66,16 @@ def dra_pod(name: str, group: str, claim_name: str, *, template: bool = True, **
     return obj
 
 
+def bindrequest(pod_name: str, *devices: str, phase: str = "") -> dict[str, Any]:
+    """The scheduler's BindRequest for `pod_name` on n1, allocating `devices` to its claim `gpu`."""
+    return {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+            "metadata": {"name": pod_name, "namespace": "ns"},
+            "spec": {"podName": pod_name, "selectedNode": "n1", "resourceClaimAllocations": [
+                {"name": "gpu", "allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": d} for d in devices]}}}]},
+            "status": {"phase": phase} if phase else {}}
+
+
 def base(*nodes: list[dict[str, Any]], queues: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [CLASS, *PRIORITY_CLASSES, *(queues or [queue("q")])]
     for n in nodes:
@@ -102,16 +112,12 @@ def test_nine_single_gpu_claims_on_an_eight_gpu_node_leave_one_pending() -> None
 
 
 def test_devices_held_by_other_claims_are_taken() -> None:
-    """Five devices are allocated to running pods' claims (and one to a BindRequest not yet written): the three
-    new claims get the others."""
+    """Five devices are allocated to running pods' claims (and one to the BindRequest of a pod waiting for its bind,
+    not yet written to its claim): the three new claims get the others."""
     objs = base(dra_node("n1")) + [podgroup("r"), claim("held", 5, owner="r-0", allocated=("n1", [
         "gpu-0", "gpu-2", "gpu-3", "gpu-5", "gpu-6"]), reserved=("r-0",)),
-        dra_pod("r-0", "r", "held", node_name="n1", phase="Running"),
-        {"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
-         "metadata": {"name": "x", "namespace": "ns"},
-         "spec": {"podName": "x", "selectedNode": "n1", "resourceClaimAllocations": [
-             {"name": "gpu", "allocation": {"devices": {"results": [
-                 {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-1"}]}}}]}}]
+        dra_pod("r-0", "r", "held", node_name="n1", phase="Running"), podgroup("x"), pod("x", "x"),
+        bindrequest("x", "gpu-1")]
     for i in range(3):
         objs += [podgroup(f"j{i}", created=LATER), dra_pod(f"j{i}-0", f"j{i}", f"c{i}"),
                  claim(f"c{i}", owner=f"j{i}-0")]
@@ -319,3 +325,22 @@ def test_a_deleted_pod_marked_failed_releases_its_devices() -> None:
     objs += [podgroup("b0", "qb", created=LATER), dra_pod("b0-0", "b0", "cb0"), claim("cb0", owner="b0-0")]
     d = cycle(objs)
     assert not d.evictions and [p.pod for p in d.pipelined] == ["b0-0"]
+
+
+def test_a_finished_bindrequest_of_a_gone_victim_holds_no_device() -> None:
+    """The over-eviction defect: a reclaimed pod and its claim are gone, but the BindRequest that once bound it is
+    still listed (the binder keeps a succeeded request until its pod goes; the informer may lag). Its devices are
+    free: the preemptor binds to the victim's device, no second victim is evicted (the BindRequest of a pod still
+    waiting for its bind does hold them: test_devices_held_by_other_claims_are_taken)."""
+    queues = [queue("org"), queue("qa", "org", gpu=(0, -1, 1)), queue("qb", "org", gpu=(2, -1, 1))]
+    objs = base(dra_node("n1"), queues=queues)
+    for i in range(8):
+        objs += [podgroup(f"a{i}", "qa", created=f"2025-01-01T00:0{i}:00Z"), bindrequest(f"a{i}-0", f"gpu-{i}",
+                                                                                         phase="Succeeded")]
+        if i < 7:  # a7 was reclaimed: pod and claim deleted
+            objs += [dra_pod(f"a{i}-0", f"a{i}", f"ca{i}", node_name="n1", phase="Running"),
+                     claim(f"ca{i}", owner=f"a{i}-0", allocated=("n1", [f"gpu-{i}"]), reserved=(f"a{i}-0",))]
+    objs += [podgroup("b0", "qb", created=LATER), dra_pod("b0-0", "b0", "cb0"), claim("cb0", owner="b0-0")]
+    d = cycle(objs)
+    assert not d.evictions and [b.pod for b in d.binds] == ["b0-0"]
+    assert allocations(d)["b0-0"][0]["devices"]["results"][0]["device"] == "gpu-7"

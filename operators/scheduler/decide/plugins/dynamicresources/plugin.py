@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from operators.core.dra import is_gpu_class
 from operators.scheduler.decide.devices import (
     QUEUE_LABEL,
     RESERVED_FOR_MAX,
@@ -28,7 +29,6 @@ from operators.scheduler.decide.devices import (
     Device,
     DeviceClassRecord,
     allocation_json,
-    is_gpu_class,
 )
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import ON_NODE, RELEASING, NodeState, Task
@@ -95,9 +95,16 @@ class DynamicResources(Plugin):
                     self.releasing[d.id] = claim.key
                 if state is None:  # its pods are gone: their GPUs are still held, as releasing ones
                     self._release_gpus(session, allocation)
-        for br in snap.bindrequests:  # allocated by a decision the binder has not written to the claims yet
-            for device in br.claim_devices:
-                self.taken.setdefault(device, "")
+        # Devices of a decision the binder has not written to the claims yet: only while its pod waits for the bind.
+        # The binder writes the claims before the binding, so once the pod is bound (or gone, or the request
+        # failed) the claims say what is held; a finished request kept until its pod goes must not hold the devices
+        # its pod's claim has since released (a preemptor would evict another victim for them).
+        waiting = {(p.namespace, p.name) for p in snap.pods if p.phase == "Pending" and not p.node_name
+                   and not p.deleting}
+        for br in snap.bindrequests:
+            if not br.failed and (br.namespace, br.pod_name) in waiting:
+                for device in br.claim_devices:
+                    self.taken.setdefault(device, "")
 
     def in_use(self, session: Session) -> bool:
         return any(p.claims for p in session.snapshot.pods)

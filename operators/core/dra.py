@@ -1,0 +1,72 @@
+"""KAI's rule for which DRA claims are GPUs (pkg/common/resources/dra.go), shared by the scheduler and the
+controllers that report GPUs in PodGroup and Queue status.
+
+A device class whose name contains "gpu" (any case) is a GPU class. A claim's GPUs are its GPU-class requests'
+counts (ExactCount: `count`, 1 when unset; All: 1, for bookkeeping), reported under the name of the claim's first
+GPU class (KAI's ExtractDRAGPUResources: a PodGroup's status lists `gpu.nvidia.com: "2"` beside `nvidia.com/gpu`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+EXACT_COUNT = "ExactCount"
+ALL = "All"
+
+
+def is_gpu_class(name: str) -> bool:
+    """KAI's IsGPUDeviceClass: the device class (or a slice's driver) names a GPU."""
+    return "gpu" in name.lower()
+
+
+def is_dra_gpu_resource(name: str) -> bool:
+    """A status resource name that is a GPU device class (device class names have no "/", extended resources do)."""
+    return "/" not in name and is_gpu_class(name)
+
+
+def request_gpus(mode: str, count: int | None) -> int:
+    """The GPUs one GPU-class request counts: ExactCount its count (1 when unset), All 1."""
+    if mode == ALL:
+        return 1
+    return count if count is not None and count > 0 else 1
+
+
+def claim_gpus(claim: Mapping[str, Any]) -> tuple[str, int]:
+    """(first GPU device class, GPU count) of a ResourceClaim object; ("", 0) when it asks for no GPU."""
+    name, total = "", 0
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+        exactly = request.get("exactly") if isinstance(request, Mapping) else None
+        if not isinstance(exactly, Mapping):
+            continue
+        device_class = str(exactly.get("deviceClassName") or "")
+        if not is_gpu_class(device_class):
+            continue
+        count = exactly.get("count")
+        total += request_gpus(str(exactly.get("allocationMode") or EXACT_COUNT), count if isinstance(count, int)
+                              else None)
+        name = name or device_class
+    return name, total
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The ResourceClaim names of a pod's `spec.resourceClaims` (a template's claim from
+    `status.resourceClaimStatuses`; not yet created ones are left out)."""
+    generated = {str(s.get("name")): str(s.get("resourceClaimName") or "")
+                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
+    out = []
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or ():
+        if isinstance(ref, Mapping):
+            name = str(ref.get("resourceClaimName") or generated.get(str(ref.get("name") or ""), ""))
+            if name:
+                out.append(name)
+    return out
+
+
+def gpus_by_class(claims: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Device class -> GPUs, summed over (class, count) of a pod's claims."""
+    out: dict[str, int] = {}
+    for name, count in claims:
+        if name and count > 0:
+            out[name] = out.get(name, 0) + count
+    return out
