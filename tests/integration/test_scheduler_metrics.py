@@ -2,7 +2,8 @@
 
 The workload makes every metric move: one isolated kwok node with 4 GPUs is filled by four 1-GPU training pods
 (allocate: BindRequests, binds), then a 1-GPU inference pod of the same queue preempts one of them (the preempt
-action's solver simulates scenarios; the victim's PodGroup counts an evicted pod).
+action's solver simulates scenarios; the victim's PodGroup counts an evicted pod). A second inference pod is then
+over the queue's non-preemptible quota: its preemption attempt fails before any scenario, and counts so.
 """
 
 from __future__ import annotations
@@ -88,6 +89,15 @@ def deployment(name: str, queue_name: str, replicas: int, priority_class: str,
                      "template": {"metadata": {"labels": labels}, "spec": spec}}}
 
 
+def bare_pod(name: str, queue_name: str, priority_class: str, selector: dict[str, str]) -> dict[str, Any]:
+    labels = {"app": name, "kai.scheduler/queue": queue_name, "priorityClassName": priority_class}
+    container = {"name": "main", "image": "busybox",
+                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {GPU: "1"}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"schedulerName": "kai-scheduler", "terminationGracePeriodSeconds": 0, "nodeSelector": selector,
+                     "containers": [container]}}
+
+
 def running(cluster: Cluster, namespace: str, selector: str) -> int:
     items = cluster.get_json("pods", "-l", selector, namespace=namespace)["items"]
     return sum(1 for p in items if p["status"].get("phase") == "Running" and p["spec"].get("nodeName")
@@ -149,3 +159,17 @@ def test_scheduler_metrics_have_live_values(cluster: Cluster, namespace: str) ->
         assert value(before, name) is not None, name
     assert value(after, "kai_queue_fair_share_gpu", queue_name=team) is not None
     assert (value(after, "kai_queue_gpu_usage", queue_name=team) or 0) >= 1
+    # Each PodGroup's wait until its first start, under its queue (one PodGroup per Deployment: train, inference).
+    started = (value(after, "kai_queue_time_to_first_start_seconds_count", queue_name=team) or 0)
+    assert started >= 2, started
+    assert value(after, "kai_queue_time_to_first_start_seconds_bucket", queue_name=team, le="+Inf") == started
+
+    # A second non-preemptible (inference) pod: the queue's quota of 1 GPU is used by the first one, and no victim
+    # can change that, so its preemption attempt fails before the search.
+    reason = {"reason": "non_preemptible_over_quota"}
+    failed_before = value(after, "kai_preemption_failures_total", **reason)
+    assert failed_before is not None
+    cluster.kubectl("apply", "-f", "-", namespace=namespace,
+                    input=labelled([bare_pod("inference-2", team, "inference", selector)]))
+    wait_for("the failed preemption counted", lambda: (value(scrape(cluster), "kai_preemption_failures_total",
+                                                              **reason) or 0) > failed_before or None, 30)

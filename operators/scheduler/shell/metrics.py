@@ -35,6 +35,17 @@ for _action in ("reclaim", "preempt", "consolidation"):  # the solver's actions:
     SIMULATIONS.labels(_action)
     FILTERED.labels(_action)
     DUPLICATES.labels(_action)
+# KAI PR #2111's counter (no KAI release has it yet): failed preemption attempts by reason. The reasons are KAI's
+# scenario-search results, plus the checks no victim can change; exposed at 0 from the start.
+PREEMPTION_FAILURES = Counter("kai_preemption_failures_total", "Preemption attempts that failed, by reason",
+                              ["reason"])
+for _reason in ("generators_exhausted", "deadline_exhausted", "non_preemptible_over_quota", "over_limit"):
+    PREEMPTION_FAILURES.labels(_reason)
+# Ours (no KAI release or main has one): per queue, PodGroup creation to its first start (the first cycle that
+# starts it, when the scheduler stamps its first last-start-timestamp). Seconds, 1s to ~4.5h.
+FIRST_START_WAIT = Histogram("kai_queue_time_to_first_start_seconds",
+                             "PodGroup creation to its first start, per queue", ["queue_name"],
+                             buckets=[2**k for k in range(15)])
 SCHEDULED = Counter("kai_podgroups_scheduled_by_action", "PodGroups that got pods bound", ["action"])
 ACTED_ON = Counter("kai_podgroups_acted_on_by_action", "PodGroups evicted from", ["action"])
 EVICTIONS = Counter("kai_total_preemption_attempts", "Pods evicted by the scheduler")
@@ -75,8 +86,6 @@ def set_pending(unschedulable: Iterable[Unschedulable]) -> None:
         PENDING_PODS.labels(reason).set(count)
 
 
-
-
 def record_cycle(decisions: Decisions, open_s: float, close_s: float, total_s: float) -> None:
     """One cycle: its phases' latencies (seconds of the shell's own work added to the decision's timings), the
     scenario counters, and the pods it left pending."""
@@ -91,9 +100,16 @@ def record_cycle(decisions: Decisions, open_s: float, close_s: float, total_s: f
         what, _, action = name.partition("/")
         if what in _COUNTERS:
             _COUNTERS[what].labels(action).inc(count)
+        elif what == "preemption_failures":
+            PREEMPTION_FAILURES.labels(action).inc(count)
     CLOSE_SESSION.set(close_s * 1000 + decisions.timings.get("close-session", 0.0))
     E2E_LATENCY.set(total_s * 1000)
     set_pending(decisions.unschedulable)
+
+
+def record_first_start(queue: str, created: float, now: float) -> None:
+    """A PodGroup started for the first time: its wait since creation, under its queue."""
+    FIRST_START_WAIT.labels(queue).observe(max(now - created, 0.0))
 
 
 def record_queues(queues: Iterable[QueueShare]) -> None:

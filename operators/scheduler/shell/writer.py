@@ -177,6 +177,8 @@ class Writer:
         if record is None:
             return False
         self.overlay.assumed[key] = {**self.overlay.assumed.get(key, {}), **values}
+        if record.last_start is None and record.created and values.get(keys.LAST_START_TIMESTAMP):
+            metrics.record_first_start(record.queue, record.created, time.time())
         updated = replace(record, last_start=values.get(keys.LAST_START_TIMESTAMP, record.last_start),
                           stale_since=values.get(keys.STALE_PODGROUP_TIMESTAMP, record.stale_since),
                           suspended=values.get(keys.SUSPENDED_BY_SCHEDULER, record.suspended))

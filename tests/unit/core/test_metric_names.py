@@ -40,6 +40,10 @@ KAI_SCHEDULER = {
     "kai_total_preemption_evictions": "counter",
     "kai_total_reclaim_evictions": "counter",
     "kai_total_consolidation_evictions": "counter",
+    # KAI PR #2111's name (not in a KAI release yet); its reasons are KAI's search results.
+    "kai_preemption_failures_total": "counter",
+    # Ours: no KAI release or main has a wait-until-first-start histogram (issue 24's item, under `kai_`).
+    "kai_queue_time_to_first_start_seconds": "histogram",
 }
 # KAI v0.18's queue-controller metrics (v0.18 added non-preemptible, requested and limit).
 KAI_QUEUE_CONTROLLER = {name: "gauge" for name in (
@@ -85,6 +89,8 @@ def test_scheduler_counter_samples_carry_no_added_suffix() -> None:
     # KAI v0.18's per-action eviction counters carry no labels and are exposed at 0 from the start.
     for action in ("preemption", "reclaim", "consolidation"):
         assert f"kai_total_{action}_evictions 0.0" in text.splitlines()
+    # Failed preemption attempts, by reason, from the start; the counter's name already ends in `_total`.
+    assert 'kai_preemption_failures_total{reason="generators_exhausted"} 0.0' in text.splitlines()
     assert not [n for n in names if n.endswith(("_total_total", "_created"))]
     assert not [n for n in names if n.startswith("kai_") and n.removesuffix("_total") in KAI_SCHEDULER
                 and n not in KAI_SCHEDULER]

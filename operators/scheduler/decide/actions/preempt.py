@@ -26,6 +26,19 @@ if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
 
+# Why a preemptor's attempt failed, for `preemption_failures_total{reason}` (KAI PR #2111): KAI's search-result
+# reasons, plus the early return for a capacity check that no victim can change (named here: the PR's own
+# value for it is not published).
+FAILURE_REASONS = {"NonPreemptibleOverQuota": "non_preemptible_over_quota", "OverLimit": "over_limit"}
+
+
+def count_failure(session: Session, reason: str) -> None:
+    """For metrics (`Decisions.counters`): one failed preemption attempt, by reason."""
+    counters = session.decisions.counters
+    key = f"preemption_failures/{reason}"
+    counters[key] = counters.get(key, 0) + 1
+
+
 def could_preempt(job: Job, lowest: dict[int, int]) -> bool:
     """Necessary for `job` to preempt: some candidate victim in its queue has strictly lower priority
     (`lowest`: the lowest candidate priority per id(queue))."""
@@ -73,6 +86,7 @@ class Preempt:
             signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))
             if signature in failed:
                 record_search(session, self.name, job, False)  # an equal job's search failed this cycle
+                count_failure(session, "generators_exhausted")
                 continue
             # Limits are checked in each scenario, after its victims left (they are all in this queue); here
             # only what no scenario can change: the non-preemptible quota, and a limit even every candidate of
@@ -80,7 +94,9 @@ class Preempt:
             if freed is None:
                 freed = releasable(session, candidates)
             mine = freed.get(job.queue)
-            if session.capacity_error(job, tasks, dict.fromkeys(job.queue.lineage(), mine) if mine else {}):
+            error = session.capacity_error(job, tasks, dict.fromkeys(job.queue.lineage(), mine) if mine else {})
+            if error is not None:
+                count_failure(session, FAILURE_REASONS.get(error.reason, "generators_exhausted"))
                 continue
             key = (job.queue, job.priority)
             chunks = cache.get(key)
@@ -88,6 +104,7 @@ class Preempt:
                 chunks = cache[key] = self._victims(session, job, candidates)
             if not chunks:
                 record_search(session, self.name, job, False)
+                count_failure(session, "generators_exhausted")
                 continue
             stmt = session.statement()
 
@@ -106,6 +123,7 @@ class Preempt:
                 stmt.discard()
                 failed.add(signature)
                 record_search(session, self.name, job, False)
+                count_failure(session, "deadline_exhausted" if solver.exhausted else "generators_exhausted")
 
     @staticmethod
     def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:

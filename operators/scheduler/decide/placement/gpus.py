@@ -90,7 +90,16 @@ def choose_groups(node: NodeState, portion: int, devices: int, spread: bool,
     new: list[bool] = []
     rel: list[bool] = []
     for i, (_, _, gid, is_new, from_rel) in enumerate(chosen):
-        groups.append(new_id(i) if is_new else gid)
+        if is_new:
+            # A minted id never names a group the node still has: a pod moved to another GPU of its node would
+            # otherwise mint the id of the group it is leaving (ids derive from node, pod and index), replace it,
+            # and the rollback of the move would delete the group the pod still holds.
+            j = i
+            gid = new_id(j)
+            while gid in node.groups:
+                j += devices
+                gid = new_id(j)
+        groups.append(gid)
         new.append(is_new)
         rel.append(from_rel)
     return GpuChoice(tuple(groups), tuple(new), tuple(rel), any(rel))
