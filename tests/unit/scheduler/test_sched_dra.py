@@ -344,3 +344,19 @@ def test_a_finished_bindrequest_of_a_gone_victim_holds_no_device() -> None:
     d = cycle(objs)
     assert not d.evictions and [b.pod for b in d.binds] == ["b0-0"]
     assert allocations(d)["b0-0"][0]["devices"]["results"][0]["device"] == "gpu-7"
+
+
+def test_a_victim_waiting_for_its_bind_releases_its_bindrequests_devices() -> None:
+    """A reclaimed pod was bound a moment ago: its BindRequest is listed, its claim not yet written, the pod not yet
+    seen bound. Evicting it makes the BindRequest's device releasing: one victim for one GPU, not two."""
+    queues = [queue("org"), queue("qa", "org", gpu=(0, -1, 1)), queue("qb", "org", gpu=(2, -1, 1))]
+    objs = base(dra_node("n1"), queues=queues)
+    for i in range(8):
+        objs += [podgroup(f"a{i}", "qa", created=f"2025-01-01T00:0{i}:00Z"), bindrequest(f"a{i}-0", f"gpu-{i}")]
+        if i < 7:
+            objs += [dra_pod(f"a{i}-0", f"a{i}", f"ca{i}", node_name="n1", phase="Running"),
+                     claim(f"ca{i}", owner=f"a{i}-0", allocated=("n1", [f"gpu-{i}"]), reserved=(f"a{i}-0",))]
+    objs += [dra_pod("a7-0", "a7", "ca7"), claim("ca7", owner="a7-0")]
+    objs += [podgroup("b0", "qb", created=LATER), dra_pod("b0-0", "b0", "cb0"), claim("cb0", owner="b0-0")]
+    d = cycle(objs)
+    assert len(d.evictions) == 1 and [p.pod for p in d.pipelined] == ["b0-0"]

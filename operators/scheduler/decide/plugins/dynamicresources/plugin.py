@@ -55,6 +55,8 @@ class DynamicResources(Plugin):
         self.users: dict[str, set[str]] = {}  # claim key -> uids of the placed pods using it
         self.made: set[str] = set()  # claims allocated in this session
         self.saved: dict[str, Allocation] = {}  # allocations freed by an eviction, for its rollback
+        # Pod uid -> the devices its BindRequest allocates, while the pod waits for the bind (not yet in its claims).
+        self.binding: dict[str, tuple[DeviceId, ...]] = {}
 
     def hooks(self) -> Hooks:
         return Hooks(session_open=self, scope=self, node_prefilter=self, node_filter=self, allocate_event=self,
@@ -99,10 +101,12 @@ class DynamicResources(Plugin):
         # The binder writes the claims before the binding, so once the pod is bound (or gone, or the request
         # failed) the claims say what is held; a finished request kept until its pod goes must not hold the devices
         # its pod's claim has since released (a preemptor would evict another victim for them).
-        waiting = {(p.namespace, p.name) for p in snap.pods if p.phase == "Pending" and not p.node_name
+        waiting = {(p.namespace, p.name): p.uid for p in snap.pods if p.phase == "Pending" and not p.node_name
                    and not p.deleting}
         for br in snap.bindrequests:
-            if not br.failed and (br.namespace, br.pod_name) in waiting:
+            uid = waiting.get((br.namespace, br.pod_name))
+            if not br.failed and uid is not None and br.claim_devices:
+                self.binding[uid] = br.claim_devices
                 for device in br.claim_devices:
                     self.taken.setdefault(device, "")
 
@@ -208,6 +212,10 @@ class DynamicResources(Plugin):
             return
         uid = task.rec.uid
         if kind == "rollback":  # an eviction undone: the pod uses its claims again
+            for device in self.binding.get(uid, ()):
+                if self.releasing.get(device) == "":
+                    del self.releasing[device]
+                    self.taken[device] = ""
             for key in self._keys(task):
                 self.users.setdefault(key, set()).add(uid)
                 if self.saved.pop(key, None) is not None:
@@ -243,7 +251,12 @@ class DynamicResources(Plugin):
             elif key in self.made:
                 self._free(key)
                 self.made.discard(key)
-        if kind != "evict":
+        if kind == "evict":  # a pod evicted while waiting for its bind: its BindRequest's devices are releasing
+            for device in self.binding.get(uid, ()):
+                if self.taken.get(device) == "":
+                    del self.taken[device]
+                    self.releasing[device] = ""
+        else:
             task.claims = ()
 
 
