@@ -245,8 +245,9 @@ def test_equivalent_victim_sets_are_not_simulated_twice() -> None:
             *[pod(f"p-{i}", "p", gpus=1, created=LATER, spec_extra=pinned) for i in range(2)]]
     d = run_cycle(snapshot_from_objects(objs), SchedulerConfig(actions=("allocate", "preempt")), 1e9)
     assert sorted(e.pod for e in d.evictions) == ["a-0", "c-0"]
-    # a fits on n2's free GPU: it moves there instead of being evicted for good.
-    assert {p.pod: p.node for p in d.pipelined} == {"p-0": "n1", "p-1": "n1", "a-0": "n2"}
+    # n2's free GPU takes one victim back: the older, c (KAI re-places victims in job order), instead of being
+    # evicted for good.
+    assert {p.pod: p.node for p in d.pipelined} == {"p-0": "n1", "p-1": "n1", "c-0": "n2"}
     assert d.counters == {"scenarios_simulation/preempt": 2, "scenarios_duplicate/preempt": 2}
 
 

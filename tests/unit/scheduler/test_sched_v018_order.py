@@ -20,6 +20,7 @@ from operators.scheduler.decide.searchbackoff import Backoff, bounds
 from operators.scheduler.decide.shardconfig import unhonoured_fields
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.units import GPU
+from operators.scheduler.shell.simulate import run_simulation
 
 LATER = "2025-01-01T01:00:00Z"
 OLD = "2025-01-01T00:00:00Z"
@@ -327,3 +328,27 @@ def test_search_budget_fields_other_than_the_backoff_are_named_not_honoured() ->
     assert unhonoured_fields(spec) == ["spec.scenarioSearchBudgets.maxJobSearchDuration"]
     with pytest.raises(ValueError, match=r"scenarioSearchBudgets\.minFailedSearchBackoff must map action names"):
         config_from_mapping({"scenarioSearchBudgets": {"minFailedSearchBackoff": "10s"}})
+
+
+# --- KAI's victim and pipelined-placement order ------------------------------------------------------------------
+
+def test_kai_consolidate_and_reclaim_scenario() -> None:
+    """KAI's integration scenario "4 jobs of queue0 - 3 running 1 pending will consolidate, 1 pending job from
+    queue1 - reclaim": two 4-GPU nodes; queue0 (quota 4) runs job0 (2 GPUs, node0), job1 (2, node1) and job2 (1,
+    node1) and waits with a 3-GPU job; queue1 (quota 4) waits with a 4-GPU job. KAI empties node1 for queue1:
+    job1 moves to node0, job2 is evicted. Evicting only job0 would free node0 as well, but KAI validates the
+    scenario after re-placing the victims that fit elsewhere (in job order, older first), and the victims are
+    taken newest first."""
+    objs = [node("node0", gpus=4), node("node1", gpus=4), queue("queue0", gpu=(4, -1, 1)),
+            queue("queue1", gpu=(4, -1, 1)), *PRIORITY_CLASSES]
+    for i, (node_name, gpus) in enumerate((("node0", 2), ("node1", 2), ("node1", 1))):
+        objs += [podgroup(f"running_job{i}", "queue0", created=at(i)),
+                 running(f"running_job{i}-0", f"running_job{i}", node_name, gpus=gpus, created=at(i))]
+    objs += [podgroup("pending_job0", "queue0", created=at(3)), pod("pending_job0-0", "pending_job0", gpus=3,
+                                                                    created=at(3)),
+             podgroup("pending_job1", "queue1", created=at(4)), pod("pending_job1-0", "pending_job1", gpus=4,
+                                                                    created=at(4))]
+    result = run_simulation(objs, None, now=1.8e9, cycles=2)
+    assert {p["pod"]: (p["status"], p["node"]) for p in result["placement"]} == {
+        "running_job0-0": ("Running", "node0"), "running_job1-0": ("Running", "node0"),
+        "running_job2-0": ("Pending", ""), "pending_job0-0": ("Pending", ""), "pending_job1-0": ("Running", "node1")}

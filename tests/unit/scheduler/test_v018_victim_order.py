@@ -90,3 +90,37 @@ def test_kai_elastic_preempt_takes_one_pod_of_each_elastic_job() -> None:
             pod("pending_job0-0", "pending_job0", gpus=2, created=LATER)]
     d = cycle(objs, SchedulerConfig(actions=("allocate", "preempt")))
     assert sorted(e.pod for e in d.evictions) == ["running_job0-1", "running_job1-1"]
+
+
+def test_kai_elastic_preempt_moves_the_first_pod() -> None:
+    # "Inference job preempts single task, moves one task from elastic train job": node0 (2 GPUs) runs both pods of
+    # an elastic job, node1 has 1 free GPU. The 2-GPU preemptor takes node0; KAI re-places the victim job as it
+    # allocates a job, in task order: running_job0-0 moves to node1 and running_job0-1 is evicted.
+    objs = [node("node0", gpus=2), node("node1", gpus=1), queue("queue0", gpu=(2, -1, 1)), *PRIORITY_CLASSES,
+            podgroup("running_job0", "queue0", min_member=1, created=at(0)),
+            *[running(f"running_job0-{i}", "running_job0", "node0") for i in range(2)],
+            podgroup("pending_job0", "queue0", priority_class="inference", created=LATER),
+            pod("pending_job0-0", "pending_job0", gpus=2, created=LATER)]
+    d = cycle(objs, SchedulerConfig(actions=("allocate", "preempt")))
+    assert sorted(e.pod for e in d.evictions) == ["running_job0-0", "running_job0-1"]
+    assert {p.pod: p.node for p in d.pipelined} == {"pending_job0-0": "node0", "running_job0-0": "node1"}
+
+
+# --- KAI's scenario (pkg/scheduler/actions/allocate/allocateTopology_test.go) ------------------------------------
+
+RACK_TOPOLOGY = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+                 "spec": {"levels": [{"nodeLabel": "k8s.io/rack"}]}}
+
+
+def test_kai_preferred_rack_packs_the_job_on_one_rack() -> None:
+    # "Preferred topology - schedule job on the same rack": node0 (rack1) has 1 of its 2 GPUs free, node1 (rack2)
+    # both: the two 1-GPU pods of the job preferring a rack both go to node1, though node0 is the fuller node.
+    group = podgroup("pending_job0", "queue0", 2, created=at(1))
+    group["spec"]["topologyConstraint"] = {"topology": "cluster-topology", "preferredTopologyLevel": "k8s.io/rack"}
+    objs = [RACK_TOPOLOGY, *PRIORITY_CLASSES, queue("queue0", gpu=(4, 4, 1)),
+            node("node0", gpus=2, labels={"k8s.io/rack": "rack1"}),
+            node("node1", gpus=2, labels={"k8s.io/rack": "rack2"}),
+            podgroup("running_job0", "queue0", created=at(0)), running("running_job0-0", "running_job0", "node0"),
+            group, *[pod(f"pending_job0-{i}", "pending_job0", gpus=1, created=at(1)) for i in range(2)]]
+    d = cycle(objs)
+    assert {b.pod: b.node for b in d.binds} == {"pending_job0-0": "node1", "pending_job0-1": "node1"}

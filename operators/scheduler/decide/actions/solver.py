@@ -9,7 +9,9 @@ the simulation, on the state without the scenario's victims, so a victim under a
 under that limit. The first scenario that passes the action's validator and places the whole gang is kept;
 anything else is rolled back, so nothing is evicted unless the job then fits. A kept scenario is then made
 minimal (every victim the job does not need is dropped, newest first), and reclaim/preempt victims that fit
-elsewhere are moved there (pipelined) instead of being evicted for good. Victim sets equivalent to one that
+elsewhere are moved there (pipelined, in job order) instead of being evicted for good. As KAI validates a
+scenario only after re-placing such victims, a reclaim/preempt scenario the validator refuses as a whole is also
+simulated with its victims moved, and kept when the victims still evicted pass. Victim sets equivalent to one that
 already failed for the job (same pods' shapes freed on the same nodes and devices, same queues) are skipped.
 Difference from KAI, on purpose: the job's tasks are solved together rather than one task prefix at a time
 (the whole-prefix scenario covers gangs spread over several nodes).
@@ -35,6 +37,11 @@ MAX_SIMULATIONS = 256
 ACTION_WORK_BUDGET = 20_000
 # Simulations one successful scenario may spend on dropping victims it does not need.
 MAX_MINIMIZE_SIMULATIONS = 16
+# Work one action may spend per cycle on re-validating refused scenarios with their victims moved (50 per
+# simulation): its own budget, so that this search never takes work from the jobs after it.
+MOVED_WORK_BUDGET = 5_000
+# The reason given for a victim that is kept in a scenario only because it moves to another node.
+MOVED_REASON = "it is re-placed on another node, so its queue keeps its share"
 # Scenarios up to this many chunks are remembered (by equivalence) when they fail, and not tried again.
 MAX_KEYED_CHUNKS = 32
 
@@ -65,6 +72,7 @@ class Solver:
         # The cap in micro-GPUs (the configured decimal, exactly); meaningful when max_gpus >= 0.
         self.max_gpu_units = queue_amount(self.max_gpus, GPU) if self.max_gpus >= 0 else -1
         self.work = ACTION_WORK_BUDGET
+        self.moved_work = MOVED_WORK_BUDGET
         self._free: list[int] | None = None
         self._request: list[int] = [0, 0, 0]  # the request of the job being solved
         # Per pending job: equivalence keys of victim sets that failed for it since the last commit.
@@ -295,6 +303,12 @@ class Solver:
                     self._count("scenarios_duplicate")
                     continue
                 reasons = validate(scenario) if validate is not None else [""] * len(scenario)
+                if reasons is None and validate is not None and not move_victims and len(scenario) > 1 \
+                        and self.moved_work > 0:
+                    self.moved_work -= 50
+                    self._count("scenarios_simulation")
+                    if self._simulate_moved(stmt, job, scenario, describe, validate):
+                        return True
                 if reasons is None:
                     self._count("scenarios_filtered")
                     if key is not None:
@@ -419,23 +433,55 @@ class Solver:
             assert ok, "a scenario that worked works again on the same state"
         return scenario
 
-    def _move_victims(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], start: int) -> None:
+    def _move_victims(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], start: int) -> list[Chunk]:
         """Consolidating reclaim/preempt: a victim chunk that fits elsewhere (within its queue's limits, on the
         state with the job placed) is pipelined there instead of being evicted for good. A chunk moves whole
-        or not at all; moved victims only leave the fairness checks easier to pass (they keep their share)."""
+        or not at all; moved victims only leave the fairness checks easier to pass (they keep their share).
+        Victims are re-placed in job order (KAI re-allocates them as it allocates jobs: higher priority, then
+        older, first; a job's own pods in its task order, as KAI allocates a job), so when not all fit, the ones this
+        order puts last stay evicted. Returns the moved."""
         session = self.session
         evict_ops = {id(op.task): op for op in stmt.ops[start:] if op.kind == "evict"}
-        for chunk in scenario:
+        job_key = session.framework.job_order_key
+        moved: list[Chunk] = []
+        # Within a job its core first, then its pods above minMember in task order (the reverse of victim order).
+        for *_, chunk in sorted((job_key(c.job), not c.core, -i, c) for i, c in enumerate(scenario)):
             if chunk.job.queue is None or session.capacity_error(chunk.job, chunk.tasks) is not None:
                 continue
             checkpoint = stmt.checkpoint()
             if all(self._move(stmt, t) for t in chunk.tasks):
+                moved.append(chunk)
                 for t in chunk.tasks:
                     op = evict_ops.get(id(t))
                     if op is not None:
                         op.message = f"{op.message} {moved_note(session.nodes[t.node].name)}"
             else:
                 stmt.rollback(checkpoint)
+        return moved
+
+    def _simulate_moved(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], describe: Describe,
+                        validate: Validator) -> bool:
+        """KAI validates a reclaim/preempt scenario once its victims that fit elsewhere were moved there (they
+        keep their place in their queue): a scenario the validator refuses as a whole is simulated with its
+        victims moved, and kept when the victims still evicted pass on their own. False leaves `stmt` as it was.
+        """
+        start = stmt.checkpoint()
+        if not self._apply(stmt, job, scenario, [""] * len(scenario), describe, False):
+            return False
+        moved = {id(c) for c in self._move_victims(stmt, job, scenario, start)}
+        stmt.rollback(start)  # the validator reads the accounting as it was before the scenario
+        evicted = [c for c in scenario if id(c) not in moved]
+        if not moved or not evicted:
+            return False
+        reasons = validate(evicted)
+        if reasons is None:
+            return False
+        by_chunk = {id(c): r for c, r in zip(evicted, reasons, strict=True)}
+        all_reasons = [by_chunk.get(id(c), MOVED_REASON) for c in scenario]
+        ok = self._apply(stmt, job, scenario, all_reasons, describe, False)
+        assert ok, "a scenario that worked works again on the same state"
+        self._move_victims(stmt, job, scenario, start)
+        return True
 
     def _place_all(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], preemptor_first: bool) -> bool:
         def preemptor() -> bool:
