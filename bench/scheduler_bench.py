@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout this script belongs to
@@ -132,6 +133,20 @@ class Filler:
         return i, group
 
 
+def queues_and_priorities(objs: list[dict[str, Any]], n_nodes: int) -> list[str]:
+    """Append the two-level queue tree (departments, teams; GPU quotas scaled to the cluster) and the priority
+    classes to `objs`; the team (leaf) queues' names."""
+    teams: list[str] = []
+    for d in range(DEPARTMENTS):
+        objs.append(_queue(f"dept-{d}", "", n_nodes * NODE_GPUS / DEPARTMENTS / 2))
+        for t in range(TEAMS_PER_DEPARTMENT):
+            teams.append(f"team-{d}-{t}")
+            objs.append(_queue(teams[-1], f"dept-{d}", n_nodes * NODE_GPUS / len(teams) / 8 if t % 2 else 0))
+    objs += [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+             for n, v in (("train", 50), ("build", 100), ("inference", 125))]
+    return teams
+
+
 def generate(n_nodes: int, seed: int = 7, topology: bool = False, dra: bool = False) -> list[dict[str, Any]]:
     """The synthetic cluster. `topology`: the same cluster, its nodes in racks of 16 and zones of 16 racks, and of
     the pending gangs one in four requires a rack and one in four prefers a rack inside a required zone. `dra`:
@@ -150,14 +165,7 @@ def generate(n_nodes: int, seed: int = 7, topology: bool = False, dra: bool = Fa
             rack = i // RACK_NODES
             n["metadata"]["labels"].update({ZONE_LABEL: f"zone-{rack // ZONE_RACKS}", RACK_LABEL: f"rack-{rack}"})
         objs.append(TOPOLOGY)
-    teams = []
-    for d in range(DEPARTMENTS):
-        objs.append(_queue(f"dept-{d}", "", n_nodes * NODE_GPUS / DEPARTMENTS / 2))
-        for t in range(TEAMS_PER_DEPARTMENT):
-            teams.append(f"team-{d}-{t}")
-            objs.append(_queue(teams[-1], f"dept-{d}", n_nodes * NODE_GPUS / len(teams) / 8 if t % 2 else 0))
-    objs += [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
-             for n, v in (("train", 50), ("build", 100), ("inference", 125))]
+    teams = queues_and_priorities(objs, n_nodes)
     filler = Filler(n_nodes)
     target = 10 * n_nodes
     running_target = target * 2 // 3
@@ -235,8 +243,29 @@ def generate(n_nodes: int, seed: int = 7, topology: bool = False, dra: bool = Fa
     return objs
 
 
-def run_one(n_nodes: int, topology: bool = False, dra: bool = False) -> dict[str, Any]:
+CASES = ("plain", "envelope", "envelope2x", "gang1000")  # --case: which cluster `--one` builds
+
+
+def _objects(case: str, n_nodes: int, topology: bool, dra: bool) -> list[dict[str, Any]]:
+    if case == "plain":
+        return generate(n_nodes, topology=topology, dra=dra)
+    from envelope_cluster import ENVELOPE, ENVELOPE_2X, add_gang, generate_envelope
+    if case == "gang1000":
+        return add_gang(generate(n_nodes, topology=topology, dra=dra))
+    return generate_envelope(ENVELOPE if case == "envelope" else ENVELOPE_2X)
+
+
+def _rss_mib() -> float:
+    """The process's resident memory now (not its peak), from /proc."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_one(n_nodes: int, topology: bool = False, dra: bool = False, case: str = "plain") -> dict[str, Any]:
+    import gc
+
     try:  # the decide/shell layout, else the flat one of older revisions (`--baseline`)
+        from operators.scheduler.decide import cycle as cycle_module
         from operators.scheduler.decide.config import SchedulerConfig
         from operators.scheduler.decide.cycle import run_cycle
         from operators.scheduler.decide.simulation import with_implicit_podgroups
@@ -247,16 +276,27 @@ def run_one(n_nodes: int, topology: bool = False, dra: bool = False) -> dict[str
         from operators.scheduler.simulate import with_implicit_podgroups  # type: ignore[no-redef]
         from operators.scheduler.snapshot import build_snapshot, snapshot_from_objects  # type: ignore[no-redef]
 
-    objs = generate(n_nodes, topology=topology, dra=dra)
+        from operators.scheduler import cycle as cycle_module  # type: ignore[no-redef]
+
+    objs = _objects(case, n_nodes, topology, dra)
+    workloads = sum(1 for o in objs if o["kind"] == "PodGroup")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
+    p0 = time.process_time()
     snapshot = snapshot_from_objects(with_implicit_podgroups(objs))
+    parse_cpu = time.process_time() - p0
     t1 = time.perf_counter()
+    del objs  # what a live scheduler keeps is the records, not the objects they were parsed from
+    gc.collect()
+    rss_records = _rss_mib()
+    # Per-phase CPU: the cycle's phase timer (perf_counter) reads process time in this process.
+    cycle_module.time = SimpleNamespace(perf_counter=time.process_time)  # type: ignore[attr-defined]
     c1 = time.process_time()
     decisions = run_cycle(snapshot, SchedulerConfig(), 1.7e9)
     c2 = time.process_time()
     t2 = time.perf_counter()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_cycle = _rss_mib()
     # The live loop's per-cycle snapshot assembly: build_snapshot over the informer stores' records.
     b0 = time.process_time()
     build_snapshot(nodes=list(snapshot.nodes), pods=list(snapshot.pods), podgroups=list(snapshot.podgroups),
@@ -271,7 +311,13 @@ def run_one(n_nodes: int, topology: bool = False, dra: bool = False) -> dict[str
     b2 = time.process_time()
     pods = len(snapshot.pods)
     pending = sum(1 for p in snapshot.pods if p.phase == "Pending")
-    return {"nodes": n_nodes, "pods": pods, "pending": pending, "parse_s": t1 - t0, "cycle_s": t2 - t1,
+    if case in ("envelope", "envelope2x"):
+        n_nodes = len(snapshot.nodes)
+    return {"nodes": n_nodes, "case": case, "workloads": workloads, "pods": pods, "pending": pending,
+            "parse_s": t1 - t0, "parse_cpu_s": parse_cpu, "cycle_s": t2 - t1,
+            "gpus": sum(getattr(n, "gpus", 0) for n in snapshot.nodes),
+            "rss_records_mib": rss_records, "rss_after_cycle_mib": rss_cycle,
+            "gang_bound": sum(1 for b in decisions.binds if b.pod_group == "big-gang"),
             "cycle_cpu_s": c2 - c1, "build_snapshot_cpu_s": b1 - b0, "allocate_only_cpu_s": b2 - b1,
             "binds": len(decisions.binds), "pipelined": len(decisions.pipelined),
             "evictions": len(decisions.evictions), "counters": dict(sorted(decisions.counters.items())),
@@ -292,22 +338,53 @@ def main(argv: list[str] | None = None) -> int:
                         help="zone > rack node labels, a Topology, and rack constraints on half the pending gangs")
     parser.add_argument("--dra", action="store_true",
                         help="the GPUs as DRA devices, 20%% of the GPU pods claiming theirs through ResourceClaims")
+    parser.add_argument("--case", choices=CASES, default="plain", help=argparse.SUPPRESS)
+    parser.add_argument("--envelope", action="store_true",
+                        help="KAI's envelope: 1,000 nodes, 90,000 pods, 16,000 workloads, a 1,000-pod gang")
+    parser.add_argument("--envelope2x", action="store_true",
+                        help="twice it: 10,000 nodes, 150,000 pods, 30,000 workloads, a 1,000-pod gang")
+    parser.add_argument("--gang1000", action="store_true",
+                        help="one pending 1,000-pod gang added to the plain cluster (--sizes, default 5000)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="cycle CPU against nodes, 1,000 .. 10,000 (plain cluster), plotted to --plot")
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(run_one(args.one, args.topology, args.dra)))
+        print(json.dumps(run_one(args.one, args.topology, args.dra, args.case)))
         return 0
+    cases = [c for c, on in (("envelope", args.envelope), ("envelope2x", args.envelope2x),
+                             ("gang1000", args.gang1000)) if on]
     if args.profile:
         import cProfile
         import pstats
 
         from operators.scheduler.decide.config import SchedulerConfig
         from operators.scheduler.decide.cycle import run_cycle
+        from operators.scheduler.decide.simulation import with_implicit_podgroups
         from operators.scheduler.decide.snapshot import snapshot_from_objects
-        snapshot = snapshot_from_objects(generate(max(int(s) for s in args.sizes.split(",")), topology=args.topology))
+        size = 5000 if cases == ["gang1000"] and args.sizes == parser.get_default("sizes") else \
+            max(int(s) for s in args.sizes.split(","))
+        objects = _objects(cases[0] if cases else "plain", size, args.topology, args.dra)
+        snapshot = snapshot_from_objects(with_implicit_podgroups(objects))
         prof = cProfile.Profile()
         prof.runcall(run_cycle, snapshot, SchedulerConfig(), 1.7e9)
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
         return 0
+    if cases:
+        if args.gang1000 and args.sizes == parser.get_default("sizes"):
+            args.sizes = "5000"
+        sizes = [int(s) for s in args.sizes.split(",")]
+        if args.baseline:
+            for case in cases:
+                compare(args.baseline, sizes if case == "gang1000" else [0], max(1, args.repeat), args.topology, case)
+            return 0
+        for case in cases:
+            for size in (sizes if case == "gang1000" else [0]):
+                report_phases(min((_run(size, topology=args.topology, case=case) for _ in range(max(1, args.repeat))),
+                                  key=lambda r: r["cycle_cpu_s"]))
+        return 0
+    if args.sweep:
+        return sweep([int(s) for s in (args.sizes if args.sizes != parser.get_default("sizes")
+                                       else "1000,2500,5000,7500,10000").split(",")], args.plot, args.repeat)
     if args.baseline:
         return compare(args.baseline, [int(s) for s in args.sizes.split(",")], max(1, args.repeat), args.topology)
     rows = []
@@ -324,12 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{r['nodes']:>6} nodes: {r['evictions']} evictions, {r['pipelined']} pipelined; "
               f"scenario search {_counts(r)}")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot", file=sys.stderr)
+    plt = _pyplot()
+    if plt is None:
         return 0
     fig, ax1 = plt.subplots(figsize=(7, 4))
     xs = [r["nodes"] for r in rows]
@@ -351,14 +424,73 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(size: int, code: str | None = None, topology: bool = False, dra: bool = False) -> dict[str, Any]:
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file backend, or None (said on stderr) when it is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot", file=sys.stderr)
+        return None
+    return plt
+
+
+def report_phases(r: dict[str, Any]) -> None:
+    """One run's phases in CPU ms, its size and its memory."""
+    phases = " ".join(f"{k}={v:.0f}" for k, v in r.get("actions_ms", {}).items())
+    print(f"== {r['case']}: {r['nodes']} nodes ({r['gpus']} GPUs), {r['pods']} pods ({r['pending']} pending), "
+          f"{r['workloads']} workloads; load average {os.getloadavg()[0]:.1f}")
+    print(f"  parse objects to records: {r['parse_cpu_s']:.2f} s CPU ({r['parse_s']:.2f} s wall); "
+          f"live snapshot assembly (build_snapshot over the records): {r['build_snapshot_cpu_s'] * 1000:.0f} ms CPU")
+    print(f"  cycle: {r['cycle_cpu_s']:.3f} s CPU ({r['cycle_s']:.3f} s wall); allocate-only cycle "
+          f"{r['allocate_only_cpu_s']:.3f} s CPU")
+    print(f"  phases, CPU ms: {phases}")
+    print(f"  binds {r['binds']} (of the 1,000-pod gang: {r.get('gang_bound', 0)}), pipelined {r['pipelined']}, "
+          f"evictions {r['evictions']}, unschedulable {r['unschedulable']}; scenario search {_counts(r)}")
+    print(f"  peak RSS {r['peak_rss_mib']:.0f} MiB (with the generated objects); records only "
+          f"{r.get('rss_records_mib', 0):.0f} MiB, after the cycle {r.get('rss_after_cycle_mib', 0):.0f} MiB")
+
+
+def sweep(sizes: list[int], plot: str, repeat: int) -> int:
+    """Cycle CPU (and its phases) of the plain cluster against its node count, one process per size."""
+    rows = []
+    print(f"{'nodes':>6} {'pods':>7} {'pending':>8} {'cycle cpu s':>12} {'open ms':>8} {'allocate ms':>12} "
+          f"{'close ms':>9} {'peak RSS MiB':>13} {'load':>5}")
+    for size in sizes:
+        r = min((_run(size) for _ in range(max(1, repeat))), key=lambda row: row["cycle_cpu_s"])
+        rows.append(r)
+        a = r["actions_ms"]
+        print(f"{size:>6} {r['pods']:>7} {r['pending']:>8} {r['cycle_cpu_s']:>12.3f} {a['open-session']:>8.0f} "
+              f"{a.get('allocate', 0):>12.0f} {a['close-session']:>9.0f} {r['peak_rss_mib']:>13.0f} "
+              f"{os.getloadavg()[0]:>5.1f}", flush=True)
+    plt = _pyplot()
+    if plt is None:
+        return 0
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = [r["nodes"] for r in rows]
+    ax.plot(xs, [r["cycle_cpu_s"] for r in rows], "o-", label="cycle CPU, all default actions")
+    for phase, style in (("open-session", "s:"), ("allocate", "x:"), ("reclaim", "d:"), ("close-session", "^:")):
+        ax.plot(xs, [r["actions_ms"].get(phase, 0) / 1000 for r in rows], style, label=f"{phase} CPU")
+    ax.axhline(0.5, color="grey", linestyle=":", label="0.5 s target (5,000 nodes)")
+    ax.set_xlabel("GPU nodes (8 GPUs, 10 pods per node, one third pending)")
+    ax.set_ylabel("CPU seconds")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(plot)
+    print(f"plot: {plot}")
+    return 0
+
+
+def _run(size: int, code: str | None = None, topology: bool = False, dra: bool = False,
+         case: str = "plain") -> dict[str, Any]:
     """One size in a fresh process, on the `operators` package of `code` (default: the checkout holding this
     script, not whichever checkout the environment has installed)."""
     env = dict(os.environ)
     code = code or ROOT
     env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    out = subprocess.run([sys.executable, __file__, "--one", str(size), *(["--topology"] if topology else []),
-                          *(["--dra"] if dra else [])],
+    out = subprocess.run([sys.executable, __file__, "--one", str(size or 1), "--case", case,
+                          *(["--topology"] if topology else []), *(["--dra"] if dra else [])],
                          check=True, capture_output=True, text=True, env=env)
     row: dict[str, Any] = json.loads(out.stdout)
     return row
@@ -369,7 +501,7 @@ def _counts(row: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in counters.items()) or "none"
 
 
-def compare(ref: str, sizes: list[int], repeat: int, topology: bool = False) -> int:
+def compare(ref: str, sizes: list[int], repeat: int, topology: bool = False, case: str = "plain") -> int:
     """Cycle CPU of revision `ref` against the working tree, runs alternated so both see the same load."""
     root = ROOT
     with tempfile.TemporaryDirectory() as tmp:
@@ -382,13 +514,15 @@ def compare(ref: str, sizes: list[int], repeat: int, topology: bool = False) -> 
             best: dict[str, dict[str, Any]] = {}
             for _ in range(repeat):
                 for label, code in ((ref, tmp), ("worktree", None)):
-                    r = _run(size, code, topology)
+                    r = _run(size, code, topology, case=case)
                     if label not in best or r["cycle_cpu_s"] < best[label]["cycle_cpu_s"]:
                         best[label] = r
             for label, r in best.items():
                 actions = " ".join(f"{k}={v}" for k, v in r.get("actions_ms", {}).items())
+                size = r["nodes"]
+                gang = f" gang bound {r.get('gang_bound', 0)};" if case != "plain" else ""
                 print(f"{size:>6} {label:>10} {r['cycle_cpu_s']:>12.3f} {r.get('evictions', 0):>10} "
-                      f"{r['pipelined']:>10}  {actions}; {_counts(r)}")
+                      f"{r['pipelined']:>10}  {actions};{gang} {_counts(r)}")
     return 0
 
 

@@ -392,14 +392,16 @@ class PodGroupRecord:
     owner: tuple[str, str, str, str] | None = None
     suspend_on_preemption: str = ""  # kai.scheduler/suspend-on-preemption, lower-cased ("": the queue's)
     suspended: str | None = None  # kai.scheduler/suspended-by-scheduler (JSON), set while we keep it suspended
-    # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint):
-    # derived from the fields above, so a session tests one flag per PodGroup.
+    # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint,
+    # semi-preemptibility, safeToConsolidate: false): derived from the fields above, so a session tests one flag
+    # per PodGroup and the features' plugins look only at the jobs (`Session.feature_jobs`) that set it.
     optional_features: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "optional_features", bool(
             self.subgroups or self.min_sub_group is not None or self.preemption_delay is not None
-            or self.topology is not None))
+            or self.topology is not None or self.preemptibility == keys.SEMI_PREEMPTIBLE
+            or not self.safe_to_consolidate))
 
     @property
     def key(self) -> str:

@@ -137,3 +137,17 @@ def test_selector_grammar(text: str, labels: dict[str, str], match: bool) -> Non
 def test_bad_selector_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="label selector"):
         parse_plugin_settings({"backgroundpods": {"arguments": {"labelSelector": "a=(b"}}})
+
+
+@pytest.mark.parametrize(("text", "labels", "evicted"), [
+    # No key required: every pod without `keep` is a background pod, `busy` too; in name order bg-0 goes back to
+    # its GPU and busy-0 no longer fits.
+    ("!keep", {"app": "x"}, ["busy-0"]),
+    ("tier!=gold,role=maintenance", {"role": "maintenance"}, ["bg-0"]),  # the key required second
+    ("role=maintenance", {"app": "x"}, []),  # no pod carries the required key: nothing is looked at per job
+])
+def test_selector_without_or_with_a_required_key(text: str, labels: dict[str, str], evicted: list[str]) -> None:
+    settings = parse_plugin_settings({"backgroundpods": {"arguments": {"labelSelector": text}}})
+    config = SchedulerConfig(plugins=settings, actions=("allocate",))
+    d = cycle([*base(), *running("busy", 7), *background("bg", labels=labels), *pending("job", 1)], config)
+    assert [e.pod for e in d.evictions] == evicted

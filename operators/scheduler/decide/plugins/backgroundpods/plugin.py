@@ -25,6 +25,7 @@ from operators.scheduler.decide.units import GPU
 NAME = "backgroundpods"
 DEFAULT_SELECTOR = "kai.scheduler/background=true"
 EVICTION_MESSAGE = "Evicted to make room for a workload on this node"  # KAI's
+KEY_REQUIRED = frozenset({"In", "Exists", "Gt", "Lt"})  # requirement operators no pod without the key matches
 
 
 class BackgroundPods(Plugin):
@@ -48,8 +49,13 @@ class BackgroundPods(Plugin):
         return Hooks(session_open=self, scope=self, session_close=self)
 
     def on_session_open(self, session: Session) -> None:
-        stmt = self.statement = session.statement()
         selector, namespaces = self.selector, self.namespaces
+        # A pod without a label the selector requires cannot match: with no pod carrying it, nothing is
+        # looked at per job (the default selector requires kai.scheduler/background).
+        required = next((r.key for r in selector.requirements if r.operator in KEY_REQUIRED), None)
+        if required is not None and not any(required in p.labels for p in session.snapshot.pods):
+            return
+        stmt = self.statement = session.statement()
         for job in session.jobs:
             if job.queue is None:
                 continue
@@ -58,7 +64,8 @@ class BackgroundPods(Plugin):
                     continue  # holds nothing on a node to give back
                 if namespaces is not None and task.namespace not in namespaces:
                     continue
-                if not selector.matches(task.rec.labels):
+                labels = task.rec.labels
+                if (required is not None and required not in labels) or not selector.matches(labels):
                     continue
                 stmt.evict(task, NAME, "", EVICTION_MESSAGE)
                 _add_request(task, session, -1)

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from operators.core.dra import is_gpu_class
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
 DeviceId = tuple[str, str, str]
+_CLAIMS = attrgetter("claims")
 
 
 class DynamicResources(Plugin):
@@ -57,6 +59,7 @@ class DynamicResources(Plugin):
         self.saved: dict[str, Allocation] = {}  # allocations freed by an eviction, for its rollback
         # Pod uid -> the devices its BindRequest allocates, while the pod waits for the bind (not yet in its claims).
         self.binding: dict[str, tuple[DeviceId, ...]] = {}
+        self.any_claims = False  # some pod of the snapshot has claims (set at session open)
 
     def hooks(self) -> Hooks:
         return Hooks(session_open=self, scope=self, node_prefilter=self, node_filter=self, allocate_event=self,
@@ -65,6 +68,9 @@ class DynamicResources(Plugin):
     # --- session ------------------------------------------------------------------------------------
     def on_session_open(self, session: Session) -> None:
         snap = session.snapshot
+        self.any_claims = any(map(_CLAIMS, snap.pods))
+        if not self.any_claims and not snap.resource_claims:
+            return  # no claim to account and no pod to place with one: in_use says so, every hook leaves
         self.claims = {c.key: c for c in snap.resource_claims}
         self.classes = {c.name: c for c in snap.device_classes}
         for s in sorted(snap.resource_slices, key=lambda s: s.name):
@@ -111,7 +117,7 @@ class DynamicResources(Plugin):
                     self.taken.setdefault(device, "")
 
     def in_use(self, session: Session) -> bool:
-        return any(p.claims for p in session.snapshot.pods)
+        return self.any_claims
 
     def _keys(self, task: Task) -> list[str]:
         return [f"{task.rec.namespace}/{name}" for _, name in task.rec.claims if name]

@@ -61,6 +61,8 @@ class Pdb(Plugin):
         for i, p in enumerate(self.pdbs):
             by_namespace.setdefault(p.namespace, []).append(i)
         self.refused = {r.pod: r for r in snapshot.refused_evictions}
+        if not self.pdbs and not self.refused:
+            return  # nothing to look up per pod (the common case: the per-task loop costs ~30 ms at 50k pods)
         for job in session.jobs:
             indexes = by_namespace.get(job.namespace)
             for t in job.tasks:

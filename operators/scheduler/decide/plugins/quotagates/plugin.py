@@ -16,6 +16,7 @@ is never left gated by a scheduler that does not know the gate.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from operators.core import keys
@@ -53,6 +54,9 @@ def waiting_message(gated: int, error: explain.JobError) -> str:
     return f"{gated} pod(s) gated until queue {queue} admits them under its {what} ({error.reason})"
 
 
+_QUOTA_GATED = attrgetter("quota_gated")
+
+
 class QuotaGates(Plugin):
     name = "quotagates"
     default_priority = 430
@@ -61,7 +65,7 @@ class QuotaGates(Plugin):
         return Hooks(scope=self, session_close=self)
 
     def in_use(self, session: Session) -> bool:
-        return any(p.quota_gated for p in session.snapshot.pods)
+        return any(map(_QUOTA_GATED, session.snapshot.pods))
 
     def on_session_close(self, session: Session) -> None:
         jobs = sorted((j for j in session.jobs if j.queue is not None and quota_gated(j)),

@@ -6,11 +6,14 @@ still have others consolidated for it.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job
 from operators.scheduler.decide.session import Session
 
 CONSOLIDATION = "consolidation"
+_SAFE = attrgetter("rec.safe_to_consolidate")  # read in C over every job
 
 
 class SafeToConsolidate(Plugin):
@@ -25,7 +28,7 @@ class SafeToConsolidate(Plugin):
         return Hooks(session_open=self, scope=self, victim_filter=self)
 
     def on_session_open(self, session: Session) -> None:
-        self.pinned = any(not job.rec.safe_to_consolidate for job in session.jobs)
+        self.pinned = not all(map(_SAFE, session.feature_jobs))  # the pinned jobs are among them
 
     def in_use(self, session: Session) -> bool:
         return self.pinned

@@ -44,7 +44,7 @@ class SemiPreemptible(Plugin):
         return Hooks(session_open=self, scope=self, capacity=self, allocate_event=self, deallocate_event=self)
 
     def on_session_open(self, session: Session) -> None:
-        for job in session.jobs:
+        for job in session.feature_jobs:  # the semi-preemptible jobs are among them
             if job.rec.preemptibility != keys.SEMI_PREEMPTIBLE or job.queue is None:
                 continue
             self.jobs.add(job)
