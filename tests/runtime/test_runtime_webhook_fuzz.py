@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from operators.admission.main import MUTATE_PATH, VALIDATE_PATH, parser, routes
 from operators.core.webhook import WebhookServer
-from tests.unit.admission.test_fuzz_pod_admission import JSON, REQUESTS
+from tests.fuzz.test_fuzz_pod_admission import JSON, REQUESTS
 
 
 def bodies(count: int) -> list[bytes]:
