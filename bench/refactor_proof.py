@@ -6,7 +6,14 @@ all actions over two cycles), once with the scheduler code of git revision `--ba
 directory) and once with the working tree, and compares the JSON outputs byte for byte. Up to `--mixed-max`
 nodes the same cluster is also run with work for every action (`mixed`: preemptors, stale gangs, min-runtime).
 Prints one row per run (size, actions, bytes, sha256 before/after, identical) and exits 1 on any difference.
-Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000]
+
+Then, up to `--mixed-max` nodes, `--churn-cycles` live cycles with churn between them (`churn_proof`): the mixed
+cluster is listed into the scheduler's own informers, and each cycle's decisions on the incremental snapshot
+(`SchedulerLoop.snapshot`) are compared byte for byte with those on a full rebuild (every object the API server
+holds parsed afresh, the outstanding assumptions overlaid). Between cycles the cycle's binds and evictions are
+assumed as the writer assumes them and delivered by watch events one cycle later, its annotations land, and
+`shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
+Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6]
 """
 
 from __future__ import annotations
@@ -94,12 +101,104 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
     return [Path(f"{out}.{i}").read_bytes() for i in range(len(runs))]
 
 
+def churn_proof(size: int, cycles: int) -> list[tuple[int, int, int, bytes, bytes]]:
+    """(cycle, watch events, snapshot pods, incremental decisions, full-rebuild decisions) of each live cycle."""
+    import asyncio
+    from dataclasses import replace
+
+    from scheduler_bench import generate
+    from shell_bench import Churn, Cluster, list_pages
+
+    from operators.core.cache import object_key
+    from operators.scheduler.decide.config import SchedulerConfig
+    from operators.scheduler.decide.cycle import run_cycle
+    from operators.scheduler.decide.simulation import with_implicit_podgroups
+    from operators.scheduler.decide.snapshot import build_snapshot, podgroup_record
+    from operators.scheduler.shell.loop import SchedulerLoop
+
+    config = SchedulerConfig()
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    loop = SchedulerLoop(object(), config)
+    informers = {"Node": loop.nodes, "Pod": loop.pods, "PodGroup": loop.podgroups, "Queue": loop.queues,
+                 "PriorityClass": loop.priority_classes, "BindRequest": loop.bindrequests}
+    cluster = Cluster([o for o in with_implicit_podgroups(mixed(generate(size))) if o["kind"] in informers])
+    for kind, objects in cluster.objects.items():
+        fresh: dict[str, Any] = {}
+        for page in list_pages(list(objects.values())):
+            informers[kind].take_page(page, fresh)
+        informers[kind].replace_all(fresh)
+    deleting: set[str] = set()  # evictions assumed, their pods not yet deleted
+
+    def full() -> Any:
+        parse = {**{k: i.parse for k, i in informers.items()}, "PodGroup": podgroup_record}
+        records = {k: [parse[k](o) for o in cluster.of(k).values()] for k in informers}
+        pods = [replace(r, deleting=True) if r is not None and f"{r.namespace}/{r.name}" in deleting else r
+                for r in records["Pod"]]
+        return build_snapshot(nodes=records["Node"], pods=[p for p in pods if p is not None],
+                              podgroups=records["PodGroup"], queues=records["Queue"],
+                              bindrequests=records["BindRequest"], priority_classes=records["PriorityClass"])
+
+    delivered = [0]  # watch events applied since the last cycle
+
+    def deliver(writes: list[tuple[str, dict[str, Any]]]) -> None:
+        for kind, obj in writes:
+            if kind != "ADDED" and object_key(obj) not in cluster.of(obj["kind"]):
+                continue  # deleted meanwhile (churn): the API server has nothing to modify or delete
+            delivered[0] += 1
+            informers[obj["kind"]].apply_event(json.loads(json.dumps(cluster.event(kind, obj))))
+            if kind == "DELETED":
+                deleting.discard(object_key(obj))
+
+    churn, out = Churn(seed=size), []
+    later: list[tuple[str, dict[str, Any]]] = []
+    n = max(len(cluster.of("Pod")) // 100, 3)
+    for cycle in range(1, cycles + 1):
+        snapshot, rebuilt = loop.snapshot(), full()
+        now = 1.7e9 + 10 * cycle
+        inc = json.dumps(run_cycle(snapshot, config, now).to_dict(), indent=1).encode()
+        decisions = run_cycle(rebuilt, config, now)
+        out.append((cycle, delivered[0], len(snapshot.pods), inc,
+                    json.dumps(decisions.to_dict(), indent=1).encode()))
+        delivered[0] = 0
+        # What the cycle wrote lands one cycle later; until then it is assumed, as by the writer.
+        writes: list[tuple[str, dict[str, Any]]] = []
+        pods = cluster.of("Pod")
+        for b in decisions.binds:
+            key = f"{b.namespace}/{b.pod}"
+            if key in pods and loop._assume(b):
+                body = loop._request_body(b, loop.pods.store[key].uid)
+                cluster.of("BindRequest")[key] = body
+                bound = {**pods[key], "spec": {**pods[key]["spec"], "nodeName": b.node},
+                         "status": {"phase": "Running"}}
+                writes.append(("MODIFIED", bound))
+                writes.append(("DELETED", body))  # the binder's cleanup once the pod is bound
+        for e in decisions.evictions:
+            key = f"{e.namespace}/{e.pod}"
+            current = loop.pods.store.get(key)
+            if key in pods and current is not None and not current.deleting:
+                loop.assumed_pods.assume(key, replace(current, deleting=True))
+                deleting.add(key)
+                writes.append(("DELETED", pods[key]))
+        for a in decisions.annotations:  # patches land at once
+            pg = cluster.of("PodGroup").get(f"{a.namespace}/{a.pod_group}")
+            if pg is not None:
+                notes = {k: v for k, v in {**(pg["metadata"].get("annotations") or {}), a.key: a.value}.items()
+                         if v is not None}
+                deliver([("MODIFIED", {**pg, "metadata": {**pg["metadata"], "annotations": notes}})])
+        deliver(churn.writes(cluster, n))
+        deliver(later)  # the previous cycle's binds and evictions land
+        later = writes
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--baseline", default="main", help="git revision whose decisions are the reference")
     parser.add_argument("--sizes", default="500,1000,5000", help="node counts of the generated clusters")
     parser.add_argument("--mixed-max", type=int, default=1000,
                         help="largest size also run with the mixed input (priorities, stale gangs, min-runtime)")
+    parser.add_argument("--churn-cycles", type=int, default=6,
+                        help="live cycles with churn, incremental snapshot against a full rebuild (0: none)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
@@ -135,6 +234,16 @@ def main(argv: list[str] | None = None) -> int:
                 different += not same
                 print(f"{size:>6} {name:<6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
                       f"{hashlib.sha256(a).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
+    if args.churn_cycles:
+        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'bytes':>10} {'sha256 incremental':<18} "
+              f"{'sha256 full':<18} identical")
+    for size in [s for s in sorted(set(sizes)) if s <= args.mixed_max and args.churn_cycles]:
+        for cycle, events, pods, inc, rebuilt in churn_proof(size, args.churn_cycles):
+            same = inc == rebuilt
+            different += not same
+            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {len(inc):>10} "
+                  f"{hashlib.sha256(inc).hexdigest()[:16]:<18} {hashlib.sha256(rebuilt).hexdigest()[:16]:<18} "
+                  f"{'yes' if same else 'NO'}", flush=True)
     print("identical" if not different else f"{different} run(s) differ")
     return 1 if different else 0
 

@@ -8,15 +8,17 @@ record a caller's `parse` function makes of each object (full pod dicts are larg
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kubernetes_asyncio import client
 
-from operators.core.kube import RawError, raw, raw_stream
+from operators.core.kube import RawError, raw_stream
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class Informer(Generic[R]):
         self.field_selector = field_selector
         self.page_size = page_size
         self.store: dict[str, R] = {}
+        self.version = 0  # counts every write to `store` (views built from it are current while it holds)
         self.resource_version: str | None = None
         self._index_fns = indexes or {}
         self._indexes: dict[str, dict[Hashable, set[str]]] = {name: {} for name in self._index_fns}
@@ -103,6 +106,7 @@ class Informer(Generic[R]):
         self._put(key, record, event)
 
     def _put(self, key: str, record: R | None, event: str) -> None:
+        self.version += 1
         old = self.store.get(key)
         if old is not None:
             self._unindex(key, old)
@@ -140,14 +144,33 @@ class Informer(Generic[R]):
         fresh: dict[str, R | None] = {}
         cont: str | None = None
         while True:
-            page = await raw(self.api, "GET", self.resource.path(self.namespace),
-                             query={**self._query(), "limit": self.page_size, "continue": cont}, timeout=120)
-            for obj in page.get("items") or []:
-                fresh[object_key(obj)] = self.parse(obj)
-            cont = (page.get("metadata") or {}).get("continue")
+            resp = await raw_stream(self.api, "GET", self.resource.path(self.namespace),
+                                    query={**self._query(), "limit": self.page_size, "continue": cont},
+                                    timeout=120)
+            async with resp:
+                body = await resp.read()
+            meta = self.take_page(body, fresh)
+            cont = meta.get("continue")
             if not cont:
-                self.resource_version = page["metadata"]["resourceVersion"]
+                self.resource_version = meta["resourceVersion"]
                 break
+        self.replace_all(fresh)
+
+    def take_page(self, body: bytes, fresh: dict[str, R | None]) -> dict[str, Any]:
+        """One page of a list (the API server's JSON): each item's record into `fresh` (what `replace_all`
+        installs); returns the list's metadata. The page is decoded and parsed with the cyclic GC paused: its
+        objects are acyclic and short-lived, and collections triggered by them would traverse the growing record
+        heap again and again (at 150,000 pods that was four fifths of the list's CPU)."""
+        with paused_gc():
+            page = json.loads(body)
+            parse = self.parse
+            for obj in page.get("items") or []:
+                fresh[object_key(obj)] = parse(obj)
+            meta: dict[str, Any] = page.get("metadata") or {}
+            return meta
+
+    def replace_all(self, fresh: dict[str, R | None]) -> None:
+        """A completed list: the store becomes `fresh`; listeners hear only what differs from what was held."""
         for key in [k for k in self.store if k not in fresh]:
             self._put(key, None, "DELETED")
         for key, record in fresh.items():
@@ -167,22 +190,20 @@ class Informer(Generic[R]):
                 line = await resp.content.readline()
                 if not line:
                     return
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone()
-                    raise RuntimeError(f"watch error on {self.resource.plural}: {obj.get('message')}")
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if kind == "BOOKMARK":
-                    self.resource_version = rv
-                    continue
-                key = object_key(obj)
-                if kind == "DELETED":
-                    self._put(key, None, kind)
-                else:
-                    self._put(key, self.parse(obj), kind)
-                self.resource_version = rv
+                self.apply_event(json.loads(line))
+
+    def apply_event(self, event: dict[str, Any]) -> None:
+        """One decoded watch event: the store follows it (raises `_Gone` on 410, RuntimeError on other errors)."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone()
+            raise RuntimeError(f"watch error on {self.resource.plural}: {obj.get('message')}")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind != "BOOKMARK":
+            key = object_key(obj)
+            self._put(key, None if kind == "DELETED" else self.parse(obj), str(kind))
+        self.resource_version = rv
 
     async def run(self) -> None:
         """List, then watch forever; relist after 410 Gone; back off on errors."""
@@ -212,6 +233,18 @@ class Informer(Generic[R]):
                 log.warning("watch of %s failed (%s); retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic GC off for a synchronous section (no await inside: nothing else runs meanwhile)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class _Gone(Exception):

@@ -39,7 +39,6 @@ from operators.scheduler.decide.plugins.proportion.usage import usage_pairs
 from operators.scheduler.decide.searchbackoff import Backoff
 from operators.scheduler.decide.snapshot import (
     bindrequest_record,
-    build_snapshot,
     configmap_record,
     node_record,
     pdb_record,
@@ -52,6 +51,7 @@ from operators.scheduler.shell.assume import PodGroupOverlay, pod_transform
 from operators.scheduler.shell.dra import DraShell
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
 from operators.scheduler.shell.shard import ShardWatcher
+from operators.scheduler.shell.snapshotview import SnapshotViews
 from operators.scheduler.shell.usagedb import UsageReader
 from operators.scheduler.shell.writer import Writer
 
@@ -102,6 +102,7 @@ class SchedulerLoop(Writer):
         self.search_backoff: dict[tuple[str, str], Backoff] = {}
         self.podgroups.add_listener(self._on_podgroup)
         self.dra = DraShell(api, self.wake.set)  # DRA objects, once the API server serves resource.k8s.io/v1
+        self.views = SnapshotViews(self.nodes, self.pods, self.podgroups)
 
     # --- triggers --------------------------------------------------------------------------------
     def _on_change(self, event: str, old: Any, new: Any) -> None:
@@ -194,10 +195,9 @@ class SchedulerLoop(Writer):
             metrics.LOOP_LAG.set(max(time.monotonic() - before - 1, 0))
 
     def snapshot(self) -> Any:
-        return build_snapshot(
-            nodes=list(self.nodes.store.values()), pods=list(self.pods.store.values()),
-            podgroups=list(self.podgroups.store.values()), queues=list(self.queues.store.values()),
-            bindrequests=list(self.bindrequests.store.values()),
+        """The cycle's snapshot: records shared with the previous cycles' where their store did not change."""
+        return self.views.snapshot(
+            queues=list(self.queues.store.values()), bindrequests=list(self.bindrequests.store.values()),
             priority_classes=list(self.priority_classes.store.values()),
             configmaps=list(self.configmaps.store.values()), topologies=list(self.topologies.store.values()),
             **self.dra.records(), node_pool_label=self.config.node_pool_label, partition=self.config.partition,
