@@ -11,6 +11,9 @@ gangs     `--pods / 10` gangs of 10 pods (a RayCluster that KubeRay leaves alone
 mixed     `--pods` pods, every fifth one asking for half a GPU (`gpu-fraction: "0.5"`), the rest single-CPU.
 backlog   `--backlog` pods (each size in turn) asking for more GPUs than any node has: all stay pending and nothing
           changes. Once the run settles the writes are counted over `--window` seconds.
+scale     `--scale-pods` pods (20,000 by default; KAI's envelope is 1,000 nodes): of every five blocks of ten pods,
+          two are gangs of 10 (as `gangs`), two single-pod jobs, one single pods asking for half a GPU. Its pods
+          stay until every workload ran: `--workloads scale,ceiling` measures the ceiling at that backlog.
 
 For every run it prints pods/s from the first create until every pod is Running, the create-to-bound and
 bound-to-Running latency (p50/p90/p99) and the same split into pipeline stages (pod-grouper, scheduler, binder,
@@ -18,6 +21,7 @@ node agent; from the bench's watches and from the API server's timestamps), the 
 verb and resource (the delta of the API server's `apiserver_request_total` over the run, leases counted apart),
 and the CPU seconds per bound pod of every process of the cluster. It plots progress over time. Run:
 python bench/apiserver_bench.py [--cluster apibench] [--pods 1000] [--workloads ceiling,single,gangs,mixed,backlog]
+For the e2e at scale: kai dev up ... --nodes 1000, then --workloads scale,ceiling [--scale-pods 20000] --timeout 3600.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from operators.core.kube import api_client, is_not_found, raw, raw_stream
+from operators.core.kube import RawError, api_client, is_not_found, raw, raw_stream
 from operators.devcluster.cluster import load_state
 
 READS = ("GET", "LIST", "WATCH")
@@ -62,6 +66,7 @@ class Run:
     podgroups: dict[str, float] = field(default_factory=dict)  # PodGroup -> wall time its watch showed it
     bindrequests: dict[str, float] = field(default_factory=dict)  # pod -> wall time its BindRequest was seen
     server_stages: list[tuple[str, list[float]]] = field(default_factory=list)  # from the objects' timestamps
+    retries: int = 0  # creates answered 500 and retried
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
@@ -305,39 +310,58 @@ def raycluster(name: str, queue: str, workers: int) -> dict[str, Any]:
 
 
 async def suite(api: Any, measure: Measure, workload: str, count: int, concurrency: int, timeout: float,
-                gang: int = 10) -> Run:
+                gang: int = 10, keep: list[str] | None = None) -> Run:
+    """One workload end to end. With `keep`, its namespace and queue stay (their paths are appended to it): the
+    next runs measure at that backlog."""
     queue = await make_queue(api)
     namespace = await create_namespace(api, f"apibench-{workload}")
     await asyncio.sleep(2)  # the scheduler's informer sees the queue before its pods
     base = f"/api/v1/namespaces/{namespace}/pods"
     calls: list[Callable[[], Awaitable[None]]] = []
     run = Run({"single": f"single: {count} single-pod jobs", "gangs": f"gangs: {count // gang} x {gang} pods",
-               "mixed": f"mixed: {count} pods, 1 in 5 half a GPU"}[workload], count)
+               "mixed": f"mixed: {count} pods, 1 in 5 half a GPU",
+               "scale": f"scale: {count} pods, 2 in 5 in gangs of {gang}, 2 in 5 single, 1 in 5 half a GPU"}[workload],
+              count)
 
     async def create(body: dict[str, Any]) -> None:
-        await raw(api, "POST", base, body=body)
+        # A 500 (a webhook call that timed out on a starved box) is retried as a controller would; counted.
+        for attempt in range(4):
+            try:
+                await raw(api, "POST", base, body=body)
+                break
+            except RawError as exc:
+                if exc.status != 500 or attempt == 3:
+                    raise
+                run.retries += 1
         run.created[body["metadata"]["name"]] = time.time()
 
-    owners: list[dict[str, Any]] = []
-    if workload == "gangs":
+    if workload in ("gangs", "scale"):
         run.pods = count = count // gang * gang
-        for g in range(count // gang):
-            owners.append(await raw(api, "POST", f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
-                                    body=raycluster(f"gang-{g:04d}", queue, gang - 1)))
-        for g, owner in enumerate(owners):
-            ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": owner["metadata"]["name"],
-                   "uid": owner["metadata"]["uid"], "controller": True}
-            for i in range(gang):
-                head = i == 0
-                labels = {"ray.io/cluster": owner["metadata"]["name"],
-                          "ray.io/node-type": "head" if head else "worker",
-                          "ray.io/group": "headgroup" if head else "workers"}
-                calls.append(partial(create, pod(f"g{g:04d}-{i:02d}", "kai-scheduler", queue, labels=labels,
-                                                 owner=ref)))
-    else:
-        for i in range(count):
-            fraction = "0.5" if workload == "mixed" and i % 5 == 4 else ""
-            calls.append(partial(create, pod(f"kai-{i:05d}", "kai-scheduler", queue, fraction=fraction)))
+    # Blocks of `gang` pods: every block a gang for `gangs`; for `scale`, of every five blocks two are gangs,
+    # two single-pod jobs and one single pods asking for half a GPU (`mixed` has one pod in five so).
+    kinds = [("gang" if workload == "gangs" or (workload == "scale" and b % 5 < 2)
+              else "fraction" if workload == "scale" and b % 5 == 4 else "single") for b in range(-(-count // gang))]
+    owners: dict[int, dict[str, Any]] = {}
+
+    async def make_owner(b: int) -> None:
+        owners[b] = await raw(api, "POST", f"/apis/ray.io/v1/namespaces/{namespace}/rayclusters",
+                              body=raycluster(f"gang-{b:05d}", queue, gang - 1))
+
+    await bounded(concurrency, [partial(make_owner, b) for b, kind in enumerate(kinds) if kind == "gang"])
+    for b, kind in enumerate(kinds):
+        if kind != "gang":
+            for i in range(b * gang, min((b + 1) * gang, count)):
+                fraction = "0.5" if kind == "fraction" or (workload == "mixed" and i % 5 == 4) else ""
+                calls.append(partial(create, pod(f"kai-{i:05d}", "kai-scheduler", queue, fraction=fraction)))
+            continue
+        owner = owners[b]
+        ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": owner["metadata"]["name"],
+               "uid": owner["metadata"]["uid"], "controller": True}
+        for i in range(gang):
+            head = i == 0
+            labels = {"ray.io/cluster": owner["metadata"]["name"], "ray.io/node-type": "head" if head else "worker",
+                      "ray.io/group": "headgroup" if head else "workers"}
+            calls.append(partial(create, pod(f"g{b:05d}-{i:02d}", "kai-scheduler", queue, labels=labels, owner=ref)))
     before = await measure()
     run.started = time.time()
     stage_watchers = [
@@ -349,7 +373,12 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
         watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
         await bounded(concurrency, calls)
         run.writes_s = time.time() - run.started
-        await watcher
+        try:
+            await watcher
+        except TimeoutError as exc:  # report what ran, labelled: a long run's numbers are not thrown away
+            print(f"\n  {workload}: {exc}; the report covers the pods Running by then", flush=True)
+            run.name += f" (timed out: {len(run.running)} of {run.pods} Running)"
+            run.pods = len(run.running)
         for task in stage_watchers:
             task.cancel()
         run.running_s = max(run.running.values()) - run.started
@@ -359,8 +388,12 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
     finally:
         for task in stage_watchers:
             task.cancel()
-        await delete_and_wait(api, f"/api/v1/namespaces/{namespace}")
-        await delete_and_wait(api, f"/apis/scheduling.run.ai/v2/queues/{queue}")
+        paths = [f"/api/v1/namespaces/{namespace}", f"/apis/scheduling.run.ai/v2/queues/{queue}"]
+        if keep is None:
+            for path in paths:
+                await delete_and_wait(api, path, timeout=1800)
+        else:
+            keep += paths
     return run
 
 
@@ -493,6 +526,8 @@ def report(run: Run, ceiling_rate: float | None) -> None:
     bound = len(run.bound)
     print(f"  pods {run.pods}  creates done {run.writes_s:.1f} s  all Running {run.running_s:.1f} s  "
           f"-> {run.rate(run.running_s):.1f} pods/s end to end")
+    if run.retries:
+        print(f"  creates answered 500 and retried: {run.retries}")
     if ceiling_rate:
         print(f"  end to end / create+bind ceiling of this run: {run.rate(run.running_s) / ceiling_rate:.2f}")
     to_bound = [run.bound[p] - run.created[p] for p in run.bound if p in run.created]
@@ -559,7 +594,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--cluster", default="apibench")
     parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument("--workloads", default="ceiling,single,gangs,mixed,backlog")
+    parser.add_argument("--workloads", default="ceiling,single,gangs,mixed,backlog",
+                        help="any of ceiling,single,gangs,mixed,backlog,scale in order; `scale,ceiling` measures the "
+                             "ceiling with the scale run's pods still there")
+    parser.add_argument("--scale-pods", type=int, default=20000,
+                        help="scale: pods (2 in 5 in gangs of 10, 2 in 5 single, 1 in 5 half a GPU); its pods "
+                             "stay until every workload ran")
     parser.add_argument("--backlog", default="400,4000", help="pending pod counts of the backlog runs")
     parser.add_argument("--settle", type=float, default=900,
                         help="backlog: at most this many seconds for the first writes to go out")
@@ -580,12 +620,21 @@ async def main() -> None:
     async with api:
         measure = Measure(api, dict(state.pids))
         ceiling_rate = None
+        kept: list[str] = []
+        scale_run: Run | None = None
         for workload in workloads:
             if workload == "ceiling":
                 run = await ceiling(api, measure, args.pods, args.concurrency, args.timeout)
                 ceiling_rate = run.rate(run.writes_s)
                 print(f"\n== {run.name}: {run.rate(run.writes_s):.1f} pods/s create+bind, "
                       f"{run.rate(run.running_s):.1f} pods/s until Running")
+                if scale_run is not None:
+                    print(f"  with the scale run's {scale_run.pods} pods in place: scale end to end / this ceiling "
+                          f"{scale_run.rate(scale_run.running_s) / ceiling_rate:.2f}")
+            elif workload == "scale":
+                run = await suite(api, measure, workload, args.scale_pods, args.concurrency, args.timeout, keep=kept)
+                report(run, ceiling_rate)
+                scale_run = run
             elif workload == "backlog":
                 for size in (int(s) for s in args.backlog.split(",") if s.strip()):
                     run = await backlog(api, measure, size, args.concurrency, args.settle, args.window)
@@ -598,8 +647,10 @@ async def main() -> None:
             runs.append(run)
         print("\npeak RSS (VmHWM) since start: " + ", ".join(
             f"{name} {mib:.0f} MiB" for name, mib in sorted(peak_rss_mib(dict(state.pids)).items())))
-    plot(runs, args.plot)
-    print(f"\nwrote {args.plot}")
+        plot(runs, args.plot)
+        print(f"\nwrote {args.plot}", flush=True)
+        for path in kept:
+            await delete_and_wait(api, path, timeout=1800)
 
 
 if __name__ == "__main__":

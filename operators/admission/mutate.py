@@ -92,15 +92,19 @@ def _pointer(path: Sequence[str | int]) -> str:
 
 
 class _Patch:
-    """Applies changes to a private copy of the pod and records them as JSON patch operations.
+    """Applies changes to a copy-on-write view of the pod and records them as JSON patch operations.
 
-    Keeping the copy current lets later steps see earlier ones (as KAI's plugins share one pod object), and
-    lets every operation target a path that exists at that point of the sequence.
+    Keeping the view current lets later steps see earlier ones (as KAI's plugins share one pod object), and
+    lets every operation target a path that exists at that point of the sequence. Only the objects and lists
+    on a written path are copied (shallowly, once): most pods get one operation or none, and a deep copy of
+    the whole pod was most of a review's cost. The caller's pod is never changed.
     """
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
-        self.doc: dict[str, Any] = copy.deepcopy(dict(pod))
+        self.doc: dict[str, Any] = dict(pod)
         self.ops: JsonPatch = []
+        self._private: list[Any] = [self.doc]  # the copies made so far (kept alive: ids stay unique)
+        self._ids = {id(self.doc)}
 
     def get(self, path: Sequence[str | int]) -> Any:
         node: Any = self.doc
@@ -113,18 +117,31 @@ class _Patch:
                 return None
         return node
 
+    def _own(self, value: Any) -> Any:
+        """`value` itself when it is one of our copies, else a shallow copy of it that is."""
+        if id(value) in self._ids or not isinstance(value, dict | list):
+            return value
+        copied = dict(value) if isinstance(value, dict) else list(value)
+        self._private.append(copied)
+        self._ids.add(id(copied))
+        return copied
+
     def _object(self, path: Sequence[str | int]) -> dict[str, Any]:
-        """The object at `path`, adding empty objects for missing (or null) members on the way."""
+        """The object at `path`, made writable, adding empty objects for missing (or null) members on the way."""
         node: Any = self.doc
         for depth, token in enumerate(path):
             if isinstance(node, list):  # list items are never created here, only walked through
-                node = node[int(token)]
+                index = int(token)
+                node[index] = child = self._own(node[index])
+                node = child
                 continue
             child = node.get(token)
             if child is None:
-                child = {}
-                node[token] = child
+                child = self._own({})
                 self.ops.append({"op": "add", "path": _pointer(path[: depth + 1]), "value": {}})
+            else:
+                child = self._own(child)
+            node[token] = child
             node = child
         if not isinstance(node, dict):
             raise TypeError(f"{_pointer(path)} is not an object")
@@ -147,11 +164,15 @@ class _Patch:
             parent[key] = [copy.deepcopy(value)]
             self.ops.append({"op": "add", "path": _pointer(path), "value": [value]})
         else:
+            parent[key] = items = self._own(items)
             items.append(copy.deepcopy(value))
             self.ops.append({"op": "add", "path": _pointer([*path, "-"]), "value": value})
 
     def replace(self, path: Sequence[str | int], index: int, value: Any) -> None:
-        self.get(path)[index] = copy.deepcopy(value)
+        parent = self._object(path[:-1])
+        key = str(path[-1])
+        parent[key] = items = self._own(parent[key])
+        items[index] = copy.deepcopy(value)
         self.ops.append({"op": "replace", "path": _pointer([*path, index]), "value": value})
 
 

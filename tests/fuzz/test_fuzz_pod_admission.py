@@ -113,11 +113,14 @@ def test_reviews_always_answer_allowed_or_a_4xx_denial(pod: dict[str, Any], shar
 def test_mutation_is_idempotent_and_its_names_fit(pod: dict[str, Any]) -> None:
     from tests.unit.admission.conftest import _apply
 
+    before = repr(pod)  # the copy-on-write view must never write through to the request's pod
     try:
         ops = mutate_pod(pod, "ns", runtime_class_name="nvidia", random_suffix=lambda: "abcdefg")
     except Exception as exc:
         assert type(exc).__name__ == "AdmissionDenied", exc
         return
+    finally:
+        assert repr(pod) == before
     mutated = _apply(pod, ops)
     assert mutate_pod(mutated, "ns", runtime_class_name="nvidia", random_suffix=lambda: "zzzzzzz") == []
     for volume in (mutated["spec"].get("volumes") or []):

@@ -1,0 +1,364 @@
+"""What the admission webhook costs a pod create: the create rate with and without it, in one run.
+
+Against a dev cluster started without the KAI components (so nothing but the bench's own admission process
+answers reviews, and no scheduler binds anything), on loopback:
+
+    kai dev up --name admit --port-base 12000 --no-components --no-kuberay --detach
+    python bench/admission_bench.py --cluster admit [--pods 1000] [--concurrency 32] [--rounds 2]
+
+The bench starts the admission component (`kai run admission`, the editable install's code) with a serving
+certificate from the cluster's CA, and registers the webhook configurations `kai dev up` registers (the chart's:
+namespace exclusions and the `schedulerName` matchCondition). Each round then creates `--pods` pods in a new
+namespace with `--concurrency` requests in flight, for each mode in turn (the order alternates between rounds so
+that drift in the machine's load does not favour one mode):
+
+on        `kai-scheduler` pods, webhook configurations installed (one mutating and one validating review each)
+off       `kai-scheduler` pods, webhook configurations removed
+foreign   pods of another scheduler, webhook configurations installed (the matchCondition keeps them away)
+
+It prints pods/s per mode and the ratio on/off (the target is >= 0.80); for the `on` runs the reviews per pod,
+the admission process's CPU per review (`/proc/<pid>/stat`), the API server's CPU per pod in every mode, the
+latency of the webhook calls as the API server measured them (`apiserver_admission_webhook_admission_duration_seconds`,
+interpolated within its buckets) and as the webhook measured them (`kai_webhook_review_duration_seconds`).
+Finally `--direct` reviews are POSTed straight to the webhook over keep-alive TLS at the same concurrency: its
+latency p50/p99 and CPU per review without the API server in the way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from apiserver_bench import bounded, cpu_seconds, delete_and_wait, percentiles, pod
+from prometheus_client.parser import text_string_to_metric_families
+
+from operators.core.kube import api_client, is_not_found, raw, raw_stream
+from operators.devcluster import pki, webhooks
+from operators.devcluster.cluster import State, load_state
+
+REGISTRATIONS = "/apis/admissionregistration.k8s.io/v1"
+PLURAL = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+          "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
+POD_HOOK = "admission.kai-scheduler.svc"
+
+
+# --- the admission process and its registration ---------------------------------------------------------------
+class Admission:
+    """The admission component as a child process, with its own certificate and ports."""
+
+    def __init__(self, state: State) -> None:
+        base = state.ports["apiserver"] - 443
+        taken = set(state.ports.values())
+        self.webhook, self.metrics, self.probe = [p for p in range(base + 790, base + 800) if p not in taken][:3]
+        self.dir = Path(tempfile.mkdtemp(prefix="admission-bench-"))
+        ca = pki.CertificateAuthority(Path(state.dir) / "pki")
+        pair = ca.issue("admission-bench", "kai-webhooks", server=True, ips=["127.0.0.1"], dns=["localhost"])
+        shutil.copyfile(pair.cert, self.dir / "tls.crt")
+        shutil.copyfile(pair.key, self.dir / "tls.key")
+        self.ca_pem = ca.pem
+        self.log = open(self.dir / "admission.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "operators.cli", "run", "admission", f"--webhook-addr=127.0.0.1:{self.webhook}",
+             f"--cert-dir={self.dir}", f"--metrics-bind-address=127.0.0.1:{self.metrics}",
+             f"--health-probe-bind-address=127.0.0.1:{self.probe}", "--gpu-sharing-enabled=true"],
+            env={**os.environ, "KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"},
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    async def ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise SystemExit(f"admission exited: see {self.dir / 'admission.log'}")
+                try:
+                    async with http.get(f"http://127.0.0.1:{self.probe}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.2)
+        raise TimeoutError("the admission process is not ready")
+
+    async def reviews(self) -> float:
+        """Pod reviews answered so far (kai_admission_requests_total over the mutate and validate webhooks)."""
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.metrics}/metrics") as resp:
+            text = await resp.text()
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name.startswith("kai_admission_requests_total") and s.labels.get("webhook") != "topology")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def registrations(admission: Admission) -> list[dict[str, Any]]:
+    """The pod webhook configurations `kai dev up` registers (the topology one is left out: no Topology here)."""
+    configs = webhooks.configurations(ca_pem=admission.ca_pem, admission_port=admission.webhook, queue_port=None,
+                                      podgroup_port=None)
+    return [c for c in configs if c["webhooks"][0]["name"] == POD_HOOK]
+
+
+async def install(api: Any, configs: list[dict[str, Any]]) -> None:
+    for config in configs:
+        await raw(api, "POST", f"{REGISTRATIONS}/{PLURAL[config['kind']]}", body=config)
+
+
+async def uninstall(api: Any, configs: list[dict[str, Any]]) -> None:
+    for config in configs:
+        try:
+            await raw(api, "DELETE", f"{REGISTRATIONS}/{PLURAL[config['kind']]}/{config['metadata']['name']}")
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+
+
+async def settle(api: Any, admission: Admission, namespace: str, *, reviewed: bool, timeout: float = 30) -> None:
+    """Wait until the API server's view of the registrations matches: a probe pod is reviewed, or no longer is."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = await admission.reviews()
+        name = f"probe-{uuid.uuid4().hex[:6]}"
+        await raw(api, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(name, "kai-scheduler"))
+        await raw(api, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        if ((await admission.reviews()) > before) == reviewed:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"the API server did not {'start' if reviewed else 'stop'} calling the webhook")
+
+
+# --- the API server's numbers ------------------------------------------------------------------------------------
+async def scrape(api: Any) -> str:
+    resp = await raw_stream(api, "GET", "/metrics")
+    async with resp:
+        return (await resp.read()).decode()
+
+
+def histogram(text: str, family_name: str, match: dict[str, str]) -> dict[float, float]:
+    """Cumulative bucket counts (le -> count) of the series of `family_name` whose labels include `match`."""
+    out: Counter[float] = Counter()
+    for family in text_string_to_metric_families(text):
+        if family.name != family_name:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") and all(sample.labels.get(k) == v for k, v in match.items()):
+                out[float(sample.labels["le"])] += sample.value
+    return dict(out)
+
+
+def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
+    """The q-quantile of the observations between two scrapes, interpolated linearly within its bucket."""
+    buckets = sorted((le, after.get(le, 0) - before.get(le, 0)) for le in after)
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank, low, below = q * buckets[-1][1], 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return low
+            return low + (le - low) * (rank - below) / max(count - below, 1e-9)
+        low, below = le, count
+    return low
+
+
+# --- the runs ----------------------------------------------------------------------------------------------------
+class Result:
+    def __init__(self, mode: str, pods: int, seconds: float) -> None:
+        self.mode, self.pods, self.seconds = mode, pods, seconds
+        self.reviews = 0.0
+        self.webhook_cpu = 0.0
+        self.apiserver_cpu = 0.0
+        self.server_hist: tuple[dict[float, float], dict[float, float]] = ({}, {})
+        self.own_hist: tuple[dict[float, float], dict[float, float]] = ({}, {})
+
+    @property
+    def rate(self) -> float:
+        return self.pods / self.seconds
+
+
+async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: str, count: int,
+                  concurrency: int) -> Result:
+    namespace = f"admbench-{mode}-{uuid.uuid4().hex[:6]}"
+    await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
+    scheduler = "other-scheduler" if mode == "foreign" else "kai-scheduler"
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    bodies = [pod(f"p-{i:05d}", scheduler) for i in range(count)]
+
+    async def create(body: dict[str, Any]) -> None:
+        await raw(api, "POST", base, body=body)
+
+    try:
+        reviews, own, server = await admission.reviews(), await own_scrape(admission), await scrape(api)
+        cpu = cpu_seconds({**pids, "admission": admission.proc.pid})
+        started = time.monotonic()
+        await bounded(concurrency, [partial(create, b) for b in bodies])
+        result = Result(mode, count, time.monotonic() - started)
+        cpu_after = cpu_seconds({**pids, "admission": admission.proc.pid})
+        result.reviews = await admission.reviews() - reviews
+        result.webhook_cpu = cpu_after["admission"] - cpu["admission"]
+        result.apiserver_cpu = cpu_after.get("kube-apiserver", 0.0) - cpu.get("kube-apiserver", 0.0)
+        family = "apiserver_admission_webhook_admission_duration_seconds"
+        result.server_hist = (histogram(server, family, {"name": POD_HOOK}),
+                              histogram(await scrape(api), family, {"name": POD_HOOK}))
+        mine = "kai_webhook_review_duration_seconds"
+        result.own_hist = (histogram(own, mine, {}), histogram(await own_scrape(admission), mine, {}))
+    finally:
+        await delete_and_wait(api, f"/api/v1/namespaces/{namespace}")
+    return result
+
+
+async def own_scrape(admission: Admission) -> str:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{admission.metrics}/metrics") as resp:
+        return await resp.text()
+
+
+def review_body(i: int) -> bytes:
+    """An AdmissionReview of a pod CREATE as the API server sends it (the pod carries its managedFields)."""
+    obj = pod(f"d-{i:05d}", "kai-scheduler")
+    obj["metadata"].update({"namespace": "bench", "uid": str(uuid.uuid4()), "creationTimestamp": None,
+                            "managedFields": [{"manager": "bench", "operation": "Update", "apiVersion": "v1",
+                                               "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]})
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "namespace": "bench",
+        "operation": "CREATE", "userInfo": {"username": "bench"}, "object": obj, "oldObject": None,
+        "dryRun": False}}).encode()
+
+
+async def direct(admission: Admission, count: int, concurrency: int) -> tuple[list[float], float, float]:
+    """Reviews POSTed straight to the webhook (keep-alive TLS): per-review latencies, wall seconds, CPU seconds."""
+    ctx = ssl.create_default_context(cadata=admission.ca_pem.decode())
+    bodies = [review_body(i) for i in range(count)]
+    latencies: list[float] = []
+    connector = aiohttp.TCPConnector(ssl=ctx, limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        async def one(body: bytes, path: str) -> None:
+            begin = time.perf_counter()
+            async with http.post(f"https://127.0.0.1:{admission.webhook}{path}", data=body,
+                                 headers={"Content-Type": "application/json"}) as resp:
+                answer = await resp.read()
+            latencies.append(time.perf_counter() - begin)
+            if not json.loads(answer)["response"]["allowed"]:
+                raise RuntimeError(f"review denied: {answer[:200]!r}")
+
+        await one(bodies[0], "/mutate--v1-pod")  # the connection pool warms up outside the measurement
+        latencies.clear()
+        cpu = cpu_seconds({"admission": admission.proc.pid})["admission"]
+        started = time.monotonic()
+        paths = ("/mutate--v1-pod", "/validate--v1-pod")
+        await bounded(concurrency, [partial(one, b, paths[i % 2]) for i, b in enumerate(bodies)])
+        wall = time.monotonic() - started
+        return latencies, wall, cpu_seconds({"admission": admission.proc.pid})["admission"] - cpu
+
+
+def ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 1000:.1f} ms"
+
+
+def report(results: list[Result]) -> None:
+    by_mode: dict[str, list[Result]] = {}
+    for r in results:
+        by_mode.setdefault(r.mode, []).append(r)
+    rates = {mode: sum(r.pods for r in rs) / sum(r.seconds for r in rs) for mode, rs in by_mode.items()}
+    print("\ncreate rate (all rounds: pods / seconds of creating)")
+    what = {"on": "kai-scheduler pods, webhook on ", "off": "kai-scheduler pods, webhook off",
+            "foreign": "other scheduler's pods, webhook on"}
+    for mode, rs in by_mode.items():
+        rounds = ", ".join(f"{r.rate:.1f}" for r in rs)
+        print(f"  {what[mode]:36} {rates[mode]:7.1f} pods/s  (rounds: {rounds})  "
+              f"API server CPU {sum(r.apiserver_cpu for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
+    if "on" in rates and "off" in rates:
+        print(f"  ratio on / off: {rates['on'] / rates['off']:.2f}  (target >= 0.80)")
+    if "foreign" in rates and "off" in rates:
+        print(f"  ratio foreign (webhook on) / off: {rates['foreign'] / rates['off']:.2f}")
+    on = by_mode.get("on", [])
+    reviews = sum(r.reviews for r in on)
+    if reviews:
+        pods = sum(r.pods for r in on)
+        print(f"webhook, `on` runs: {reviews / pods:.2f} reviews per pod, "
+              f"CPU {sum(r.webhook_cpu for r in on) / reviews * 1000:.2f} ms per review")
+        for label, pick in (("as the API server timed the calls", lambda r: r.server_hist),
+                            ("as the webhook timed its handling", lambda r: r.own_hist)):
+            before: Counter[float] = Counter()
+            after: Counter[float] = Counter()
+            for r in on:
+                b, a = pick(r)
+                before.update(b)
+                after.update(a)
+            print(f"  latency {label}: p50 {ms(quantile(before, after, 0.5))}  "
+                  f"p99 {ms(quantile(before, after, 0.99))}")
+    foreign = sum(r.reviews for r in by_mode.get("foreign", []))
+    print(f"reviews of the other scheduler's pods: {foreign:.0f}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--cluster", default="admit")
+    parser.add_argument("--pods", type=int, default=1000, help="pods per mode and round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--direct", type=int, default=4000, help="reviews POSTed straight to the webhook")
+    parser.add_argument("--modes", default="on,off,foreign")
+    args = parser.parse_args()
+    state = load_state(args.cluster)
+    if state is None:
+        raise SystemExit(f"no dev cluster {args.cluster!r}: kai dev up --name {args.cluster} --port-base 12000 "
+                         "--no-components --no-kuberay --detach")
+    if "admission" in state.pids:
+        raise SystemExit("the cluster runs the KAI components: start it with --no-components")
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    admission = Admission(state)
+    api = await api_client(state.kubeconfig)
+    configs = registrations(admission)
+    results: list[Result] = []
+    try:
+        async with api:
+            await admission.ready()
+            await uninstall(api, configs)
+            probe_ns = f"admbench-probe-{uuid.uuid4().hex[:6]}"
+            await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": probe_ns}})
+            installed = False
+            for rnd in range(args.rounds):
+                for mode in modes if rnd % 2 == 0 else list(reversed(modes)):
+                    want = mode != "off"
+                    if want != installed:
+                        await (install(api, configs) if want else uninstall(api, configs))
+                        await settle(api, admission, probe_ns, reviewed=want)
+                        installed = want
+                    result = await creates(api, admission, dict(state.pids), mode, args.pods, args.concurrency)
+                    print(f"round {rnd + 1} {mode:8} {result.rate:7.1f} pods/s  "
+                          f"({result.pods} pods in {result.seconds:.1f} s, {result.reviews:.0f} reviews)", flush=True)
+                    results.append(result)
+            await uninstall(api, configs)
+            await delete_and_wait(api, f"/api/v1/namespaces/{probe_ns}")
+            report(results)
+            if args.direct:
+                latencies, wall, cpu = await direct(admission, args.direct, args.concurrency)
+                p50, _, p99 = percentiles(latencies)
+                print(f"direct to the webhook ({args.direct} reviews, {args.concurrency} in flight, keep-alive TLS): "
+                      f"{args.direct / wall:.0f} reviews/s, p50 {ms(p50)}  p99 {ms(p99)}, "
+                      f"CPU {cpu / args.direct * 1000:.2f} ms per review")
+    finally:
+        admission.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
