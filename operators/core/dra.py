@@ -51,10 +51,12 @@ def claim_gpus(claim: Mapping[str, Any]) -> tuple[str, int]:
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
     """The ResourceClaim names of a pod's `spec.resourceClaims` (a template's claim from
-    `status.resourceClaimStatuses`; not yet created ones are left out)."""
+    `status.resourceClaimStatuses`; not yet created ones are left out), and its KEP-5004 special claim."""
+    status = pod.get("status") or {}
     generated = {str(s.get("name")): str(s.get("resourceClaimName") or "")
-                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
-    out = []
+                 for s in status.get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
+    special = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    out = [str(special)] if special else []
     for ref in (pod.get("spec") or {}).get("resourceClaims") or ():
         if isinstance(ref, Mapping):
             name = str(ref.get("resourceClaimName") or generated.get(str(ref.get("name") or ""), ""))

@@ -263,3 +263,6 @@ def test_extended_resource_backed_by_dra_binds_with_its_special_claim(cluster: C
     assert {(r["pool"], r["request"]) for r in results} == {(node, "container-0-request-1")}
     assert [r["uid"] for r in c["status"]["reservedFor"]] == [bound["metadata"]["uid"]]
     assert get(cluster, namespace, "bindrequest", "e")["spec"]["receivedGPU"]["count"] == 2  # GPU class: 2 GPUs
+    group = bound["metadata"]["annotations"]["pod-group-name"]
+    poll(lambda: (get(cluster, namespace, "podgroup", group).get("status") or {}).get("resourcesStatus", {}).get(
+        "allocated", {}).get(DRIVER) == "2", "the PodGroup's allocated DRA GPUs", timeout=60)

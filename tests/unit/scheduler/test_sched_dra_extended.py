@@ -10,7 +10,7 @@ from typing import Any
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 from test_sched_dra import DRIVER, dra_node
 
-from operators.core.dra import EXTENDED_RESOURCE_CLAIM, extended_requests, extended_resource_classes
+from operators.core.dra import EXTENDED_RESOURCE_CLAIM, extended_requests, extended_resource_classes, pod_claim_names
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 NAME = "example.com/dra-gpu"
@@ -74,3 +74,9 @@ def test_plain_gpu_pods_are_untouched() -> None:
     snap = snapshot_from_objects(objects(podgroup("g"), pod("g", "g", gpus=1)))
     (p,) = snap.pods
     assert p.claims == () and p.extended == () and snap.resource_claims == ()
+
+
+def test_the_controllers_find_the_special_claim_in_the_pod_status() -> None:
+    obj = {"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "mine"}]},
+           "status": {"extendedResourceClaimStatus": {"resourceClaimName": "e-extended-resources-x"}}}
+    assert pod_claim_names(obj) == ["e-extended-resources-x", "mine"]
