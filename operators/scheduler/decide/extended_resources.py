@@ -31,6 +31,7 @@ def with_extended_claims(nodes: Sequence[Any], pods: Sequence[Any], classes: Ite
         return list(pods), claims
     mapping = extended_resource_classes((c.name, c.extended_resource) for c in classes)
     plugin = {name for n in nodes for name, _ in n.scalars}
+    known = {c.key for c in claims}  # `kai simulate` carries a bound pod's virtual claim, allocated, to its next cycle
     out, virtual = [], []
     for p in pods:
         mine = [e for e in p.extended if e[1] in mapping and e[1] not in plugin]
@@ -38,7 +39,7 @@ def with_extended_claims(nodes: Sequence[Any], pods: Sequence[Any], classes: Ite
             out.append(p)
             continue
         name = p.extended_claim or virtual_claim_name(p.name)
-        if not p.extended_claim:
+        if not p.extended_claim and f"{p.namespace}/{name}" not in known:
             virtual.append(ClaimRecord(
                 namespace=p.namespace, name=name, uid=f"{p.uid}/extended-resources", owner_pod=p.uid,
                 requests=tuple(DeviceRequest(request, mapping[resource], count=count)

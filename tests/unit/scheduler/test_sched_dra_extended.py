@@ -80,3 +80,18 @@ def test_the_controllers_find_the_special_claim_in_the_pod_status() -> None:
     obj = {"spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "mine"}]},
            "status": {"extendedResourceClaimStatus": {"resourceClaimName": "e-extended-resources-x"}}}
     assert pod_claim_names(obj) == ["e-extended-resources-x", "mine"]
+
+
+def test_a_claim_already_in_the_snapshot_is_not_made_again() -> None:
+    """`kai simulate`'s next cycle has the bound pod's claim, allocated under the virtual name: it holds the
+    devices, and no unallocated twin replaces it."""
+    held = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "e-extended-resources", "namespace": "ns", "uid": "c1"},
+            "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+                "deviceClassName": DRIVER, "count": 2}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "container-0-request-1", "driver": DRIVER, "pool": "n1", "device": f"gpu-{i}"}
+                for i in range(2)]}}, "reservedFor": [{"resource": "pods", "name": "e", "uid": "uid-e"}]}}
+    snap = snapshot_from_objects(objects(podgroup("e"), ext_pod("e", 2, node_name="n1", phase="Running"), held))
+    (c,) = snap.resource_claims
+    assert c.allocated is not None and len(c.allocated) == 2
