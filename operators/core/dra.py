@@ -51,10 +51,12 @@ def claim_gpus(claim: Mapping[str, Any]) -> tuple[str, int]:
 
 def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
     """The ResourceClaim names of a pod's `spec.resourceClaims` (a template's claim from
-    `status.resourceClaimStatuses`; not yet created ones are left out)."""
+    `status.resourceClaimStatuses`; not yet created ones are left out), and its KEP-5004 special claim."""
+    status = pod.get("status") or {}
     generated = {str(s.get("name")): str(s.get("resourceClaimName") or "")
-                 for s in (pod.get("status") or {}).get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
-    out = []
+                 for s in status.get("resourceClaimStatuses") or () if isinstance(s, Mapping)}
+    special = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    out = [str(special)] if special else []
     for ref in (pod.get("spec") or {}).get("resourceClaims") or ():
         if isinstance(ref, Mapping):
             name = str(ref.get("resourceClaimName") or generated.get(str(ref.get("name") or ""), ""))
@@ -70,3 +72,47 @@ def gpus_by_class(claims: Iterable[tuple[str, int]]) -> dict[str, int]:
         if name and count > 0:
             out[name] = out.get(name, 0) + count
     return out
+
+
+# --- KEP-5004: extended resources backed by DRA ---------------------------------------------------------------
+
+# Every DeviceClass is also reachable as the extended resource DEVICE_CLASS_PREFIX + its name (the implicit name).
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+# The annotation ("true") of the special ResourceClaim made for a pod's extended resources; also the pod claim name a
+# BindRequest gives that claim (a pod's own claim names are DNS labels, so they never contain a "/").
+EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+
+
+def extended_resource_classes(classes: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Extended resource name -> device class, from (class name, spec.extendedResourceName) pairs: each class under
+    its implicit name, and under its explicit one (several classes naming one: the first by class name)."""
+    out: dict[str, str] = {}
+    for name, extended in sorted(classes):
+        out[DEVICE_CLASS_PREFIX + name] = name
+        if extended:
+            out.setdefault(extended, name)
+    return out
+
+
+def extended_requests(spec: Mapping[str, Any]) -> tuple[tuple[str, str, str, int], ...]:
+    """(container, resource, device request name, count) of each extended resource (a name with a "/" outside
+    kubernetes.io) a container of the pod requests. KEP-5004 names the special claim's request
+    `container-<i>-request-<j>`: i the index among initContainers then containers, j the index of the resource
+    among the container's request names (limits' included, as the API server defaults them), sorted."""
+    out = []
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    for i, container in enumerate(containers):
+        resources = (container.get("resources") or {}) if isinstance(container, Mapping) else {}
+        # The API server defaults a request to its limit: the names it stores are those of both.
+        requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for j, name in enumerate(sorted(str(k) for k in requests)):
+            native = name.split("/", 1)[0].endswith("kubernetes.io") and not name.startswith(DEVICE_CLASS_PREFIX)
+            if "/" not in name or native:
+                continue
+            try:
+                count = int(str(requests[name]))
+            except ValueError:
+                continue
+            if count > 0:
+                out.append((str(container.get("name") or ""), name, f"container-{i}-request-{j}", count))
+    return tuple(out)

@@ -35,7 +35,7 @@ def pod(obj: dict[str, Any]) -> dict[str, Any]:
     if volumes:
         slim_spec["volumes"] = volumes
     slim_status = {k: status[k] for k in ("phase", "conditions", "nominatedNodeName", "startTime",
-                                          "resourceClaimStatuses") if k in status}
+                                          "resourceClaimStatuses", "extendedResourceClaimStatus") if k in status}
     for key in ("containerStatuses", "initContainerStatuses"):  # what each container was given (in-place resize)
         given = [{"name": cs.get("name"), "resources": {"requests": (cs.get("resources") or {}).get("requests")},
                   "allocatedResources": cs.get("allocatedResources")}

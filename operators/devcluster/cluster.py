@@ -30,6 +30,9 @@ from operators.devcluster.node.addresses import NODE_NAME, NodeAddresses
 
 MANIFESTS = Path(__file__).parent / "manifests"
 STAGES = Path(__file__).parent / "kwok-stages.yaml"
+# KEP-5004 (alpha in v1.35): DeviceClass.extendedResourceName and the special claims of pods asking for it. The API
+# server drops the field without it; the controller-manager's resource-claim controller deletes those claims.
+FEATURE_GATES = "--feature-gates=DRAExtendedResource=true"
 CRDS = build.REPO / "crds"
 AUTOSCALER = build.REPO / "e2e" / "autoscaler"
 
@@ -303,6 +306,7 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         "--disable-admission-plugins=TaintNodesByCondition",
         "--max-requests-inflight=1600", "--max-mutating-requests-inflight=800",
         "--profiling=false", "--event-ttl=2h",
+        FEATURE_GATES,
         *audit,
     ])
     launcher.wait_http("kube-apiserver", f"{state.server}/readyz", timeout, tls=tls)
@@ -319,6 +323,7 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         "--controllers=*,-node-lifecycle-controller,-node-ipam-controller,-cloud-node-lifecycle-controller,"
         "-service-lb-controller,-node-route-controller",
         "--leader-elect=false", "--kube-api-qps=200", "--kube-api-burst=400",
+        FEATURE_GATES,
     ])
     launcher.start("kube-scheduler", [
         str(bins.tool("kube-scheduler")),

@@ -25,13 +25,16 @@ log = logging.getLogger("dra-driver")
 DRIVER = "gpu.nvidia.com"
 API = "/apis/resource.k8s.io/v1"
 MANAGED_LABEL = "kai.dev/dra-driver"
+# KEP-5004: pods asking `requests[EXTENDED_RESOURCE]` get devices of the class (a name kwok's nodes never list).
+EXTENDED_RESOURCE = "example.com/dra-gpu"
 DEVICE_CLASS_SELECTOR = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"
 
 
 def device_class() -> dict[str, Any]:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
             "metadata": {"name": DRIVER, "labels": {MANAGED_LABEL: DRIVER}},
-            "spec": {"selectors": [{"cel": {"expression": DEVICE_CLASS_SELECTOR}}]}}
+            "spec": {"selectors": [{"cel": {"expression": DEVICE_CLASS_SELECTOR}}],
+                     "extendedResourceName": EXTENDED_RESOURCE}}
 
 
 def _uuid(node: str, index: int) -> str:

@@ -22,6 +22,7 @@ from tests.support import Cluster, apply, items, poll, queue
 pytestmark = pytest.mark.cluster
 DRIVER = "gpu.nvidia.com"
 NODES = "kai.test/dra-nodes"  # the label of a test's DRA nodes, and its pods' node selector
+EXTENDED = "example.com/dra-gpu"  # the DeviceClass's extendedResourceName (KEP-5004)
 MEMORY = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('100Gi')) >= 0"
 
 
@@ -228,3 +229,40 @@ def test_dra_gpus_count_in_quota_and_are_reclaimed(cluster: Cluster, namespace: 
     for p in owners:
         assert claim_of(cluster, namespace, p)["status"]["allocation"]["devices"]["results"][0]["pool"] == \
             p["spec"]["nodeName"]
+
+
+def test_extended_resource_backed_by_dra_binds_with_its_special_claim(cluster: Cluster, namespace: str,
+                                                                       driver: None) -> None:
+    """KEP-5004 (feature gate DRAExtendedResource): `requests[example.com/dra-gpu]: 2` on a node without that
+    capacity gets two devices of the class naming it, in the special claim the binder creates; the API server
+    accepts the claim, its allocation and reservedFor, and the pod's extendedResourceClaimStatus."""
+    assert cluster.get_json("deviceclass", DRIVER)["spec"]["extendedResourceName"] == EXTENDED
+    (node,) = dra_nodes(cluster, namespace, 1, gpus=2)
+    q = f"q-{namespace}"
+    ext = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "e", "labels": {"kai.scheduler/queue": q,
+                                                                                   "app": "dra-ext"}},
+           "spec": {"schedulerName": "kai-scheduler", "priorityClassName": "train", "nodeSelector": {NODES: namespace},
+                    "containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "100m"}, "limits": {EXTENDED: "2"}}}]}}
+    apply(cluster, namespace, [queue(q), ext])
+    (bound,) = poll(lambda: running(cluster, namespace, "app=dra-ext"), "the pod to run", timeout=60)
+    assert bound["spec"]["nodeName"] == node
+    status = bound["status"]["extendedResourceClaimStatus"]
+    # Sorted request names of container 0: cpu, example.com/dra-gpu -> container-0-request-1.
+    assert status["requestMappings"] == [{"containerName": "c", "resourceName": EXTENDED,
+                                          "requestName": "container-0-request-1"}]
+    c = get(cluster, namespace, "resourceclaim", status["resourceClaimName"])
+    assert c["metadata"]["name"].startswith("e-extended-resources-")
+    assert c["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    (owner,) = c["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Pod", bound["metadata"]["uid"], True)
+    assert c["spec"]["devices"]["requests"] == [{"name": "container-0-request-1", "exactly": {
+        "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 2}}]
+    results = c["status"]["allocation"]["devices"]["results"]
+    assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
+    assert {(r["pool"], r["request"]) for r in results} == {(node, "container-0-request-1")}
+    assert [r["uid"] for r in c["status"]["reservedFor"]] == [bound["metadata"]["uid"]]
+    assert get(cluster, namespace, "bindrequest", "e")["spec"]["receivedGPU"]["count"] == 2  # GPU class: 2 GPUs
+    group = bound["metadata"]["annotations"]["pod-group-name"]
+    poll(lambda: (get(cluster, namespace, "podgroup", group).get("status") or {}).get("resourcesStatus", {}).get(
+        "allocated", {}).get(DRIVER) == "2", "the PodGroup's allocated DRA GPUs", timeout=60)

@@ -17,7 +17,16 @@ from kubernetes_asyncio import client
 
 from operators.binder.common import error_message, meta
 from operators.binder.plugins import BindingState, Node, Pod
+from operators.binder.plugins.extended_claim import (
+    DEVICE_CLASSES,
+    NAMESPACE_CLAIMS,
+    POD_STATUS,
+    existing_claim,
+    pod_status_patch,
+    special_claim,
+)
 from operators.core.api.bindrequest import BindRequestRecord
+from operators.core.dra import EXTENDED_RESOURCE_CLAIM
 from operators.core.kube import is_conflict, raw
 
 log = logging.getLogger("binder")
@@ -96,14 +105,37 @@ class DynamicResources:
     async def pre_bind(self, pod: Pod, node: Node, request: BindRequestRecord, state: BindingState) -> None:
         m = meta(pod)
         for pod_claim, allocation in request.claim_allocations:
-            name = claim_name(pod, pod_claim)
             wanted = json.loads(allocation)
+            if pod_claim == EXTENDED_RESOURCE_CLAIM:
+                name = existing_claim(pod) or await self._create_special_claim(pod, wanted)
+            else:
+                name = claim_name(pod, pod_claim)
             try:
                 allocated = await self._update(m["namespace"], name, lambda c, a=wanted: reserve(c, pod, a))
             except Exception as exc:
                 raise ClaimError(f"failed to update claim {name} for pod {m['namespace']}/{m['name']}: "
                                  f"{error_message(exc)}") from exc
             state.claims.append((name, bool(allocated)))
+
+    async def _create_special_claim(self, pod: Pod, allocation: Mapping[str, Any]) -> str:
+        """KEP-5004: creates the pod's special claim and names it in the pod's status (a retried bind finds it
+        there, so a failed bind leaves no second claim); its name."""
+        m = meta(pod)
+        try:
+            # The pod as it is now: the bind may be a retry of one that created the claim.
+            fresh = await raw(self.api, "GET", POD_STATUS.format(namespace=m["namespace"], name=m["name"]))
+            if existing_claim(fresh):
+                return existing_claim(fresh)
+            classes = (await raw(self.api, "GET", DEVICE_CLASSES)).get("items") or ()
+            body, mappings = special_claim(pod, allocation, classes)
+            created = await raw(self.api, "POST", NAMESPACE_CLAIMS.format(namespace=m["namespace"]), body=body)
+            name = str(created["metadata"]["name"])
+            await raw(self.api, "PATCH", POD_STATUS.format(namespace=m["namespace"], name=m["name"]),
+                      body=pod_status_patch(name, mappings), content_type="application/merge-patch+json")
+        except Exception as exc:
+            raise ClaimError(f"failed to create the extended resource claim of pod {m['namespace']}/{m['name']}: "
+                             f"{error_message(exc)}") from exc
+        return name
 
     async def post_bind(self, pod: Pod, node: Node, request: BindRequestRecord, state: BindingState) -> None:
         return None

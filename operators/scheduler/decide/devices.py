@@ -89,6 +89,7 @@ class SliceRecord:
 class DeviceClassRecord:
     name: str
     selectors: tuple[str, ...]  # CEL expressions
+    extended_resource: str = ""  # spec.extendedResourceName (KEP-5004)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +211,9 @@ def _selectors(raw: Any) -> tuple[str, ...]:
 
 
 def device_class_record(obj: Mapping[str, Any]) -> DeviceClassRecord:
-    return DeviceClassRecord(str(_meta(obj).get("name") or ""), _selectors((obj.get("spec") or {}).get("selectors")))
+    spec = obj.get("spec") or {}
+    return DeviceClassRecord(str(_meta(obj).get("name") or ""), _selectors(spec.get("selectors")),
+                             str(spec.get("extendedResourceName") or ""))
 
 
 def _tolerations(raw: Any) -> tuple[Toleration, ...]:

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from operators.core import keys
+from operators.core.dra import extended_requests
 from operators.core.durations import parse_delay, parse_seconds
 from operators.core.resources import (
     GpuRequest,
@@ -314,6 +315,10 @@ class PodRecord:
     preempt_never: bool = False
     # DRA: (pod claim name, ResourceClaim name; "" while a template's claim is not created yet) per spec.resourceClaims.
     claims: tuple[tuple[str, str], ...] = ()
+    # KEP-5004: (container, resource, device request name, count) of its extended resources (core.dra), and the
+    # special ResourceClaim made for those backed by DRA (status.extendedResourceClaimStatus; "" until made).
+    extended: tuple[tuple[str, str, str, int], ...] = ()
+    extended_claim: str = ""
     # What placement depends on of the claims (set with the snapshot's claims): pods whose claims ask the same of
     # unallocated devices share fit results; an allocated or shared claim is itself part of it. () : the pod key.
     claim_fit: tuple[object, ...] = ()
@@ -627,6 +632,8 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
                                  else annotations.get(keys.PREEMPTION_DELAY)), resize_from=resize_from,
         preempt_never=spec.get("preemptionPolicy") == "Never",
         claims=pod_claims(spec, status) if spec.get("resourceClaims") else (),
+        extended=extended_requests(spec) if scalars else (),
+        extended_claim=str((status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName") or ""),
         quota_gated=[g.get("name") for g in spec.get("schedulingGates") or ()] == [keys.QUOTA_GATE])
 
 

@@ -20,6 +20,7 @@ from operators.scheduler.decide.devices import (
     slice_record,
     with_dra_gpus,
 )
+from operators.scheduler.decide.extended_resources import with_extended_claims
 from operators.scheduler.decide.records import (
     BindRequestRecord,
     ConfigMapRecord,
@@ -106,8 +107,10 @@ def build_snapshot(
     pdbs: Iterable[PdbRecord] = (),
     refused_evictions: Iterable[RefusedEviction] = (),
 ) -> Snapshot:
-    slices, claims = tuple(resource_slices), tuple(resource_claims)
+    slices, claims, classes = tuple(resource_slices), tuple(resource_claims), tuple(device_classes)
     nodes = [n for n in nodes if _in_shard(n.labels, node_pool_label, partition)]
+    if classes:  # KEP-5004: extended resources backed by DRA become a claim of their pod
+        pods, claims = with_extended_claims(nodes, list(pods), classes, claims)
     if slices or claims:  # KAI's rule: DRA GPUs are whole GPUs of their node and of the pods claiming them
         nodes, pods = with_dra_gpus(nodes, pods, slices, {c.key: c for c in claims})
     return Snapshot(
@@ -123,7 +126,7 @@ def build_snapshot(
         topologies=tuple(sorted(topologies, key=lambda t: t.name)),
         pdbs=tuple(sorted(pdbs, key=lambda p: (p.namespace, p.name))),
         refused_evictions=tuple(refused_evictions),
-        resource_slices=slices, resource_claims=claims, device_classes=tuple(device_classes),
+        resource_slices=slices, resource_claims=claims, device_classes=classes,
     )
 
 
