@@ -50,8 +50,9 @@ class SnapshotViews:
 
     def snapshot(self, *, node_pool_label: str, partition: str, **small: Any) -> Snapshot:
         """`build_snapshot(nodes=..., pods=..., podgroups=..., **small)` over the stores, the large kinds shared.
-        With DRA slices or claims the nodes' and pods' GPUs are derived from them: the full build then."""
-        if small.get("resource_slices") or small.get("resource_claims"):
+        With DRA slices or claims the nodes' and pods' GPUs are derived from them, and with DeviceClasses a pod's
+        DRA-backed extended resources become a claim (KEP-5004): the full build then."""
+        if small.get("resource_slices") or small.get("resource_claims") or small.get("device_classes"):
             return build_snapshot(nodes=self._nodes.store.values(), pods=self._pods.store.values(),
                                   podgroups=self._podgroups.store.values(), node_pool_label=node_pool_label,
                                   partition=partition, **small)
