@@ -8,15 +8,18 @@ record a caller's `parse` function makes of each object (full pod dicts are larg
 from __future__ import annotations
 
 import asyncio
+import gc
+import itertools
 import json
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator
+import re
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kubernetes_asyncio import client
 
-from operators.core.kube import RawError, raw, raw_stream
+from operators.core.kube import RawError, raw_stream
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,57 @@ PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups")
 BINDREQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests")
 TOPOLOGIES = Resource("kai.scheduler", "v1alpha1", "topologies")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets")
+# Records stored (and listeners called) between two yields to the event loop while a list is applied or a watch
+# burst is read: a 150,000-pod list or a burst of buffered events would otherwise hold the loop for seconds, and
+# probes, lease renewals and the work queues' workers with it.
+YIELD_EVERY = 100
+# With `freeze_records`, the records are moved out of the collector's view (`gc.freeze`) after every list page and
+# every this many watch events: 150,000 pods' records are ~0.5-2 million objects, which each full collection of
+# the cyclic garbage collector would traverse (seconds under load, at unpredictable moments, the loop held).
+FREEZE_EVERY = 5000
+_DECODE = json.JSONDecoder().raw_decode
+_SPACE_RUN = re.compile(r"[ \t\n\r]*")
+
+
+def _skip(text: str, i: int) -> int:
+    """The index of the first non-whitespace character at or after `i`."""
+    match = _SPACE_RUN.match(text, i)
+    return match.end() if match else i
+
+
+def list_page(text: str) -> Iterator[tuple[str, Any]]:
+    """The fields of a list's JSON page in order, `items` one element at a time: ("items", object) per item,
+    (name, value) for every other field. Each value goes through the C decoder on its own, so a caller can yield
+    to the event loop between items and drop each raw item once it is parsed."""
+    def expect(i: int, char: str) -> int:
+        if text[i:i + 1] != char:
+            raise ValueError(f"malformed list page: {char!r} expected at {i}")
+        return _skip(text, i + 1)
+
+    i = expect(_skip(text, 0), "{")
+    while text[i:i + 1] != "}":
+        field, i = _DECODE(text, i)
+        i = expect(_skip(text, i), ":")
+        if field == "items" and text[i:i + 1] == "[":
+            i = _skip(text, i + 1)
+            while text[i:i + 1] != "]":
+                item, i = _DECODE(text, i)
+                yield "items", item
+                i = _skip(text, i)
+                if text[i:i + 1] == ",":
+                    i = _skip(text, i + 1)
+                elif text[i:i + 1] != "]":
+                    raise ValueError(f"malformed list page: ',' or ']' expected at {i}")
+            i = _skip(text, i + 1)
+        else:
+            value, i = _DECODE(text, i)
+            if field != "items":  # "items": null is an empty page
+                yield field, value
+            i = _skip(text, i)
+        if text[i:i + 1] == ",":
+            i = _skip(text, i + 1)
+        elif text[i:i + 1] != "}":
+            raise ValueError(f"malformed list page: ',' or '}}' expected at {i}")
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -65,7 +119,8 @@ class Informer(Generic[R]):
     def __init__(self, api: client.ApiClient, resource: Resource, parse: Callable[[dict[str, Any]], R | None], *,
                  namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, page_size: int = 500,
-                 indexes: dict[str, Callable[[R], Iterable[Hashable]]] | None = None) -> None:
+                 indexes: dict[str, Callable[[R], Iterable[Hashable]]] | None = None,
+                 freeze_records: bool = False) -> None:
         self.api = api
         self.resource = resource
         self.parse = parse
@@ -79,6 +134,7 @@ class Informer(Generic[R]):
         self._indexes: dict[str, dict[Hashable, set[str]]] = {name: {} for name in self._index_fns}
         self._listeners: list[Listener[R]] = []
         self.synced = asyncio.Event()
+        self.freeze_records = freeze_records
 
     # --- reading -----------------------------------------------------------------------------------
     def get(self, key: str) -> R | None:
@@ -140,22 +196,43 @@ class Informer(Generic[R]):
         fresh: dict[str, R | None] = {}
         cont: str | None = None
         while True:
-            page = await raw(self.api, "GET", self.resource.path(self.namespace),
-                             query={**self._query(), "limit": self.page_size, "continue": cont}, timeout=120)
-            for obj in page.get("items") or []:
-                fresh[object_key(obj)] = self.parse(obj)
-            cont = (page.get("metadata") or {}).get("continue")
+            resp = await raw_stream(self.api, "GET", self.resource.path(self.namespace),
+                                    query={**self._query(), "limit": self.page_size, "continue": cont}, timeout=120)
+            async with resp:
+                text = (await resp.read()).decode()
+            meta: dict[str, Any] = {}
+            # One item decoded and parsed at a time (only its record stays), yielding between chunks: a 500-pod
+            # page is ~2.5 MB of JSON, whose one-piece decode would hold the loop for tens of milliseconds.
+            for n, (field, value) in enumerate(list_page(text), 1):
+                if field == "items":
+                    fresh[object_key(value)] = self.parse(value)
+                elif field == "metadata":
+                    meta = value or {}
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            self._freeze()
+            cont = meta.get("continue")
             if not cont:
-                self.resource_version = page["metadata"]["resourceVersion"]
+                self.resource_version = meta["resourceVersion"]
                 break
         for key in [k for k in self.store if k not in fresh]:
             self._put(key, None, "DELETED")
-        for key, record in fresh.items():
+        for n, (key, record) in enumerate(fresh.items()):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)
             # A relist after 410 Gone returns everything; listeners hear only what changed while the watch was
             # away, not a copy of every object they already had (each would trigger a reconcile).
             if key in self.store and self.store[key] == record:
                 continue
             self._put(key, record, "ADDED" if key not in self.store else "MODIFIED")
+        self._freeze()
+
+    def _freeze(self) -> None:
+        """Records are plain acyclic data freed by reference counting: the young generations are collected (what
+        is cyclic garbage there is freed) and everything older is frozen, so full collections stay small."""
+        if self.freeze_records:
+            gc.collect(1)
+            gc.freeze()
 
     async def _watch(self) -> None:
         query = {**self._query(), "watch": "true", "allowWatchBookmarks": "true",
@@ -163,7 +240,11 @@ class Informer(Generic[R]):
         resp = await raw_stream(self.api, "GET", self.resource.path(self.namespace), query=query,
                                 timeout=(10, 330))
         async with resp:
-            while True:
+            for n in itertools.count(1):
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # readline does not yield while the stream has buffered lines
+                if n % FREEZE_EVERY == 0:
+                    self._freeze()
                 line = await resp.content.readline()
                 if not line:
                     return
@@ -212,6 +293,14 @@ class Informer(Generic[R]):
                 log.warning("watch of %s failed (%s); retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
+
+
+async def run_when_synced(informers: Iterable[Informer[Any]], work: Awaitable[None]) -> None:
+    """Run `work` once every informer has listed: a reconcile that read a store still being listed (150,000 pods
+    take tens of seconds) would write a status computed from part of the objects."""
+    for informer in informers:
+        await informer.wait_synced()
+    await work
 
 
 class _Gone(Exception):

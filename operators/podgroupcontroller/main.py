@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from operators.core import component, keys, slim
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer
+from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer, run_when_synced
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
@@ -69,8 +69,9 @@ class PodGroupController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
         self.pods: Informer[dict[str, Any]] = Informer(
-            api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
-            indexes={"group": lambda p: [k] if (k := _group_key(p)) else []})
+            api, PODS, slim.accounting_pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
+            indexes={"group": lambda p: [k] if (k := _group_key(p)) else []},
+            freeze_records=True)
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
@@ -172,7 +173,7 @@ def parser() -> argparse.ArgumentParser:
 
 COMPONENT = component.Component(
     "podgroup-controller", parser, build, caches=lambda c: [i.run() for i in c.informers],
-    work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+    work=lambda c: [run_when_synced(c.informers, c.work.run()), c.resync()], ready=lambda c: c.ready,
     webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_podgroup_webhook else None)
 
 

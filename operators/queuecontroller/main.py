@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from operators.core import component
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import PODGROUPS, QUEUES, Informer
+from operators.core.cache import PODGROUPS, QUEUES, Informer, run_when_synced
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.times import rfc3339
@@ -241,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
 
 COMPONENT = component.Component(
     "queue-controller", parser, build, caches=lambda c: [c.queues.run(), c.podgroups.run()],
-    work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+    work=lambda c: [run_when_synced((c.queues, c.podgroups), c.work.run()), c.resync()], ready=lambda c: c.ready,
     webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_webhook else None)
 
 
