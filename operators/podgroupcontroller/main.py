@@ -72,7 +72,7 @@ class PodGroupController:
             api, PODS, slim.accounting_pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
             indexes={"group": lambda p: [k] if (k := _group_key(p)) else []},
             freeze_records=True)
-        self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
+        self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup, freeze_records=True)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
         self.informers = (self.pods, self.podgroups, self.nodes, self.priority_classes)

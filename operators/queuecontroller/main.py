@@ -68,7 +68,7 @@ class QueueController:
         self.queues: Informer[dict[str, Any]] = Informer(
             api, QUEUES, _queue, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
         self.podgroups: Informer[dict[str, Any]] = Informer(
-            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
+            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]}, freeze_records=True)
         self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller", kind="Queue")
         self.events = EventRecorder(api, "queue-controller", min_interval=30)
         self.metrics = queue_metrics.QueueMetrics(
