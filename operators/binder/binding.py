@@ -73,7 +73,7 @@ class Binder:
         # are among them. Reservation pods live in their own namespace.
         self.members: Informer[Member] = Informer(
             watch_api, PODS, member_record, field_selector=f"spec.schedulerName={config.scheduler_name}",
-            indexes=by_node)
+            indexes=by_node, freeze_records=True)
         self.reservations: Informer[Member] = Informer(
             watch_api, PODS, reservation_record, namespace=config.reservation_namespace, indexes=by_node)
         self.nodes: Informer[bool] = Informer(watch_api, NODES, lambda _: True)

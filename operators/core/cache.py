@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import json
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -48,8 +49,14 @@ PODGROUPS = Resource("scheduling.run.ai", "v2alpha2", "podgroups")
 BINDREQUESTS = Resource("scheduling.run.ai", "v1alpha2", "bindrequests")
 TOPOLOGIES = Resource("kai.scheduler", "v1alpha1", "topologies")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets")
-
-
+# Records stored (and listeners called) between two yields to the event loop while a list is applied or a watch
+# burst is read: a 150,000-pod list or a burst of buffered events would otherwise hold the loop for seconds, and
+# probes, lease renewals and the work queues' workers with it.
+YIELD_EVERY = 100
+# With `freeze_records`, the records are moved out of the collector's view (`gc.freeze`) after every list page and
+# every this many watch events: 150,000 pods' records are ~0.5-2 million objects, which each full collection of
+# the cyclic garbage collector would traverse (seconds under load, at unpredictable moments, the loop held).
+FREEZE_EVERY = 5000
 def object_key(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     ns = meta.get("namespace")
@@ -67,7 +74,8 @@ class Informer(Generic[R]):
     def __init__(self, api: client.ApiClient, resource: Resource, parse: Callable[[dict[str, Any]], R | None], *,
                  namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, page_size: int = 500,
-                 indexes: dict[str, Callable[[R], Iterable[Hashable]]] | None = None) -> None:
+                 indexes: dict[str, Callable[[R], Iterable[Hashable]]] | None = None,
+                 freeze_records: bool = False) -> None:
         self.api = api
         self.resource = resource
         self.parse = parse
@@ -82,6 +90,7 @@ class Informer(Generic[R]):
         self._indexes: dict[str, dict[Hashable, set[str]]] = {name: {} for name in self._index_fns}
         self._listeners: list[Listener[R]] = []
         self.synced = asyncio.Event()
+        self.freeze_records = freeze_records
 
     # --- reading -----------------------------------------------------------------------------------
     def get(self, key: str) -> R | None:
@@ -150,11 +159,14 @@ class Informer(Generic[R]):
             async with resp:
                 body = await resp.read()
             meta = self.take_page(body, fresh)
+            self._freeze()
+            await asyncio.sleep(0)  # a page holds the loop once (tens of ms for 500 pods), never a whole list
             cont = meta.get("continue")
             if not cont:
                 self.resource_version = meta["resourceVersion"]
                 break
-        self.replace_all(fresh)
+        for _ in self._install(fresh):
+            await asyncio.sleep(0)
 
     def take_page(self, body: bytes, fresh: dict[str, R | None]) -> dict[str, Any]:
         """One page of a list (the API server's JSON): each item's record into `fresh` (what `replace_all`
@@ -171,14 +183,29 @@ class Informer(Generic[R]):
 
     def replace_all(self, fresh: dict[str, R | None]) -> None:
         """A completed list: the store becomes `fresh`; listeners hear only what differs from what was held."""
+        for _ in self._install(fresh):
+            pass
+
+    def _install(self, fresh: dict[str, R | None]) -> Iterator[None]:
+        """`replace_all`, pausing every YIELD_EVERY records so that an async caller can yield to the loop there."""
         for key in [k for k in self.store if k not in fresh]:
             self._put(key, None, "DELETED")
-        for key, record in fresh.items():
+        for n, (key, record) in enumerate(fresh.items()):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                yield None
             # A relist after 410 Gone returns everything; listeners hear only what changed while the watch was
             # away, not a copy of every object they already had (each would trigger a reconcile).
             if key in self.store and self.store[key] == record:
                 continue
             self._put(key, record, "ADDED" if key not in self.store else "MODIFIED")
+        self._freeze()
+
+    def _freeze(self) -> None:
+        """Records are plain acyclic data freed by reference counting: the young generations are collected (what
+        is cyclic garbage there is freed) and everything older is frozen, so full collections stay small."""
+        if self.freeze_records:
+            gc.collect(1)
+            gc.freeze()
 
     async def _watch(self) -> None:
         query = {**self._query(), "watch": "true", "allowWatchBookmarks": "true",
@@ -186,7 +213,11 @@ class Informer(Generic[R]):
         resp = await raw_stream(self.api, "GET", self.resource.path(self.namespace), query=query,
                                 timeout=(10, 330))
         async with resp:
-            while True:
+            for n in itertools.count(1):
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # readline does not yield while the stream has buffered lines
+                if n % FREEZE_EVERY == 0:
+                    self._freeze()
                 line = await resp.content.readline()
                 if not line:
                     return
@@ -245,6 +276,14 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+async def run_when_synced(informers: Iterable[Informer[Any]], work: Awaitable[None]) -> None:
+    """Run `work` once every informer has listed: a reconcile that read a store still being listed (150,000 pods
+    take tens of seconds) would write a status computed from part of the objects."""
+    for informer in informers:
+        await informer.wait_synced()
+    await work
 
 
 class _Gone(Exception):

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from operators.core import component, dra, keys, slim
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
+from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource, run_when_synced
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw, status_of
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
@@ -78,10 +78,11 @@ class PodGroupController:
     def __init__(self, api: Any, args: argparse.Namespace) -> None:
         self.api = api
         self.pods: Informer[dict[str, Any]] = Informer(
-            api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
+            api, PODS, slim.accounting_pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
             indexes={"group": lambda p: [k] if (k := _group_key(p)) else [],
-                     "claim": lambda p: [(p["metadata"].get("namespace"), c) for c in dra.pod_claim_names(p)]})
-        self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup)
+                     "claim": lambda p: [(p["metadata"].get("namespace"), c) for c in dra.pod_claim_names(p)]},
+            freeze_records=True)
+        self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _slim_podgroup, freeze_records=True)
         self.nodes: Informer[dict[str, Any]] = Informer(api, NODES, slim.node)
         self.priority_classes: Informer[dict[str, Any]] = Informer(api, PRIORITY_CLASSES, lambda o: o)
         self.informers = (self.pods, self.podgroups, self.nodes, self.priority_classes)
@@ -210,7 +211,7 @@ def parser() -> argparse.ArgumentParser:
 
 COMPONENT = component.Component(
     "podgroup-controller", parser, build, caches=lambda c: [*(i.run() for i in c.informers), c.run_claims()],
-    work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+    work=lambda c: [run_when_synced(c.informers, c.work.run()), c.resync()], ready=lambda c: c.ready,
     webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_podgroup_webhook else None)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from operators.core import component, keys, slim
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource
+from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource, run_when_synced
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_conflict, is_not_found, raw, status_of
@@ -85,10 +85,11 @@ class PodGrouper:
         self.config = GrouperConfig(queue_label_key=args.queue_label_key,
                                     gang_schedule_deployment=args.gang_schedule_deployment)
         self.pods: Informer[dict[str, Any]] = Informer(
-            api, PODS, slim.pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
+            api, PODS, slim.grouping_pod, field_selector=f"spec.schedulerName={args.scheduler_name}",
             indexes={"group": lambda p: [(p["metadata"].get("namespace"), g)]
                      if (g := (p["metadata"].get("annotations") or {}).get(keys.POD_GROUP_NAME)) else [],
-                     "namespace": lambda p: [p["metadata"].get("namespace")]})
+                     "namespace": lambda p: [p["metadata"].get("namespace")]},
+            freeze_records=True)
         self.priority_classes: Informer[str] = Informer(api, PRIORITY_CLASSES, lambda o: o["metadata"]["name"])
         self.discovery = Discovery(api)
         self.events = EventRecorder(api, "pod-grouper", min_interval=10)
@@ -421,7 +422,7 @@ def parser() -> argparse.ArgumentParser:
 
 COMPONENT = component.Component(
     "pod-grouper", parser, build, caches=lambda g: [i.run() for i in g.informers],
-    work=lambda g: [g.work.run(), g.resync(), g.watch_rayjobs(),
+    work=lambda g: [run_when_synced(g.informers, g.work.run()), g.resync(), g.watch_rayjobs(),
                     RayJobAdmission(g.api, g.events, g.args.queue_label_key).run()],
     ready=lambda g: g.ready)
 

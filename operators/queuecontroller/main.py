@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from operators.core import component
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import PODGROUPS, QUEUES, Informer
+from operators.core.cache import PODGROUPS, QUEUES, Informer, run_when_synced
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw
 from operators.core.times import rfc3339
@@ -68,7 +68,7 @@ class QueueController:
         self.queues: Informer[dict[str, Any]] = Informer(
             api, QUEUES, _queue, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
         self.podgroups: Informer[dict[str, Any]] = Informer(
-            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]})
+            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]}, freeze_records=True)
         self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller", kind="Queue")
         self.events = EventRecorder(api, "queue-controller", min_interval=30)
         self.metrics = queue_metrics.QueueMetrics(
@@ -240,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
 
 COMPONENT = component.Component(
     "queue-controller", parser, build, caches=lambda c: [c.queues.run(), c.podgroups.run()],
-    work=lambda c: [c.work.run(), c.resync()], ready=lambda c: c.ready,
+    work=lambda c: [run_when_synced((c.queues, c.podgroups), c.work.run()), c.resync()], ready=lambda c: c.ready,
     webhook=lambda args, c: {VALIDATE_PATH: c.validate} if args.enable_webhook else None)
 
 
