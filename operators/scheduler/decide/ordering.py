@@ -151,6 +151,7 @@ class JobTree:
             q = q.parent
 
     def _best(self, candidates: list[QueueState]) -> QueueState | None:
+        """The first candidate with jobs that no later one beats (`before` strictly): the scan order decides ties."""
         best: QueueState | None = None
         best_facts: QueueFacts | None = None
         count, cache, before = self._count, self._eval, self._before
@@ -158,9 +159,10 @@ class JobTree:
             if not count.get(q):
                 continue
             ev = cache.get(q)
-            facts = (ev if ev is not None else self._evaluate(q))[0]
-            if best_facts is None or before(facts, best_facts):
-                best, best_facts = q, facts
+            if ev is None:
+                ev = self._evaluate(q)
+            if best_facts is None or before(ev[0], best_facts):
+                best, best_facts = q, ev[0]
         return best
 
     def _evaluate(self, q: QueueState) -> _Eval:
@@ -169,13 +171,15 @@ class JobTree:
         if heap:
             job = heap[0][2]
         else:
-            child = self._best(self._children.get(q, []))
+            child = self._best(self._children[q])
             assert child is not None
-            ev = self._eval.get(child)
-            job = (ev if ev is not None else self._evaluate(child))[1]
-        request = self._requests.get(id(job))
+            # _best left the child's facts in the cache.
+            job = self._eval[child][1]
+        key = id(job)
+        requests = self._requests
+        request = requests.get(key)
         if request is None:
-            request = self._requests[id(job)] = self._request_of(job)
+            request = requests[key] = self._request_of(job)
         out = self._eval[q] = (self._facts(q, request), job, child)
         return out
 
@@ -192,13 +196,14 @@ class JobTree:
         if q is None:
             return None
         heaps, cache = self._heaps, self._eval
-        while not heaps.get(q):
+        heap = heaps.get(q)
+        while not heap:
             # The best child was found (and cached) while the parent's facts were computed.
-            ev = cache.get(q)
-            nxt = (ev if ev is not None else self._evaluate(q))[2]
+            nxt = cache[q][2]
             assert nxt is not None
             q = nxt
-        _, _, job = heapq.heappop(heaps[q])
+            heap = heaps.get(q)
+        job = heapq.heappop(heap)[2]
         count = self._count
         node: QueueState | None = q
         while node is not None:
