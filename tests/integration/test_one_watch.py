@@ -77,6 +77,8 @@ def expected(cluster: Cluster, component: str) -> Counter[Key]:
         keys.add(("autoscaling.x-k8s.io", "provisioningrequests", "cluster"))
     if component == "scheduler" and served(cluster, "kai.scheduler/v1alpha1", "topologies"):
         keys.add(("kai.scheduler", "topologies", "cluster"))  # watched once the Topology CRD is served
+    if component == "podgroup-controller" and served(cluster, "resource.k8s.io/v1", "resourceclaims"):
+        keys.add(("resource.k8s.io", "resourceclaims", "cluster"))  # a pod's DRA GPUs in its PodGroup's status
     if component == "scheduler" and served(cluster, "resource.k8s.io/v1", "resourceclaims"):
         # DRA: watched once the API server serves resource.k8s.io/v1 (GA since Kubernetes 1.34).
         keys |= {("resource.k8s.io", plural, "cluster") for plural in ("deviceclasses", "resourceslices",
