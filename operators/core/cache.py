@@ -57,6 +57,8 @@ YIELD_EVERY = 100
 # every this many watch events: 150,000 pods' records are ~0.5-2 million objects, which each full collection of
 # the cyclic garbage collector would traverse (seconds under load, at unpredictable moments, the loop held).
 FREEZE_EVERY = 5000
+
+
 def object_key(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     ns = meta.get("namespace")
