@@ -19,6 +19,14 @@ def running(name: str, group: str, node_name: str, gpus: int = 1, **kw: Any) -> 
     return pod(name, group, gpus=gpus, node_name=node_name, phase="Running", **kw)
 
 
+def contested(gpu_quota: int) -> list[dict[str, Any]]:
+    """A 2-GPU node held by a preemptible 1-GPU job and an inference peer; an inference job asks for 2 GPUs."""
+    return [node("n1", gpus=2), queue("q", gpu=(gpu_quota, -1, 1)), *PRIORITY_CLASSES,
+            podgroup("v", "q"), running("v-0", "v", "n1", gpus=1),
+            podgroup("peer", "q", priority_class="inference"), running("peer-0", "peer", "n1", gpus=1),
+            podgroup("p", "q", priority_class="inference", created=LATER), pod("p-0", "p", gpus=2, created=LATER)]
+
+
 def failures(counters: dict[str, int]) -> dict[str, int]:
     return {k.removeprefix("preemption_failures/"): v for k, v in counters.items()
             if k.startswith("preemption_failures/")}
@@ -36,22 +44,14 @@ def test_a_successful_preemption_counts_no_failure() -> None:
 def test_no_scenario_fits_counts_generators_exhausted() -> None:
     # The only lower-priority victim holds 1 GPU of 2; the preemptor needs 2 and the other GPU is held by a job
     # of its own priority: no victim set frees enough (the quota of 4 leaves room for both inference jobs).
-    objs = [node("n1", gpus=2), queue("q", gpu=(4, -1, 1)), *PRIORITY_CLASSES,
-            podgroup("v", "q"), running("v-0", "v", "n1", gpus=1),
-            podgroup("peer", "q", priority_class="inference"), running("peer-0", "peer", "n1", gpus=1),
-            podgroup("p", "q", priority_class="inference", created=LATER), pod("p-0", "p", gpus=2, created=LATER)]
-    d = cycle(objs, PREEMPT_ONLY)
+    d = cycle(contested(4), PREEMPT_ONLY)
     assert not d.evictions
     assert failures(d.counters) == {"generators_exhausted": 1}
 
 
 def test_non_preemptible_over_quota_is_refused_before_the_search() -> None:
     # inference is non-preemptible: 1 GPU running plus 2 asked is over the queue's quota of 2, whatever leaves.
-    objs = [node("n1", gpus=2), queue("q", gpu=(2, -1, 1)), *PRIORITY_CLASSES,
-            podgroup("v", "q"), running("v-0", "v", "n1", gpus=1),
-            podgroup("peer", "q", priority_class="inference"), running("peer-0", "peer", "n1", gpus=1),
-            podgroup("p", "q", priority_class="inference", created=LATER), pod("p-0", "p", gpus=2, created=LATER)]
-    d = cycle(objs, PREEMPT_ONLY)
+    d = cycle(contested(2), PREEMPT_ONLY)
     assert not d.evictions
     assert failures(d.counters) == {"non_preemptible_over_quota": 1}
 
