@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
 import time
@@ -42,6 +41,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from operators.core.kube import RawError, api_client, is_not_found, raw, raw_stream
+from operators.core.times import parse_rfc3339
 from operators.devcluster.cluster import load_state
 
 READS = ("GET", "LIST", "WATCH")
@@ -398,9 +398,7 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
 
 
 def _stamp(value: str | None) -> float | None:
-    if not value:
-        return None
-    return dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+    return parse_rfc3339(value)
 
 
 async def server_stages(api: Any, namespace: str, run: Run) -> None:

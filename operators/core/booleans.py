@@ -37,6 +37,12 @@ def parse_bool(value: object, *, loose: bool = False) -> bool:
     raise ValueError(f"not a boolean (true or false): {value!r}")
 
 
+def flag_text(value: object) -> str:
+    """A values-file setting as the text of a Go bool flag: "true" for True or "true" in any case, else "false"
+    (what helm prints for a bool value, so the operator's rendering matches the chart's)."""
+    return "true" if value is True or str(value).lower() == "true" else "false"
+
+
 def _flag_value(text: str) -> bool:
     try:
         return parse_bool(text)

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from operators.core.booleans import flag_text
 from operators.operator.components import (
     BY_KEY,
     CERT_DIR,
@@ -168,16 +169,12 @@ def _env() -> list[Obj]:
             {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
 
 
-def _bool(value: Any) -> str:
-    return "true" if value is True or str(value).lower() == "true" else "false"
-
-
 def _component_args(s: Settings, c: Component) -> list[str]:
     """The flags of one component, in the chart's order."""
     args = ["run", c.run, f"--scheduler-name={s.glob('schedulerName', 'kai-scheduler')}",
             f"--namespace={s.namespace}", f"--metrics-bind-address=:{s.port(c, 'metricsPort')}",
             f"--health-probe-bind-address=:{s.port(c, 'probePort')}", f"--log-level={s.glob('logLevel', 'INFO')}",
-            f"--log-format={'json' if _bool(s.glob('jsonLog', False)) == 'true' else 'text'}"]
+            f"--log-format={'json' if flag_text(s.glob('jsonLog', False)) == 'true' else 'text'}"]
     if s.leader_elect(c):
         args.append("--leader-elect")
     if c.lease:
@@ -185,9 +182,9 @@ def _component_args(s: Settings, c: Component) -> list[str]:
     webhook = [f"--webhook-addr=:{s.port(c, 'webhookPort')}", f"--cert-dir={CERT_DIR}"]
     if c.key == "admission":
         args += webhook
-        args += [f"--gpu-sharing-enabled={_bool(s.comp(c, 'gpuSharing', default=False))}",
+        args += [f"--gpu-sharing-enabled={flag_text(s.comp(c, 'gpuSharing', default=False))}",
                  f"--gpu-fraction-runtime-class-name={s.comp(c, 'gpuPodRuntimeClassName', default='nvidia')}"]
-        if _bool(s.comp(c, "quotaGates", default=False)) == "true":  # beyond KAI: spec.admission.quotaGates
+        if flag_text(s.comp(c, "quotaGates", default=False)) == "true":  # beyond KAI: spec.admission.quotaGates
             args.append("--quota-gates=true")
     elif c.key == "binder":
         rr = s.comp(c, "resourceReservation") or {}
@@ -200,16 +197,16 @@ def _component_args(s: Settings, c: Component) -> list[str]:
             args.append("--resource-reservation-pod-resources="
                         + json.dumps(rr["podResources"], separators=(",", ":"), sort_keys=True))
         args += [f"--runtime-class-name={rr.get('runtimeClassName') or ''}",
-                 f"--fake-gpu-nodes={_bool(rr.get('fakeGpuNodes', False))}",
-                 f"--cdi-enabled={_bool(s.comp(c, 'cdiEnabled', default=False))}",
+                 f"--fake-gpu-nodes={flag_text(rr.get('fakeGpuNodes', False))}",
+                 f"--cdi-enabled={flag_text(s.comp(c, 'cdiEnabled', default=False))}",
                  f"--max-concurrent-reconciles={s.comp(c, 'maxConcurrentReconciles', default=64)}"]
     elif c.key == "podGrouper":
         args += [f"--queue-label-key={s.glob('queueLabelKey', 'kai.scheduler/queue')}",
                  f"--max-concurrent-reconciles={s.comp(c, 'maxConcurrentReconciles', default=32)}"]
     elif c.key == "podGroupController":
-        args += webhook + [f"--enable-podgroup-webhook={_bool(s.webhook_enabled(c))}"]
+        args += webhook + [f"--enable-podgroup-webhook={flag_text(s.webhook_enabled(c))}"]
     elif c.key == "queueController":
-        args += webhook + [f"--enable-webhook={_bool(s.webhook_enabled(c))}",
+        args += webhook + [f"--enable-webhook={flag_text(s.webhook_enabled(c))}",
                            f"--metrics-namespace={s.comp(c, 'metricsNamespace', default='kai')}"]
     elif c.key == "scheduler":
         args.append("--config=/etc/config/config.yaml")

@@ -40,6 +40,10 @@ ON_NODE = frozenset({ALLOCATED, PIPELINED, BINDING, BOUND, RUNNING, RELEASING, U
 VICTIM_STATUSES = frozenset({RUNNING, BOUND, BINDING})
 
 
+
+# The entries of a NodeState's per-scalar-resource list [capacity, idle, releasing].
+SCALAR_CAPACITY, SCALAR_IDLE, SCALAR_RELEASING = 0, 1, 2
+
 @dataclass(slots=True, eq=False)
 class GpuGroup:
     """One physical GPU shared by fractional pods; portions (micro-GPUs) are fractions of the device's memory."""
@@ -74,7 +78,7 @@ class NodeState:
     rel_mem: int = 0
     rel_gpu: int = 0  # whole devices
     n_pods: int = 0
-    scalars: dict[str, list[int]] | None = None  # name -> [capacity, idle, releasing]
+    scalars: dict[str, list[int]] | None = None  # name -> [capacity, idle, releasing]: SCALAR_* index it
     groups: dict[str, GpuGroup] = field(default_factory=dict)
     ports: dict[tuple[str, int, str], int] | None = None
     gpu_total: int = 0  # for spread: the GPU count label if present

@@ -465,6 +465,25 @@ def apply(decisions: Decisions, p: ProvisioningPlan, node_pool: str) -> Decision
                    unschedulable=unschedulable)
 
 
+@dataclass(slots=True)
+class _Room:
+    """What is left on a freshly provisioned node while pending pods are nominated to it."""
+
+    cpu: int
+    memory: int
+    gpus: int  # whole devices
+    pods: int  # pod slots
+
+    def fits(self, pod: PodRecord) -> bool:
+        return self.cpu >= pod.cpu and self.memory >= pod.memory and self.gpus >= pod.gpu.whole and self.pods >= 1
+
+    def take(self, pod: PodRecord) -> None:
+        self.cpu -= pod.cpu
+        self.memory -= pod.memory
+        self.gpus -= pod.gpu.whole
+        self.pods -= 1
+
+
 def prefer_new_nodes(snapshot: Snapshot, requests: Sequence[ProvisioningRequestRecord]) -> Snapshot:
     """The snapshot with each pending pod of a gang with a provisioned request nominated to a node that arrived.
 
@@ -481,17 +500,13 @@ def prefer_new_nodes(snapshot: Snapshot, requests: Sequence[ProvisioningRequestR
     fresh = [n for n in snapshot.nodes if n.created >= oldest and n.ready and not n.unschedulable]
     if not fresh:
         return snapshot
-    free: dict[str, list[float]] = {n.name: [n.cpu, n.memory, float(n.gpus), float(n.max_pods)] for n in fresh}
+    free = {n.name: _Room(n.cpu, n.memory, n.gpus, n.max_pods) for n in fresh}
     binding = {f"{b.namespace}/{b.pod_name}": b.selected_node for b in snapshot.bindrequests if not b.failed}
     pending: dict[str, list[PodRecord]] = {}
     for pod in snapshot.pods:
         node = pod.node_name or binding.get(pod.key, "")
         if node in free and not pod.deleting and pod.phase not in ("Succeeded", "Failed"):
-            room = free[node]
-            room[0] -= pod.cpu
-            room[1] -= pod.memory
-            room[2] -= pod.gpu.whole
-            room[3] -= 1
+            free[node].take(pod)
         elif not node and f"{pod.namespace}/{pod.pod_group}" in provisioned and _is_pending(pod, frozenset()):
             pending.setdefault(f"{pod.namespace}/{pod.pod_group}", []).append(pod)
     nominated: dict[str, PodRecord] = {}
@@ -503,11 +518,8 @@ def prefer_new_nodes(snapshot: Snapshot, requests: Sequence[ProvisioningRequestR
                 continue
             for name in nodes:
                 room = free[name]
-                if room[0] >= pod.cpu and room[1] >= pod.memory and room[2] >= pod.gpu.whole and room[3] >= 1:
-                    room[0] -= pod.cpu
-                    room[1] -= pod.memory
-                    room[2] -= pod.gpu.whole
-                    room[3] -= 1
+                if room.fits(pod):
+                    room.take(pod)
                     nominated[pod.key] = replace(pod, nominated_node=name)
                     break
     if not nominated:

@@ -32,6 +32,7 @@ from operators.core.cache import (
 )
 from operators.core.events import EventRecorder
 from operators.core.kube import raw, status_of
+from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions
@@ -118,7 +119,7 @@ class SchedulerLoop(Writer):
         if new is not None and new.node_name and (old is None or not old.node_name):
             started = self._binding.pop(new.key, None)
             if started is not None:
-                metrics.BIND_LATENCY.observe((time.monotonic() - started) * 1000)
+                metrics.BIND_LATENCY.observe((time.monotonic() - started) * MS_PER_SECOND)
 
     # --- the loop --------------------------------------------------------------------------------
     async def run_informers(self) -> None:
@@ -237,5 +238,5 @@ class SchedulerLoop(Writer):
         if decisions.binds or decisions.evictions:
             log.info("cycle: %d binds, %d evictions, %d pipelined, %d unschedulable in %.0f ms",
                      len(decisions.binds), len(decisions.evictions), len(decisions.pipelined),
-                     len(decisions.unschedulable), (t3 - t0) * 1000)
+                     len(decisions.unschedulable), (t3 - t0) * MS_PER_SECOND)
         return decisions

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from prometheus_client import Gauge, Histogram
 
 from operators.core.metrics import Counter
+from operators.core.units import GB, MB, MILLI, MS_PER_SECOND
 from operators.scheduler.decide.decisions import Decisions, QueueShare, Unschedulable
 
 _BUCKETS = [5 * 2**k for k in range(10)]
@@ -90,7 +91,7 @@ def record_cycle(decisions: Decisions, open_s: float, close_s: float, total_s: f
     """One cycle: its phases' latencies (seconds of the shell's own work added to the decision's timings), the
     scenario counters, and the pods it left pending."""
     CYCLES.inc()
-    OPEN_SESSION.set(open_s * 1000 + decisions.timings.get("open-session", 0.0))
+    OPEN_SESSION.set(open_s * MS_PER_SECOND + decisions.timings.get("open-session", 0.0))
     for phase, ms in decisions.timings.items():
         if phase.startswith("plugin/"):
             PLUGIN_LATENCY.labels(phase.removeprefix("plugin/"), "OnSessionOpen").set(ms)
@@ -102,14 +103,18 @@ def record_cycle(decisions: Decisions, open_s: float, close_s: float, total_s: f
             _COUNTERS[what].labels(action).inc(count)
         elif what == "preemption_failures":
             PREEMPTION_FAILURES.labels(action).inc(count)
-    CLOSE_SESSION.set(close_s * 1000 + decisions.timings.get("close-session", 0.0))
-    E2E_LATENCY.set(total_s * 1000)
+    CLOSE_SESSION.set(close_s * MS_PER_SECOND + decisions.timings.get("close-session", 0.0))
+    E2E_LATENCY.set(total_s * MS_PER_SECOND)
     set_pending(decisions.unschedulable)
 
 
 def record_first_start(queue: str, created: float, now: float) -> None:
     """A PodGroup started for the first time: its wait since creation, under its queue."""
     FIRST_START_WAIT.labels(queue).observe(max(now - created, 0.0))
+
+
+# Queue shares come in the Queue API's units (millicores, MB); the gauges export cores and GB.
+_EXPORT_SCALE = {"cpu": MILLI, "memory": GB // MB}
 
 
 def record_queues(queues: Iterable[QueueShare]) -> None:
@@ -123,9 +128,7 @@ def record_queues(queues: Iterable[QueueShare]) -> None:
                     gauge.remove(*old)
         _QUEUE_SERIES[share.name] = series
         for resource, gauge in FAIR_SHARE.items():
-            value = share.fair_share.get(resource, 0.0)
-            gauge.labels(*series).set(value / 1000 if resource in ("cpu", "memory") else value)
+            gauge.labels(*series).set(share.fair_share.get(resource, 0.0) / _EXPORT_SCALE.get(resource, 1))
         for resource, gauge in USAGE.items():
-            value = share.allocated.get(resource, 0.0)
-            gauge.labels(*series).set(value / 1000 if resource in ("cpu", "memory") else value)
+            gauge.labels(*series).set(share.allocated.get(resource, 0.0) / _EXPORT_SCALE.get(resource, 1))
         DESERVED.labels(*series).set(share.deserved.get("gpu", 0.0))

@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 
+from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide.plugins.proportion.usage import Usage, normalized, window_start
 from operators.scheduler.decide.usageconfig import UsageDBSettings
 from operators.scheduler.shell import metrics
@@ -160,7 +161,7 @@ class UsageReader:
             self.error = message
             self._attempted.set()
             return
-        metrics.USAGE_QUERY_LATENCY.observe((time.monotonic() - started) * 1000)
+        metrics.USAGE_QUERY_LATENCY.observe((time.monotonic() - started) * MS_PER_SECOND)
         if self.error or self.fetched_at is None:
             log.info("usage database: usage of %d queues read from %s", len(usage), url)
         self.usage, self.fetched_at, self.error = usage, time.monotonic(), ""

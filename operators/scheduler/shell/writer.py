@@ -22,6 +22,7 @@ from operators.core.cache import BINDREQUESTS, PODGROUPS, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
 from operators.core.times import rfc3339
+from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Unschedulable
 from operators.scheduler.decide.records import RefusedEviction
@@ -243,7 +244,7 @@ class Writer:
             await self.events.emit(self._pod_ref(b.namespace, b.pod), "Warning", "FailedBinding", message)
             await self.pod_condition(b.namespace, b.pod, "BindingError", message)
             return
-        metrics.TASK_LATENCY.observe(max(time.time() - pod.created, 0) * 1000)
+        metrics.TASK_LATENCY.observe(max(time.time() - pod.created, 0) * MS_PER_SECOND)
         pool = self.config.node_pool_name
         # The event has its own budget: the bind slot is free for the next BindRequest at once.
         writes: list[Callable[[], Awaitable[None]]] = [partial(

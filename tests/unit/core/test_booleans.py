@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from operators.core.booleans import add_bool_flag, parse_bool
+from operators.core.booleans import add_bool_flag, flag_text, parse_bool
 
 
 @pytest.mark.parametrize("text", ["1", "t", "T", "TRUE", "true", "True"])
@@ -36,3 +36,10 @@ def test_a_go_style_flag() -> None:
     assert p.parse_args(["--fake=T"]).fake is True
     with pytest.raises(SystemExit):
         p.parse_args(["--fake=yes"])
+
+
+@pytest.mark.parametrize(("value", "text"), [(True, "true"), ("True", "true"), ("true", "true"), (False, "false"),
+                                            ("false", "false"), (None, "false"), ("yes", "false"), (1, "false")])
+def test_a_values_setting_as_flag_text(value: object, text: str) -> None:
+    # helm prints a bool value as true/false: only a true bool or the word true (any case) is true.
+    assert flag_text(value) == text

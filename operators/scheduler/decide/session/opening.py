@@ -17,6 +17,8 @@ from operators.scheduler.decide.model import (
     QUEUE_ALLOCATED,
     RELEASING,
     RUNNING,
+    SCALAR_IDLE,
+    SCALAR_RELEASING,
     SUCCEEDED,
     UNKNOWN,
     VICTIM_STATUSES,
@@ -284,9 +286,9 @@ class Opening(Accounting):
             for name, qty in rec.scalars:
                 s = node.scalars.get(name)
                 if s:
-                    s[1] -= qty
+                    s[SCALAR_IDLE] -= qty
                     if releasing:
-                        s[2] += qty
+                        s[SCALAR_RELEASING] += qty
         if rec.constraints.host_ports:
             ports = node.ports if node.ports is not None else {}
             for p in rec.constraints.host_ports:

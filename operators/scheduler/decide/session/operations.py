@@ -14,6 +14,7 @@ from operators.scheduler.decide.model import (
     PIPELINED,
     QUEUE_ALLOCATED,
     RELEASING,
+    SCALAR_IDLE,
     GpuGroup,
     Job,
     Task,
@@ -51,7 +52,7 @@ class Operations(Accounting):
         if rec.scalars and node.scalars:
             for name, qty in rec.scalars:
                 s = node.scalars[name]
-                s[1] -= qty
+                s[SCALAR_IDLE] -= qty
         choice = placement.gpu
         if choice is not None:
             for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):
@@ -95,7 +96,7 @@ class Operations(Accounting):
         node.n_pods -= 1
         if rec.scalars and node.scalars:
             for name, qty in rec.scalars:
-                node.scalars[name][1] += qty
+                node.scalars[name][SCALAR_IDLE] += qty
         choice = placement.gpu
         if choice is not None:
             for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):

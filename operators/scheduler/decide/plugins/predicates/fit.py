@@ -9,7 +9,7 @@ absence of a reason.
 
 from __future__ import annotations
 
-from operators.scheduler.decide.model import NodeState, Task
+from operators.scheduler.decide.model import SCALAR_IDLE, SCALAR_RELEASING, NodeState, Task
 from operators.scheduler.decide.placement import predicates as pred
 from operators.scheduler.decide.placement.gpus import GpuChoice, choose_groups, portion_on_node, shared_capacity
 from operators.scheduler.decide.placement.search import Placement, Placer
@@ -67,7 +67,7 @@ def fit(placer: Placer, task: Task, node: NodeState, idle_only: bool,
         why.append(MEMORY)
     for name, qty in rec.scalars:
         have = node.scalars.get(name) if node.scalars else None
-        if have is None or qty > have[1] + (0 if idle_only else have[2]):
+        if have is None or qty > have[SCALAR_IDLE] + (0 if idle_only else have[SCALAR_RELEASING]):
             if why is None:
                 return None
             why.append(f"node(s) didn't have enough resources: {name}")

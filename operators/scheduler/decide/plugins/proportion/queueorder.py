@@ -33,7 +33,8 @@ def queue_facts(q: QueueState, request: Sequence[int]) -> QueueFacts:
     f0, f1, f2 = q.fair_share
     s0, s1, s2 = q.alloc_share
     d0, d1, d2 = q.rec.quota
-    w0, w1, w2 = a0 + request[0], a1 + request[1], a2 + request[2]
+    r_gpu, r_cpu, r_mem = request
+    w0, w1, w2 = a0 + r_gpu, a1 + r_cpu, a2 + r_mem
     over_utilised = f0 < a0 and f1 < a1 and f2 < a2
     starved = ((d0 == UNLIMITED or w0 <= d0) and (d1 == UNLIMITED or w1 <= d1)
                and (d2 == UNLIMITED or w2 <= d2))
@@ -54,9 +55,10 @@ def queue_before(a: QueueFacts, b: QueueFacts) -> bool:
     d = a[2] - b[2]
     if d > _EPS or d < -_EPS:
         return d < 0
-    x, y = a[3], b[3]
-    le = x[0] <= y[0] and x[1] <= y[1] and x[2] <= y[2]
-    ge = x[0] >= y[0] and x[1] >= y[1] and x[2] >= y[2]
+    x_gpu, x_cpu, x_mem = a[3]  # the allocatable shares, compared as a partial order
+    y_gpu, y_cpu, y_mem = b[3]
+    le = x_gpu <= y_gpu and x_cpu <= y_cpu and x_mem <= y_mem
+    ge = x_gpu >= y_gpu and x_cpu >= y_cpu and x_mem >= y_mem
     if le != ge:
         return le
     return (a[4], a[5]) < (b[4], b[5])

@@ -21,7 +21,7 @@ from operators.scheduler.decide.explain import amount, main_resource
 from operators.scheduler.decide.model import Chunk, Job, QueueState
 from operators.scheduler.decide.plugins.proportion import steadyreclaim as steady
 from operators.scheduler.decide.records import UNLIMITED
-from operators.scheduler.decide.units import AXES, RATIO_EPS
+from operators.scheduler.decide.units import AXES, GPU_AXIS, RATIO_EPS
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -104,8 +104,8 @@ class ReclaimValidator:
                                                         or _by_priority(self.session, r_side, v_side))
         if not ok and self.steady:
             r_side, v_side = self._diverge(victim)
-            return steady.takes(r_side, r_side.allocated[0], v_side, v_side.allocated[0],
-                                chunk.vector(self.session)[0])
+            return steady.takes(r_side, r_side.allocated[GPU_AXIS], v_side, v_side.allocated[GPU_AXIS],
+                                chunk.vector(self.session)[GPU_AXIS])
         return ok
 
     def __call__(self, scenario: Sequence[Chunk]) -> list[str] | None:
@@ -130,7 +130,8 @@ class ReclaimValidator:
             path_steady = False
             above_share = [r for r in used if remaining[r] > v_side.alloc_share[r]] if self.existing else []
             if not self.existing:
-                if not (self.steady and steady.takes(r_side, a(r_side)[0], v_side, remaining[0], vec[0])):
+                if not (self.steady and steady.takes(r_side, a(r_side)[GPU_AXIS], v_side, remaining[GPU_AXIS],
+                                                     vec[GPU_AXIS])):
                     return None
                 reasons.append(_steady_reason(v_side, remaining))
                 path_steady = True
@@ -151,7 +152,7 @@ class ReclaimValidator:
                 elif within_quota and _by_priority(self.session, r_side, v_side):
                     reasons.append(f"queue {r_side.name} (priority {r_side.rec.priority}) is within its quota and "
                                    f"outranks queue {v_side.name} (priority {v_side.rec.priority})")
-                elif self.steady and steady.takes(r_side, mine[0], v_side, remaining[0], vec[0]):
+                elif self.steady and steady.takes(r_side, mine[GPU_AXIS], v_side, remaining[GPU_AXIS], vec[GPU_AXIS]):
                     reasons.append(_steady_reason(v_side, remaining))
                     path_steady = True
                 else:
@@ -165,7 +166,7 @@ class ReclaimValidator:
         if not self._saturation_ok(a, affected, contested):
             return None
         if on_steady and not steady.saturation_ok(self.queue.lineage(), self._siblings, a, on_steady,
-                                                  self.request[0], self.multiplier):
+                                                  self.request[GPU_AXIS], self.multiplier):
             return None
         return reasons
 

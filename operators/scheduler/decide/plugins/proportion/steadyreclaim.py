@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.model import QueueState
-from operators.scheduler.decide.units import RATIO_EPS
+from operators.scheduler.decide.units import GPU_AXIS, RATIO_EPS
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -28,14 +28,14 @@ if TYPE_CHECKING:
 
 def may_reclaim(session: Session, queue: QueueState, request: Sequence[int]) -> bool:
     """Rule 1 on the reclaimer's own queue."""
-    return (session.config.steady_fair_share_reclaim and request[0] > 0 and queue.steady_keep >= 0
-            and queue.allocated[0] < queue.steady_keep)
+    return (session.config.steady_fair_share_reclaim and request[GPU_AXIS] > 0 and queue.steady_keep >= 0
+            and queue.allocated[GPU_AXIS] < queue.steady_keep)
 
 
 def above_keep(session: Session, v_side: QueueState) -> bool:
     """Rule 2, before anything is taken: the victim side holds more GPUs than its keep."""
     return (session.config.steady_fair_share_reclaim and v_side.steady_keep >= 0
-            and v_side.allocated[0] > v_side.steady_keep)
+            and v_side.allocated[GPU_AXIS] > v_side.steady_keep)
 
 
 def takes(r_side: QueueState, mine_gpu: int, v_side: QueueState, remaining_gpu: int, chunk_gpu: int) -> bool:
@@ -53,11 +53,11 @@ def saturation_ok(lineage: Iterable[QueueState], siblings: Callable[[QueueState]
         takes_from = [s for s in siblings(q) if s is not q and s in taken_from]
         if not takes_from:
             continue
-        after = a(q)[0] + request_gpu
+        after = a(q)[GPU_AXIS] + request_gpu
         if after <= q.steady_keep:
             continue
         ratio = after / q.steady_share if q.steady_share > 0 else float("inf")
         for s in takes_from:
-            if s.steady_share > 0 and ratio * multiplier >= a(s)[0] / s.steady_share - RATIO_EPS:
+            if s.steady_share > 0 and ratio * multiplier >= a(s)[GPU_AXIS] / s.steady_share - RATIO_EPS:
                 return False
     return True
