@@ -15,7 +15,7 @@ from typing import Any
 
 from operators.core import keys
 from operators.insight.core import one_line
-from operators.podgrouper.grouping.grouper import group_pod
+from operators.podgrouper.grouping.grouper import group_pod, owners_skip, should_skip
 from operators.podgrouper.grouping.model import GroupingResult, Lookups, NeedObjects, ObjectRef
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_cycle
@@ -75,12 +75,11 @@ def _grouped(pod: Obj, chain: Sequence[Obj], priority_classes: Sequence[str],
              related: Sequence[Obj] = ()) -> list[Obj]:
     """The pod pointed at the PodGroup the pod-grouper would give it, and that PodGroup. `related`: the objects the
     file amounts to that the rules may look up (a RayJob's RayCluster); anything else does not exist yet."""
-    spec = pod.get("spec") or {}
-    if spec.get("schedulerName") != keys.SCHEDULER_NAME:
-        return [pod]  # another scheduler's pod: it only takes room once it runs
-    annotations = (pod["metadata"].get("annotations") or {})
-    if keys.POD_GROUP_NAME in annotations and not chain:
+    if should_skip(pod) or owners_skip(chain):
+        # As the pod-grouper: another scheduler's pod (it only takes room once it runs), a pod the user grouped,
+        # or one whose creator makes its PodGroup (`kai.scheduler/skip-podgrouper` on the pod or an owner).
         return [pod]
+    annotations = (pod["metadata"].get("annotations") or {})
     lookups = Lookups(priority_classes=frozenset(priority_classes))
     result = group_pod(pod, chain, lookups)
     for _ in range(8):  # each round answers the objects the rules asked for

@@ -150,3 +150,18 @@ def test_an_elastic_pytorch_job_starts_with_its_minimum() -> None:
     result = whatif.what_if([*PRIORITY_CLASSES, queue("default-queue"), node("n1", cpu="6")], added,
                             SchedulerConfig(), NOW)
     assert sorted(p["status"] for p in result["placements"]) == ["Bound", "Pending"]
+
+
+@pytest.mark.parametrize("on", ["template", "owner"])
+def test_skip_podgrouper_leaves_the_pods_to_the_podgroup_their_creator_made(on: str) -> None:
+    # The pod-grouper leaves such pods alone (KAI v0.17): they keep the PodGroup named on them, none is derived.
+    skip = {"kai.scheduler/skip-podgrouper": "true"}
+    annotations = {"pod-group-name": "mine", **(skip if on == "template" else {})}
+    template: dict[str, Any] = {"metadata": {"annotations": annotations, "labels": {"kai.scheduler/queue": "q"}},
+                                "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "annotations": skip if on == "owner" else {}},
+                  "spec": {"replicas": 2, "template": template}}
+    added = whatif.expand([deployment], "default", NOW)
+    assert podgroups(added) == []
+    assert {p["metadata"]["annotations"]["pod-group-name"] for p in pods(added).values()} == {"mine"}
