@@ -235,6 +235,7 @@ class SchedulerLoop(Writer):
         await self.provisioning.write()
         t3 = time.monotonic()
         metrics.record_cycle(decisions, t1 - t0, t3 - t2, t3 - t0)
+        metrics.record_queue_usage(dict(snapshot.queue_usage))
         if decisions.binds or decisions.evictions:
             log.info("cycle: %d binds, %d evictions, %d pipelined, %d unschedulable in %.0f ms",
                      len(decisions.binds), len(decisions.evictions), len(decisions.pipelined),

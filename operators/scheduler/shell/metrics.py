@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import Gauge, Histogram
 
@@ -60,7 +60,11 @@ ACTION_EVICTIONS = {action: Counter(f"kai_total_{name}_evictions", f"Victim pods
 QUEUE_LABELS = ["queue_name", "queue_metadata_name", "queue_display_name"]
 FAIR_SHARE = {r: Gauge(f"kai_queue_fair_share_{n}", f"Fair share of {r}", QUEUE_LABELS)
               for r, n in (("gpu", "gpu"), ("cpu", "cpu_cores"), ("memory", "memory_gb"))}
-USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Allocated {r}", QUEUE_LABELS) for r in ("gpu", "cpu", "memory")}
+# KAI's usage gauges carry each queue's historical usage as the usage database answered it (time-based fair share:
+# a fraction of the cluster's capacity over the window), 0 without a usage database; allocation is the
+# queue-controller's `kai_queue_allocated_*`.
+USAGE = {r: Gauge(f"kai_queue_{r}_usage", f"Historical {r} usage of the queue (usage database; 0 without one)",
+                  QUEUE_LABELS) for r in ("gpu", "cpu", "memory")}
 DESERVED = Gauge("kai_queue_deserved_gpus_scheduler", "Deserved GPUs as the scheduler computes them", QUEUE_LABELS)
 _QUEUE_SERIES: dict[str, tuple[str, str, str]] = {}  # queue -> its label values (a renamed display drops the old)
 # KAI times its usage-database queries here; without a usage database (time-based fair share is not
@@ -118,7 +122,7 @@ _EXPORT_SCALE = {"cpu": MILLI, "memory": GB // MB}
 
 
 def record_queues(queues: Iterable[QueueShare]) -> None:
-    """Per queue: fair share and usage (cpu and memory in cores and GB from the core's milli units), deserved GPUs."""
+    """Per queue: fair share (cpu and memory in cores and GB from the Queue API's units) and deserved GPUs."""
     for share in queues:
         series = (share.name, share.name, share.display_name)
         old = _QUEUE_SERIES.get(share.name)
@@ -129,6 +133,11 @@ def record_queues(queues: Iterable[QueueShare]) -> None:
         _QUEUE_SERIES[share.name] = series
         for resource, gauge in FAIR_SHARE.items():
             gauge.labels(*series).set(share.fair_share.get(resource, 0.0) / _EXPORT_SCALE.get(resource, 1))
-        for resource, gauge in USAGE.items():
-            gauge.labels(*series).set(share.allocated.get(resource, 0.0) / _EXPORT_SCALE.get(resource, 1))
         DESERVED.labels(*series).set(share.deserved.get("gpu", 0.0))
+
+
+def record_queue_usage(usage: Mapping[str, Sequence[float]]) -> None:
+    """Per queue seen by `record_queues`: its historical (gpu, cpu, memory) usage, 0 when the database has none."""
+    for name, series in _QUEUE_SERIES.items():
+        for gauge, value in zip(USAGE.values(), usage.get(name, (0.0, 0.0, 0.0)), strict=True):
+            gauge.labels(*series).set(value)

@@ -79,3 +79,18 @@ def test_record_cycle_and_first_start_feed_the_series() -> None:
               if s.labels.get("queue_name") == "team-metrics" and s.labels.get("le") in (None, "1.0", "4.0")}
     assert series["kai_queue_time_to_first_start_seconds_count"] == 2
     assert series["kai_queue_time_to_first_start_seconds_sum"] == 3.5
+
+
+def test_queue_usage_gauges_carry_the_usage_database_answer_not_the_allocation() -> None:
+    # KAI's kai_queue_*_usage: the historical usage (time-based fair share), 0 for a queue it has none for, even
+    # while that queue holds GPUs.
+    objs = [node("n1", gpus=2), queue("used", gpu=(1, -1, 1)), queue("idle", gpu=(1, -1, 1)), *PRIORITY_CLASSES,
+            podgroup("v", "idle"), running("v-0", "v", "n1", gpus=2)]
+    metrics.record_queues(cycle(objs, PREEMPT_ONLY).queues)
+    metrics.record_queue_usage({"used": (0.25, 0.5, 0.125)})
+
+    def usage(resource: str, queue_name: str) -> float:
+        return float(metrics.USAGE[resource].labels(queue_name, queue_name, "")._value.get())
+
+    assert (usage("gpu", "used"), usage("cpu", "used"), usage("memory", "used")) == (0.25, 0.5, 0.125)
+    assert usage("gpu", "idle") == 0.0
