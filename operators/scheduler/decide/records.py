@@ -14,6 +14,9 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
+
+# One record per CRD: the scheduler reads core's BindRequest record, as the binder does.
+from operators.core.api.bindrequest import BindRequestRecord as BindRequestRecord
 from operators.core.api.fields import delay as _delay
 from operators.core.api.fields import meta as _meta
 from operators.core.api.fields import parse_time as parse_time
@@ -364,19 +367,6 @@ class QueueRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class BindRequestRecord:
-    namespace: str
-    name: str
-    pod_name: str
-    selected_node: str
-    failed: bool
-    gpu_groups: tuple[str, ...]
-    resource_type: str
-    # DRA devices the request allocates, as (driver, pool, device) of its spec.resourceClaimAllocations.
-    claim_devices: tuple[tuple[str, str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class PriorityClassRecord:
     name: str
     value: int
@@ -606,21 +596,6 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower(),
         suspend_on_preemption=str((meta.get("annotations") or {}).get(keys.SUSPEND_ON_PREEMPTION) or "")
         .strip().lower())
-
-
-def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
-    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    limit = spec.get("backoffLimit")
-    failed = status.get("phase") == keys.BIND_PHASE_FAILED and (
-        limit is None or int(status.get("failedAttempts") or 0) >= int(limit))
-    return BindRequestRecord(
-        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
-        pod_name=str(spec.get("podName") or meta.get("name", "")), selected_node=str(spec.get("selectedNode") or ""),
-        failed=failed, gpu_groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or ()),
-        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR),
-        claim_devices=tuple((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
-                            for a in spec.get("resourceClaimAllocations") or ()
-                            for r in ((a.get("allocation") or {}).get("devices") or {}).get("results") or ()))
 
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:

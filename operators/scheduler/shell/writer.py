@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from operators.core import keys
-from operators.core.api.bindrequest import BindRequestRecord
+from operators.core.api.bindrequest import BindRequestRecord, parse_decision
 from operators.core.cache import BINDREQUESTS, PODGROUPS, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
@@ -25,7 +25,6 @@ from operators.core.times import rfc3339
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Unschedulable
 from operators.scheduler.decide.records import RefusedEviction
-from operators.scheduler.decide.snapshot import bindrequest_record
 from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import Assumed, PodGroupOverlay
 from operators.scheduler.shell.eviction import Refusals, guarded_by, per_preemptor, refusal_message
@@ -220,7 +219,7 @@ class Writer:
         pod = self.pods.get(key)
         if pod is None or key in self.bindrequests.store:
             return False  # gone, or a BindRequest arrived after the snapshot was taken
-        self.assumed_bindrequests.assume(key, bindrequest_record(self._request_body(b, pod.uid)))
+        self.assumed_bindrequests.assume(key, parse_decision(self._request_body(b, pod.uid)))
         return True
 
     async def bind(self, b: Bind) -> None:
@@ -265,7 +264,7 @@ class Writer:
             if not is_not_found(exc):
                 raise
             live = None
-        self.assumed_bindrequests.correct(f"{namespace}/{name}", None if live is None else bindrequest_record(live),
+        self.assumed_bindrequests.correct(f"{namespace}/{name}", None if live is None else parse_decision(live),
                                           "REREAD")
 
     def refused_evictions(self) -> tuple[RefusedEviction, ...]:
