@@ -9,7 +9,7 @@ Two views of one resource, kept together so that they cannot drift apart:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -140,6 +140,62 @@ class PodGroup(WireModel):
     @classmethod
     def from_wire(cls, obj: dict[str, Any]) -> PodGroup:
         return cls.model_validate(obj)
+
+
+# --- the body the pod-grouper writes --------------------------------------------------------------------------
+
+
+def subgroup_body(name: str, *, min_member: int | None = None, min_sub_group: int | None = None,
+                  parent: str | None = None, topology: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One wire SubGroup: a leaf sets minMember (pods), a parent minSubGroup (children); never both."""
+    out: dict[str, Any] = {"name": name}
+    if min_sub_group is not None:
+        out["minSubGroup"] = min_sub_group
+    elif min_member is not None:
+        out["minMember"] = min_member
+    if parent:
+        out["parent"] = parent
+    if topology:
+        out["topologyConstraint"] = dict(topology)
+    return out
+
+
+def podgroup_body(*, name: str, namespace: str, owner: Mapping[str, Any], labels: Mapping[str, str],
+                  annotations: Mapping[str, str], min_member: int, queue: str, priority_class: str = "",
+                  preemptibility: str = "", sub_groups: Sequence[Mapping[str, Any]] = (),
+                  topology: Mapping[str, str] | None = None, preemption_delay: str = "",
+                  safe_to_consolidate: bool | None = None) -> dict[str, Any]:
+    """The PodGroup the pod-grouper creates (or applies over a live one) for a workload: its grouping rules decide
+    the values, this is their shape. Optional fields are left out when unset (the scheduler's defaults apply);
+    topologyConstraint is always written, empty when the workload asks for none, as KAI's pod-grouper does."""
+    spec: dict[str, Any] = {
+        # The CRD requires minMember >= 1; a zero from user input (minAvailable: 0) would be rejected.
+        "minMember": max(1, min_member),
+        "queue": queue,
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if preemptibility:
+        spec["preemptibility"] = preemptibility
+    if sub_groups:
+        spec["subGroups"] = [dict(s) for s in sub_groups]
+    spec["topologyConstraint"] = dict(topology or {})
+    if preemption_delay:
+        spec["preemptionDelay"] = preemption_delay
+    if safe_to_consolidate is not None:
+        spec["safeToConsolidate"] = safe_to_consolidate
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels),
+            "annotations": dict(annotations),
+            "ownerReferences": [dict(owner)],
+        },
+        "spec": spec,
+    }
 
 
 # --- the record ---------------------------------------------------------------------------------------------
