@@ -198,6 +198,27 @@ def podgroup_body(*, name: str, namespace: str, owner: Mapping[str, Any], labels
     }
 
 
+# --- the status the scheduler writes ----------------------------------------------------------------------------
+
+
+def unschedulable_condition_body(namespace: str, name: str, existing: Sequence[Mapping[str, Any]], node_pool: str,
+                                 message: str, reasons: list[dict[str, Any]], now: str) -> dict[str, Any] | None:
+    """The server-side apply body that makes the PodGroup's last schedulingCondition say it is unschedulable on
+    `node_pool` for `message` and `reasons`: one condition per node pool, each new one with the next transitionID
+    (KAI's). None when the last condition says so already: nothing to write. `existing`: the stored conditions."""
+    last = existing[-1] if existing else {}
+    if (last.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL and last.get("nodePool") == node_pool
+            and last.get("message") == message and last.get("reasons") == reasons):
+        return None
+    transition = max([int(c.get("transitionID") or 0) for c in existing] + [0]) + 1
+    others = [c for c in existing if c.get("nodePool") != node_pool]
+    condition = {"type": keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": node_pool,
+                 "reason": keys.REASON_UNSCHEDULABLE, "message": message, "reasons": reasons,
+                 "transitionID": str(transition), "lastTransitionTime": now, "status": "True"}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name, "namespace": namespace},
+            "status": {"schedulingConditions": [*others, condition]}}
+
+
 # --- the record ---------------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,13 @@ reads back carries what the body says."""
 from __future__ import annotations
 
 from operators.core import keys
-from operators.core.api.podgroup import PodGroup, podgroup_body, podgroup_record, subgroup_body
+from operators.core.api.podgroup import (
+    PodGroup,
+    podgroup_body,
+    podgroup_record,
+    subgroup_body,
+    unschedulable_condition_body,
+)
 
 OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "job-uid", "controller": True}
 TOPOLOGY = {"topology": "dc", "requiredTopologyLevel": "rack"}
@@ -43,3 +49,22 @@ def test_what_is_written_is_what_is_read_back() -> None:
         ("workers", "", 2), ("w0", "workers", None), ("w1", "workers", None)]
     assert record.topology is not None and (record.topology.topology, record.topology.required) == ("dc", "rack")
     assert record.owner == ("batch/v1", "Job", "job", "job-uid")
+
+
+def test_the_unschedulable_condition_replaces_its_node_pools_with_the_next_transition() -> None:
+    reasons = [{"reason": "OverLimit", "message": "queue q is over its limit"}]
+    body = unschedulable_condition_body("ns", "pg", [], "pool-a", "no room", reasons, "2026-01-01T00:00:00Z")
+    assert body is not None and PodGroup.model_validate(body).to_wire()["status"] == body["status"]
+    first = body["status"]["schedulingConditions"]
+    assert [(c["nodePool"], c["transitionID"], c["reason"]) for c in first] == [("pool-a", "1", "Unschedulable")]
+    assert unschedulable_condition_body("ns", "pg", first, "pool-a", "no room", reasons, "later") is None
+    other = unschedulable_condition_body("ns", "pg", first, "pool-b", "no room", reasons, "later")
+    assert other is not None
+    assert [(c["nodePool"], c["transitionID"]) for c in other["status"]["schedulingConditions"]] == [
+        ("pool-a", "1"), ("pool-b", "2")]
+    again = unschedulable_condition_body("ns", "pg", other["status"]["schedulingConditions"], "pool-a", "full", [],
+                                         "later")
+    assert again is not None
+    assert [(c["nodePool"], c["transitionID"], c["message"]) for c in again["status"]["schedulingConditions"]] == [
+        ("pool-b", "2", "no room"), ("pool-a", "3", "full")]
+    assert podgroup_record(again).unschedulable_pools == ("pool-b", "pool-a")
