@@ -18,13 +18,13 @@ from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
 from operators.core import component, dra, keys, slim
+from operators.core.api.podgroup_validation import podgroup_warnings, validate_podgroup
 from operators.core.booleans import add_bool_flag
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource, run_when_synced
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw, status_of
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
-from operators.podgroupcontroller.validation import podgroup_warnings, validate_podgroup
 
 log = logging.getLogger("podgroup-controller")
 FIELD_MANAGER = "kai-podgroup-controller"

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.podgroupcontroller.validation import podgroup_warnings, validate_podgroup
+from operators.core.api.podgroup_validation import podgroup_warnings, validate_podgroup
 
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

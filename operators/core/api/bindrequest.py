@@ -3,15 +3,16 @@
 Two views of one resource, kept together so that they cannot drift apart:
 - `BindRequest` (pydantic) is the wire schema: `crds/` is generated from it.
 - `BindRequestRecord` is what the components exchange: the scheduler builds one (`decided`) and posts its `body`;
-  the scheduler and the binder read every watched BindRequest with `parse_bindrequest`. A frozen record, not a
-  validated model: every watched object is parsed, and the API server has validated it against the schema already.
+  the binder reads every watched BindRequest with `parse_bindrequest`, the scheduler with `parse_decision`. A
+  frozen record, not a validated model: every watched object is parsed, and the API server has validated it
+  against the schema already.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import Field
@@ -82,6 +83,13 @@ class BindRequestRecord:
     backoff_limit: int | None = None
     # spec.resourceClaimAllocations: (pod claim name, status.allocation of the claim as canonical JSON text).
     claim_allocations: tuple[tuple[str, str], ...] = ()
+    # The DRA devices those allocations hold, as (driver, pool, device) of each status.allocation.devices.results:
+    # derived once here, so the scheduler's sessions read them without parsing the JSON again.
+    claim_devices: tuple[tuple[str, str, str], ...] = field(default=(), init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.claim_allocations:
+            object.__setattr__(self, "claim_devices", _claim_devices(self.claim_allocations))
 
     @property
     def key(self) -> str:
@@ -136,6 +144,12 @@ class BindRequestRecord:
         }
 
 
+def _claim_devices(allocations: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str, str], ...]:
+    results = ((json.loads(allocation).get("devices") or {}).get("results") or () for _, allocation in allocations)
+    return tuple((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+                 for devices in results for r in devices)
+
+
 def parse_bindrequest(obj: Mapping[str, Any]) -> BindRequestRecord:
     """The record of a BindRequest as the API server returns it (missing fields take their defaults)."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
@@ -156,3 +170,13 @@ def parse_bindrequest(obj: Mapping[str, Any]) -> BindRequestRecord:
         claim_allocations=tuple((str(a.get("name") or ""), json.dumps(a.get("allocation") or {}, sort_keys=True,
                                                                         separators=(",", ":")))
                                 for a in spec.get("resourceClaimAllocations") or () if isinstance(a, Mapping)))
+
+
+def parse_decision(obj: Mapping[str, Any]) -> BindRequestRecord:
+    """The record as the scheduler keeps it: the decision, with the binder's progress reduced to failed for good or
+    not (and no uid). Its informer wakes the cycle only when a record changes, so neither the echo of a request
+    it posted nor the binder's status writes (Succeeded, a retried attempt) start a cycle that could decide nothing
+    new."""
+    record = parse_bindrequest(obj)
+    return replace(record, uid="", deleting=False, phase=keys.BIND_PHASE_FAILED if record.failed else "", reason="",
+                   failed_attempts=0, backoff_limit=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from operators.core import keys
+from operators.core.api.podgroup import API_VERSION
 from operators.podgrouper.grouping.common import (
     INFERENCE,
     Context,
@@ -17,8 +18,6 @@ from operators.podgrouper.grouping.common import (
 from operators.podgrouper.grouping.minmember import min_member_of
 from operators.podgrouper.grouping.model import GroupingFailure, Metadata, Obj, ObjectRef
 from operators.podgrouper.grouping.registry import register
-
-PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
 
 
 @register("apps", "Deployment", name="deployment")
@@ -58,7 +57,7 @@ def _has_podgroup_per_pod(ctx: Context, deployment: Obj) -> bool:
     if len(groups) != 1:
         return len(groups) > 1
     only = next(iter(groups))
-    podgroup = ctx.get(ObjectRef(PODGROUP_API_VERSION, "PodGroup", namespace, only))
+    podgroup = ctx.get(ObjectRef(API_VERSION, "PodGroup", namespace, only))
     if podgroup is None:
         return False
     owners = (podgroup.get("metadata") or {}).get("ownerReferences") or []

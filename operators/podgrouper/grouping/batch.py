@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operators.core import keys
+from operators.core.api.podgroup import API_VERSION
 from operators.podgrouper.grouping.common import (
     PG_PREFIX,
     Context,
@@ -14,8 +14,6 @@ from operators.podgrouper.grouping.common import (
 from operators.podgrouper.grouping.minmember import min_member_of
 from operators.podgrouper.grouping.model import GroupingFailure, Metadata, Obj, ObjectRef
 from operators.podgrouper.grouping.registry import register
-
-PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
 
 
 @register("batch", "Job", name="job")
@@ -29,7 +27,7 @@ def job_rule(ctx: Context, top: Obj) -> Metadata:
     if ctx.config.search_legacy_pg:
         legacy = f"{PG_PREFIX}-{name_of(ctx.pod)}-{uid_of(top)}"
         if legacy != metadata.name:
-            ref = ObjectRef(PODGROUP_API_VERSION, "PodGroup", namespace_of(ctx.pod), legacy)
+            ref = ObjectRef(API_VERSION, "PodGroup", namespace_of(ctx.pod), legacy)
             if ctx.get(ref) is not None:
                 metadata.name = legacy
                 return metadata

@@ -9,6 +9,7 @@ from typing import Any
 
 # Importing the rule modules registers them.
 from operators.core import keys
+from operators.core.api.podgroup import API_VERSION, podgroup_body, subgroup_body
 from operators.podgrouper.grouping import (  # noqa: F401
     apps,
     batch,
@@ -42,7 +43,7 @@ from operators.podgrouper.grouping.model import (
 )
 from operators.podgrouper.grouping.registry import dispatch
 
-PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
+PODGROUP_API_VERSION = API_VERSION
 SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"  # KAI v0.17: the PodGroup is made by someone else
 # Spec fields the pod-grouper computes; any other spec field on a live PodGroup (markUnschedulable,
 # schedulingBackoff, legacy fields, server defaults) belongs to someone else and is kept as is.
@@ -103,34 +104,12 @@ def parse_kind_defaults(configmap_data: Mapping[str, str] | None) -> dict[str, K
 
 
 def to_podgroup(metadata: Metadata) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        # The CRD requires minMember >= 1; a zero from user input (minAvailable: 0) would be rejected.
-        "minMember": max(1, metadata.min_member),
-        "queue": metadata.queue,
-    }
-    if metadata.priority_class:
-        spec["priorityClassName"] = metadata.priority_class
-    if metadata.preemptibility:
-        spec["preemptibility"] = metadata.preemptibility
-    if metadata.subgroups:
-        spec["subGroups"] = _subgroup_tree(metadata)
-    spec["topologyConstraint"] = dict(metadata.topology)
-    if metadata.preemption_delay:
-        spec["preemptionDelay"] = metadata.preemption_delay
-    if metadata.safe_to_consolidate is not None:
-        spec["safeToConsolidate"] = metadata.safe_to_consolidate
-    return {
-        "apiVersion": PODGROUP_API_VERSION,
-        "kind": "PodGroup",
-        "metadata": {
-            "name": metadata.name,
-            "namespace": metadata.namespace,
-            "labels": dict(metadata.labels),
-            "annotations": dict(metadata.annotations),
-            "ownerReferences": [dict(metadata.owner)],
-        },
-        "spec": spec,
-    }
+    return podgroup_body(
+        name=metadata.name, namespace=metadata.namespace, owner=metadata.owner, labels=metadata.labels,
+        annotations=metadata.annotations, min_member=metadata.min_member, queue=metadata.queue,
+        priority_class=metadata.priority_class, preemptibility=metadata.preemptibility,
+        sub_groups=_subgroup_tree(metadata), topology=metadata.topology, preemption_delay=metadata.preemption_delay,
+        safe_to_consolidate=metadata.safe_to_consolidate)
 
 
 def _subgroup_tree(metadata: Metadata) -> list[dict[str, Any]]:
@@ -140,14 +119,8 @@ def _subgroup_tree(metadata: Metadata) -> list[dict[str, Any]]:
     for subgroup in metadata.subgroups:
         if subgroup.parent:
             children[subgroup.parent] = children.get(subgroup.parent, 0) + 1
-    out = []
-    for subgroup in metadata.subgroups:
-        wire = subgroup.to_wire()
-        if subgroup.name in children:
-            del wire["minMember"]
-            wire = {"name": wire.pop("name"), "minSubGroup": children[subgroup.name], **wire}
-        out.append(wire)
-    return out
+    return [subgroup_body(s.name, min_member=s.min_member, min_sub_group=children.get(s.name), parent=s.parent,
+                          topology=s.topology) for s in metadata.subgroups]
 
 
 def group_pod(pod: Obj, owner_chain: Sequence[Obj], lookups: Lookups | None = None,

@@ -114,13 +114,6 @@ class SubGroup:
     parent: str | None = None
     topology: dict[str, str] | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "minMember": self.min_member}
-        if self.parent:
-            out["parent"] = self.parent
-        if self.topology:
-            out["topologyConstraint"] = dict(self.topology)
-        return out
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.podgroup import API_VERSION
 from operators.podgrouper.grouping.common import (
     Context,
     api_version_of,
@@ -23,7 +24,6 @@ from operators.podgrouper.grouping.model import GroupingFailure, Metadata, Obj, 
 from operators.podgrouper.grouping.registry import register
 
 HEAD_GROUP = "headgroup"
-PODGROUP_API_VERSION = f"{keys.GROUP}/{keys.PODGROUP_VERSION}"
 
 
 def _template_topology(template: Any, subgroup: str) -> dict[str, str] | None:
@@ -77,7 +77,7 @@ def cluster_gang(cluster: Obj) -> tuple[int, list[SubGroup]]:
 def _ray_metadata(ctx: Context, top: Obj, cluster: Obj) -> Metadata:
     metadata = base_metadata(ctx, top)
     metadata.min_member, subgroups = cluster_gang(cluster)
-    existing = ctx.get(ObjectRef(PODGROUP_API_VERSION, "PodGroup", metadata.namespace, metadata.name))
+    existing = ctx.get(ObjectRef(API_VERSION, "PodGroup", metadata.namespace, metadata.name))
     # Backward compatibility: a PodGroup created before subgroups existed keeps its flat gang.
     if existing is None or nested(existing, "spec", "subGroups"):
         metadata.subgroups = subgroups

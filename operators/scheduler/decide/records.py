@@ -11,12 +11,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from operators.core import keys
+
+# One record per CRD: the scheduler reads core's BindRequest record, as the binder does.
+from operators.core.api.bindrequest import BindRequestRecord as BindRequestRecord
+from operators.core.api.fields import delay as _delay
+from operators.core.api.fields import meta as _meta
+from operators.core.api.fields import parse_time as parse_time
+from operators.core.api.fields import provisioning_class as _provisioning_class
+from operators.core.api.fields import provisioning_parameters as _provisioning_parameters
+
+# The PodGroup record lives with its wire model; the scheduler's modules find it here with the other records.
+from operators.core.api.podgroup import PodGroupRecord as PodGroupRecord
+from operators.core.api.podgroup import SubGroupSpec as SubGroupSpec
+from operators.core.api.podgroup import TopologyConstraintSpec as TopologyConstraintSpec
+from operators.core.api.podgroup import podgroup_record as podgroup_record
+from operators.core.api.podgroup import topology_constraint as topology_constraint
 from operators.core.dra import extended_requests
-from operators.core.durations import parse_delay, parse_seconds
+from operators.core.durations import parse_seconds
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -27,7 +41,6 @@ from operators.core.resources import (
     pod_container_requests,
     resize_pending,
 )
-from operators.core.times import parse_rfc3339
 from operators.scheduler.decide.devices import pod_claims
 from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
 
@@ -37,19 +50,6 @@ DEFAULT_MAX_PODS = 110
 _BASE_RESOURCES = frozenset({"cpu", "memory", "pods", keys.GPU_RESOURCE})
 _GPU_GROUP_PREFIX = keys.GPU_GROUP_LABEL + "/"
 _ZERO = Decimal(0)
-
-
-def parse_time(value: Any) -> float:
-    """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
-    if not value or not isinstance(value, str):
-        return 0.0
-    return _epoch(value)
-
-
-@lru_cache(maxsize=8192)
-def _epoch(text: str) -> float:
-    # Memoised: a cycle reads the same annotation times again and again (min-runtime, stale gangs).
-    return parse_rfc3339(text) or 0.0
 
 
 def _q(value: Any, scale: int = 1) -> int:
@@ -338,82 +338,6 @@ class PodRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TopologyConstraintSpec:
-    """Where a gang (or one subgroup) must or should land: a Topology's name and levels named by label or alias.
-
-    Empty strings mean unset. `required`: every pod in one domain of that level, or none placed; `preferred`:
-    the smallest domain of that level that fits, else a coarser one.
-    """
-
-    topology: str
-    required: str = ""
-    preferred: str = ""
-
-    @property
-    def active(self) -> bool:
-        return bool(self.topology and (self.required or self.preferred))
-
-
-@dataclass(frozen=True, slots=True)
-class SubGroupSpec:
-    name: str
-    min_member: int  # a leaf's minimum of pods
-    parent: str
-    # A parent's minimum of direct children that meet their own minimum; None: all of them.
-    min_sub_group: int | None = None
-    topology: TopologyConstraintSpec | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PodGroupRecord:
-    namespace: str
-    name: str
-    uid: str
-    created: float
-    queue: str
-    min_member: int
-    priority_class: str
-    preemptibility: str
-    subgroups: tuple[SubGroupSpec, ...]
-    last_start: str | None
-    stale_since: str | None
-    scheduling_backoff: int
-    mark_unschedulable: bool
-    unschedulable_pools: tuple[str, ...]
-    labels: Mapping[str, str] = field(default_factory=dict)
-    # Autoscaler opt-in from the workload's annotations: class name and ProvisioningRequest parameters.
-    provisioning_class: str = ""
-    provisioning_parameters: tuple[tuple[str, str], ...] = ()
-    # spec.minSubGroup: how many root SubGroups must meet their own minimum; None: all of them.
-    min_sub_group: int | None = None
-    # spec.preemptionDelay in seconds; None: unset or malformed (the pods' own value may apply).
-    preemption_delay: float | None = None
-    # kai.scheduler/last-eviction-timestamp in epoch seconds; 0.0: never.
-    last_eviction: float = 0.0
-    topology: TopologyConstraintSpec | None = None  # spec.topologyConstraint of the whole gang
-    min_non_preemptible: int | None = None  # spec.minNonPreemptible (semi-preemptible: the core's size)
-    safe_to_consolidate: bool = True  # spec.safeToConsolidate: false keeps consolidation from moving the job
-    # metadata.ownerReferences[0] (the top owner, as the pod-grouper writes it): apiVersion, kind, name, uid.
-    owner: tuple[str, str, str, str] | None = None
-    suspend_on_preemption: str = ""  # kai.scheduler/suspend-on-preemption, lower-cased ("": the queue's)
-    suspended: str | None = None  # kai.scheduler/suspended-by-scheduler (JSON), set while we keep it suspended
-    # Asks for an optional scheduling feature (SubGroups, minSubGroup, a preemption delay, a topology constraint,
-    # semi-preemptibility, safeToConsolidate: false): derived from the fields above, so a session tests one flag
-    # per PodGroup and the features' plugins look only at the jobs (`Session.feature_jobs`) that set it.
-    optional_features: bool = field(default=False, init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "optional_features", bool(
-            self.subgroups or self.min_sub_group is not None or self.preemption_delay is not None
-            or self.topology is not None or self.preemptibility == keys.SEMI_PREEMPTIBLE
-            or not self.safe_to_consolidate))
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
 class QueueRecord:
     """Per-resource vectors are (gpu, cpu millicores, memory bytes); -1 = unlimited."""
 
@@ -440,19 +364,6 @@ class QueueRecord:
     @property
     def title(self) -> str:
         return self.display_name or self.name
-
-
-@dataclass(frozen=True, slots=True)
-class BindRequestRecord:
-    namespace: str
-    name: str
-    pod_name: str
-    selected_node: str
-    failed: bool
-    gpu_groups: tuple[str, ...]
-    resource_type: str
-    # DRA devices the request allocates, as (driver, pool, device) of its spec.resourceClaimAllocations.
-    claim_devices: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,11 +416,6 @@ class TopologyRecord:
 
 
 # --- parsers -------------------------------------------------------------------------------------
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 def node_record(obj: Mapping[str, Any]) -> NodeRecord:
@@ -637,82 +543,12 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         quota_gated=[g.get("name") for g in spec.get("schedulingGates") or ()] == [keys.QUOTA_GATE])
 
 
-def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
-    """`topologyConstraint` {topology, requiredTopologyLevel, preferredTopologyLevel}; None when it sets nothing."""
-    if not isinstance(raw, Mapping):
-        return None
-    spec = TopologyConstraintSpec(str(raw.get("topology") or "").strip(),
-                                  str(raw.get("requiredTopologyLevel") or "").strip(),
-                                  str(raw.get("preferredTopologyLevel") or "").strip())
-    return spec if spec.topology or spec.required or spec.preferred else None
-
-
-def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
-    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    annotations = meta.get("annotations") or {}
-    subgroups = tuple(SubGroupSpec(str(s.get("name", "")), max(int(s.get("minMember") or 1), 1),
-                                   str(s.get("parent") or ""), _count(s.get("minSubGroup")),
-                                   topology_constraint(s.get("topologyConstraint")))
-                      for s in spec.get("subGroups") or ())
-    pools = tuple(str(c.get("nodePool", "")) for c in status.get("schedulingConditions") or ()
-                  if c.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL)
-    backoff = spec.get("schedulingBackoff")
-    return PodGroupRecord(
-        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
-        uid=str(meta.get("uid") or meta.get("name", "")), created=parse_time(meta.get("creationTimestamp")),
-        queue=str(spec.get("queue") or ""), min_member=int(spec.get("minMember") or 1),
-        priority_class=str(spec.get("priorityClassName") or ""), preemptibility=str(spec.get("preemptibility") or ""),
-        subgroups=subgroups, last_start=annotations.get(keys.LAST_START_TIMESTAMP),
-        stale_since=annotations.get(keys.STALE_PODGROUP_TIMESTAMP),
-        scheduling_backoff=int(backoff) if backoff is not None else -1,
-        mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
-        labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
-        provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
-        preemption_delay=_delay(spec.get("preemptionDelay")),
-        last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
-        topology=topology_constraint(spec.get("topologyConstraint")),
-        min_non_preemptible=_count(spec.get("minNonPreemptible")),
-        safe_to_consolidate=spec.get("safeToConsolidate") is not False, owner=_owner(meta),
-        suspend_on_preemption=str(annotations.get(keys.SUSPEND_ON_PREEMPTION) or "").strip().lower(),
-        suspended=annotations.get(keys.SUSPENDED_BY_SCHEDULER))
-
-
-def _owner(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
-    refs = meta.get("ownerReferences") or ()
-    ref = refs[0] if refs and isinstance(refs[0], Mapping) else None
-    if ref is None:
-        return None
-    return (str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or ""),
-            str(ref.get("uid") or ""))
-
-
 def _whole(value: Any) -> int:
     """A count of devices: the quantity's integer part (a node has no partial GPU); 0 when malformed."""
     try:
         return int(parse_quantity(value))
     except (QuantityError, TypeError, ArithmeticError):
         return 0
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _delay(value: Any) -> float | None:
-    try:
-        return parse_delay(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _provisioning_class(annotations: Mapping[str, Any]) -> str:
-    return str(annotations.get(keys.PROVISIONING_CLASS_ANNOTATION) or "").strip()
-
-
-def _provisioning_parameters(annotations: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    prefix = keys.PROVISIONING_PARAMETER_PREFIX
-    return tuple(sorted((str(k)[len(prefix):], str(v)) for k, v in annotations.items()
-                        if str(k).startswith(prefix) and len(str(k)) > len(prefix)))
 
 
 def _queue_vector(resources: Mapping[str, Any], field_name: str) -> tuple[int, int, int]:
@@ -760,21 +596,6 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower(),
         suspend_on_preemption=str((meta.get("annotations") or {}).get(keys.SUSPEND_ON_PREEMPTION) or "")
         .strip().lower())
-
-
-def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
-    meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    limit = spec.get("backoffLimit")
-    failed = status.get("phase") == keys.BIND_PHASE_FAILED and (
-        limit is None or int(status.get("failedAttempts") or 0) >= int(limit))
-    return BindRequestRecord(
-        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name", "")),
-        pod_name=str(spec.get("podName") or meta.get("name", "")), selected_node=str(spec.get("selectedNode") or ""),
-        failed=failed, gpu_groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or ()),
-        resource_type=str(spec.get("receivedResourceType") or keys.RESOURCE_TYPE_REGULAR),
-        claim_devices=tuple((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
-                            for a in spec.get("resourceClaimAllocations") or ()
-                            for r in ((a.get("allocation") or {}).get("devices") or {}).get("results") or ()))
 
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.bindrequest import parse_decision
 from operators.scheduler.decide.devices import (
     ClaimRecord,
     DeviceClassRecord,
@@ -32,7 +33,6 @@ from operators.scheduler.decide.records import (
     QueueRecord,
     RefusedEviction,
     TopologyRecord,
-    bindrequest_record,
     configmap_record,
     node_record,
     pdb_record,
@@ -46,7 +46,6 @@ from operators.scheduler.decide.searchbackoff import Backoff
 
 __all__ = [
     "Snapshot",
-    "bindrequest_record",
     "build_snapshot",
     "configmap_record",
     "node_record",
@@ -132,7 +131,7 @@ def build_snapshot(
 
 _PARSERS: dict[str, Any] = {
     "Node": node_record, "Pod": pod_record, "PodGroup": podgroup_record, "Queue": queue_record,
-    "BindRequest": bindrequest_record, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
+    "BindRequest": parse_decision, "PriorityClass": priorityclass_record, "ConfigMap": configmap_record,
     "Topology": topology_record, "PodDisruptionBudget": pdb_record, "ResourceSlice": slice_record,
     "ResourceClaim": claim_record, "DeviceClass": device_class_record,
 }

@@ -18,6 +18,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from operators.core.api.bindrequest import parse_decision
 from operators.core.cache import (
     BINDREQUESTS,
     CONFIGMAPS,
@@ -39,7 +40,6 @@ from operators.scheduler.decide.decisions import Bind, Decisions
 from operators.scheduler.decide.plugins.proportion.usage import usage_pairs
 from operators.scheduler.decide.searchbackoff import Backoff
 from operators.scheduler.decide.snapshot import (
-    bindrequest_record,
     configmap_record,
     node_record,
     pdb_record,
@@ -75,7 +75,7 @@ class SchedulerLoop(Writer):
         self.pods = Informer(api, PODS, partial(pod_transform, name))
         self.podgroups = Informer(api, PODGROUPS, self.overlay.parse)
         self.queues = Informer(api, QUEUES, queue_record)
-        self.bindrequests = Informer(api, BINDREQUESTS, bindrequest_record)
+        self.bindrequests = Informer(api, BINDREQUESTS, parse_decision)
         self.priority_classes = Informer(api, PRIORITY_CLASSES, priorityclass_record)
         self.configmaps = Informer(api, CONFIGMAPS, configmap_record)
         self.pdbs = Informer(api, PDBS, pdb_record)  # PDB-aware victim choice; the writer evicts guarded pods first

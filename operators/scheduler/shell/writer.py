@@ -17,7 +17,8 @@ from functools import partial
 from typing import Any
 
 from operators.core import keys
-from operators.core.api.bindrequest import BindRequestRecord
+from operators.core.api.bindrequest import BindRequestRecord, parse_decision
+from operators.core.api.podgroup import unschedulable_condition_body
 from operators.core.cache import BINDREQUESTS, PODGROUPS, PODS, Informer
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import APPLY_PATCH, MERGE_PATCH, is_conflict, is_not_found, raw, status_of
@@ -26,7 +27,6 @@ from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Unschedulable
 from operators.scheduler.decide.records import RefusedEviction
-from operators.scheduler.decide.snapshot import bindrequest_record
 from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import Assumed, PodGroupOverlay
 from operators.scheduler.shell.eviction import Refusals, guarded_by, per_preemptor, refusal_message
@@ -221,7 +221,7 @@ class Writer:
         pod = self.pods.get(key)
         if pod is None or key in self.bindrequests.store:
             return False  # gone, or a BindRequest arrived after the snapshot was taken
-        self.assumed_bindrequests.assume(key, bindrequest_record(self._request_body(b, pod.uid)))
+        self.assumed_bindrequests.assume(key, parse_decision(self._request_body(b, pod.uid)))
         return True
 
     async def bind(self, b: Bind) -> None:
@@ -266,7 +266,7 @@ class Writer:
             if not is_not_found(exc):
                 raise
             live = None
-        self.assumed_bindrequests.correct(f"{namespace}/{name}", None if live is None else bindrequest_record(live),
+        self.assumed_bindrequests.correct(f"{namespace}/{name}", None if live is None else parse_decision(live),
                                           "REREAD")
 
     def refused_evictions(self) -> tuple[RefusedEviction, ...]:
@@ -423,19 +423,9 @@ class Writer:
         path = f"{PODGROUPS.path(u.namespace)}/{u.pod_group}"
         if key not in self.podgroups.store:
             return
-        existing = self.overlay.conditions.get(key) or []
-        last = existing[-1] if existing else {}
-        same = (last.get("type") == keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL and last.get("nodePool") == u.node_pool
-                and last.get("message") == u.message and last.get("reasons") == reasons)
-        if not same:
-            transition = max([int(c.get("transitionID") or 0) for c in existing] + [0]) + 1
-            others = [c for c in existing if c.get("nodePool") != u.node_pool]
-            condition = {"type": keys.CONDITION_UNSCHEDULABLE_ON_NODE_POOL, "nodePool": u.node_pool,
-                         "reason": keys.REASON_UNSCHEDULABLE, "message": u.message, "reasons": reasons,
-                         "transitionID": str(transition), "lastTransitionTime": rfc3339(), "status": "True"}
-            body = {"apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "kind": "PodGroup",
-                    "metadata": {"name": u.pod_group, "namespace": u.namespace},
-                    "status": {"schedulingConditions": [*others, condition]}}
+        body = unschedulable_condition_body(u.namespace, u.pod_group, self.overlay.conditions.get(key) or [],
+                                            u.node_pool, u.message, reasons, rfc3339())
+        if body is not None:
             await raw(self.api, "PATCH", f"{path}/status", query={"fieldManager": FIELD_MANAGER, "force": "true"},
                       body=body, content_type=APPLY_PATCH)
         self._pg_condition[key] = signature

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from operators.core import keys
-from operators.core.api.bindrequest import BindRequest, BindRequestRecord, BindRequestSpec, parse_bindrequest
+from operators.core.api.bindrequest import (
+    BindRequest,
+    BindRequestRecord,
+    BindRequestSpec,
+    parse_bindrequest,
+    parse_decision,
+)
 
 FRACTION = BindRequestRecord.decided("ns", "pod-a", "uid-a", "node-1", keys.RESOURCE_TYPE_FRACTION,
                                      gpu_groups=("g1", "g2"), gpu_count=2, gpu_portion="0.50")
@@ -52,3 +58,33 @@ def test_missing_fields_take_their_defaults() -> None:
     record = parse_bindrequest({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"selectedNode": "n"}})
     assert record == BindRequestRecord("ns", "p", "p", "n")
     assert not record.fraction and not record.finished and not record.failed
+
+
+def test_the_claim_devices_the_scheduler_reads_come_from_the_allocations() -> None:
+    allocation = {"devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "node-1",
+                                           "device": "gpu-0"},
+                                          {"request": "gpu", "driver": "gpu.example.com", "pool": "node-1",
+                                           "device": "gpu-1"}]}}
+    record = BindRequestRecord.decided("ns", "p", "u", "n", "Regular",
+                                       claim_allocations=(("claim", '{"devices":{"results":[]}}'),))
+    assert record.claim_devices == ()
+    body = record.body()
+    body["spec"]["resourceClaimAllocations"] = [{"name": "claim", "allocation": allocation}, {"name": "empty"}]
+    parsed = parse_bindrequest(body)
+    assert parsed.claim_devices == (("gpu.example.com", "node-1", "gpu-0"), ("gpu.example.com", "node-1", "gpu-1"))
+    assert BindRequestRecord.decided("ns", "p", "u", "n", "Regular",
+                                     claim_allocations=parsed.claim_allocations).claim_devices == parsed.claim_devices
+    assert parse_bindrequest(FRACTION.body()).claim_devices == ()
+
+
+def test_the_schedulers_record_changes_only_with_the_decision() -> None:
+    posted = parse_decision(FRACTION.body())
+    echo = FRACTION.body()
+    echo["metadata"].update(uid="br-uid", creationTimestamp="2024-01-01T00:00:00Z")
+    echo["status"] = {"phase": keys.BIND_PHASE_SUCCEEDED}
+    assert parse_decision(echo) == posted, "the watch's echo and the binder's progress wake no cycle"
+    echo["spec"]["backoffLimit"] = 3
+    echo["status"] = {"phase": keys.BIND_PHASE_FAILED, "failedAttempts": 1, "reason": "retrying"}
+    assert parse_decision(echo) == posted and not parse_decision(echo).failed
+    echo["status"]["failedAttempts"] = 3
+    assert parse_decision(echo) != posted and parse_decision(echo).failed

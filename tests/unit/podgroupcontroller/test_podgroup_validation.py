@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operators.podgroupcontroller.validation import podgroup_warnings, validate_podgroup
+from operators.core.api.podgroup_validation import podgroup_warnings, validate_podgroup
 
 
 def pg(*subgroups: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operators.podgroupcontroller.validation import validate_podgroup
+from operators.core.api.podgroup_validation import validate_podgroup
 
 
 def pg(preemptibility: str = "semi-preemptible", **spec: Any) -> dict[str, Any]:
