@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.annotations import provisioning_class, provisioning_parameters
+from operators.core.api.queue import UNLIMITED as UNLIMITED  # re-exported: -1, a Queue's "no bound"
+from operators.core.api.queue import QueueRecord as QueueRecord
+from operators.core.api.queue import queue_record as queue_record
 from operators.core.dra import extended_requests
-from operators.core.durations import parse_delay, parse_seconds
+from operators.core.durations import parse_delay
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -27,29 +30,15 @@ from operators.core.resources import (
     pod_container_requests,
     resize_pending,
 )
-from operators.core.times import parse_rfc3339
+from operators.core.times import parse_time as parse_time  # re-exported: the scheduler's time reader
 from operators.scheduler.decide.devices import pod_claims
-from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
+from operators.scheduler.decide.units import MILLI, ceil_scaled
 
-UNLIMITED = -1
 DEFAULT_MAX_PODS = 110
 # Resources with a dedicated field; everything else requested is a "scalar" checked generically.
 _BASE_RESOURCES = frozenset({"cpu", "memory", "pods", keys.GPU_RESOURCE})
 _GPU_GROUP_PREFIX = keys.GPU_GROUP_LABEL + "/"
 _ZERO = Decimal(0)
-
-
-def parse_time(value: Any) -> float:
-    """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
-    if not value or not isinstance(value, str):
-        return 0.0
-    return _epoch(value)
-
-
-@lru_cache(maxsize=8192)
-def _epoch(text: str) -> float:
-    # Memoised: a cycle reads the same annotation times again and again (min-runtime, stale gangs).
-    return parse_rfc3339(text) or 0.0
 
 
 def _q(value: Any, scale: int = 1) -> int:
@@ -414,35 +403,6 @@ class PodGroupRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRecord:
-    """Per-resource vectors are (gpu, cpu millicores, memory bytes); -1 = unlimited."""
-
-    name: str
-    uid: str
-    created: float
-    parent: str
-    priority: int
-    display_name: str
-    quota: tuple[int, int, int]  # micro-GPUs, millicores, bytes
-    limit: tuple[int, int, int]
-    weight: tuple[float, float, float]
-    labels: Mapping[str, str] = field(default_factory=dict)
-    # spec.preemptMinRuntime / spec.reclaimMinRuntime in seconds; None = unset (inherit from the parent).
-    preempt_min_runtime: float | None = None
-    reclaim_min_runtime: float | None = None
-    # Autoscaler opt-in for every workload of the queue (a workload's own annotation wins).
-    provisioning_class: str = ""
-    provisioning_parameters: tuple[tuple[str, str], ...] = ()
-    # kai.scheduler/pdb-violation: forbid | allow | "" (unset: the parent's, else the pdb plugin's argument).
-    pdb_violation: str = ""
-    suspend_on_preemption: str = ""  # kai.scheduler/suspend-on-preemption: true | false | "" (the parent's)
-
-    @property
-    def title(self) -> str:
-        return self.display_name or self.name
-
-
-@dataclass(frozen=True, slots=True)
 class BindRequestRecord:
     namespace: str
     name: str
@@ -666,8 +626,8 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         stale_since=annotations.get(keys.STALE_PODGROUP_TIMESTAMP),
         scheduling_backoff=int(backoff) if backoff is not None else -1,
         mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
-        labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
-        provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
+        labels=dict(meta.get("labels") or {}), provisioning_class=provisioning_class(annotations),
+        provisioning_parameters=provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
         preemption_delay=_delay(spec.get("preemptionDelay")),
         last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
         topology=topology_constraint(spec.get("topologyConstraint")),
@@ -703,63 +663,6 @@ def _delay(value: Any) -> float | None:
         return parse_delay(value) if value is not None else None
     except ValueError:
         return None
-
-
-def _provisioning_class(annotations: Mapping[str, Any]) -> str:
-    return str(annotations.get(keys.PROVISIONING_CLASS_ANNOTATION) or "").strip()
-
-
-def _provisioning_parameters(annotations: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    prefix = keys.PROVISIONING_PARAMETER_PREFIX
-    return tuple(sorted((str(k)[len(prefix):], str(v)) for k, v in annotations.items()
-                        if str(k).startswith(prefix) and len(str(k)) > len(prefix)))
-
-
-def _queue_vector(resources: Mapping[str, Any], field_name: str) -> tuple[int, int, int]:
-    def one(name: str, scale: int) -> int:
-        raw = (resources.get(name) or {}).get(field_name)
-        if raw is None:
-            return 0
-        value = float(raw)
-        return UNLIMITED if value == UNLIMITED else queue_amount(value, scale)
-    # Queue GPUs are devices (the core counts micro-GPUs), cpu millicores, memory megabytes (the core: bytes).
-    return one("gpu", GPU), one("cpu", 1), one("memory", MB)
-
-
-def _weights(resources: Mapping[str, Any]) -> tuple[float, float, float]:
-    def one(name: str) -> float:
-        raw = (resources.get(name) or {}).get("overQuotaWeight")
-        return 0.0 if raw is None else float(raw)
-    return one("gpu"), one("cpu"), one("memory")
-
-
-def _duration(value: Any) -> float | None:
-    """A Go duration string ("20s", "1m30s") or seconds; None when unset or malformed."""
-    if value is None or value == "":
-        return None
-    try:
-        return parse_seconds(value if isinstance(value, int | float) else str(value))
-    except ValueError:
-        return None
-
-
-def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
-    meta, spec = _meta(obj), obj.get("spec") or {}
-    resources = spec.get("resources") or {}
-    priority = spec.get("priority")
-    return QueueRecord(
-        name=str(meta.get("name", "")), uid=str(meta.get("uid") or meta.get("name", "")),
-        created=parse_time(meta.get("creationTimestamp")), parent=str(spec.get("parentQueue") or ""),
-        priority=int(priority) if priority is not None else 100, display_name=str(spec.get("displayName") or ""),
-        quota=_queue_vector(resources, "quota"), limit=_queue_vector(resources, "limit"),
-        weight=_weights(resources), labels=dict(meta.get("labels") or {}),
-        preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
-        reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
-        provisioning_class=_provisioning_class(meta.get("annotations") or {}),
-        provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}),
-        pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower(),
-        suspend_on_preemption=str((meta.get("annotations") or {}).get(keys.SUSPEND_ON_PREEMPTION) or "")
-        .strip().lower())
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
