@@ -2,8 +2,10 @@
 
 Two views of one resource, kept together so that they cannot drift apart:
 - `Queue` (pydantic) is the wire schema: `crds/` is generated from it.
-- `QueueRecord` is what the components read: every watched Queue is parsed once with `queue_record`. A frozen
-  record, not a validated model: the API server has validated the object against the schema already.
+- `QueueRecord` (the spec) and `QueueStatusRecord` (the status) are what the components read: the scheduler, the
+  queue-controller, the pod-grouper's RayJob admission and `kai` parse a Queue with `queue_record` /
+  `queue_status_record`. Frozen records, not validated models: the API server has validated the object against the
+  schema already. The queue-controller writes the status with `status_patch`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from operators.core import keys
 from operators.core.api.annotations import provisioning_class, provisioning_parameters
 from operators.core.api.base import ObjectMeta, ResourceList, WireModel
 from operators.core.durations import parse_seconds
+from operators.core.resources import QuantityError, parse_resource_list
+from operators.core.resources import ResourceList as Amounts
 from operators.core.times import parse_time
 from operators.core.units import GPU, MB, queue_amount
 
@@ -154,3 +158,72 @@ def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
         pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower(),
         suspend_on_preemption=str((meta.get("annotations") or {}).get(keys.SUSPEND_ON_PREEMPTION) or "")
         .strip().lower())
+
+
+# --- status ----------------------------------------------------------------------------------------
+# The status resource lists, by their wire names: sums over the queue's PodGroups and its child queues.
+STATUS_FIELDS = ("allocated", "allocatedNonPreemptible", "requested")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatusRecord:
+    """A Queue's status: its children, the resource sums by wire name (parsed quantities), its conditions."""
+
+    child_queues: tuple[str, ...] = ()
+    amounts: Mapping[str, Amounts] = field(default_factory=dict)  # STATUS_FIELDS name -> resource -> quantity
+    conditions: tuple[Mapping[str, Any], ...] = ()
+
+    def listed(self, field_name: str) -> Amounts:
+        """One of STATUS_FIELDS ({} when absent)."""
+        return self.amounts.get(field_name) or {}
+
+    @property
+    def allocated(self) -> Amounts:
+        return self.listed("allocated")
+
+
+def _amounts(raw: Any) -> Amounts:
+    # A malformed list written by someone else must not stop the whole hierarchy from being accounted.
+    try:
+        return parse_resource_list(raw if isinstance(raw, Mapping) else None)
+    except QuantityError:
+        return {}
+
+
+def queue_status_record(obj: Mapping[str, Any]) -> QueueStatusRecord:
+    status = obj.get("status") or {}
+    return QueueStatusRecord(
+        child_queues=tuple(str(c) for c in status.get("childQueues") or ()),
+        amounts={f: _amounts(status.get(f)) for f in STATUS_FIELDS if f in status},
+        conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, Mapping)))
+
+
+def _nonzero(values: Amounts) -> Amounts:
+    return {name: q for name, q in values.items() if q != 0}
+
+
+def status_patch(queue: Mapping[str, Any], computed: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status merge patch that makes `queue`'s stored status say `computed` (a status in wire form), or None
+    when it already says the same (by value).
+
+    `computed["conditions"]`, when present, is the whole desired conditions list (the queue-controller is the only
+    writer of Queue conditions); a merge patch replaces a list as a whole.
+    """
+    stored = queue_status_record(queue)
+    stored_wire = queue.get("status") or {}
+    conditions: dict[str, Any] = {}
+    if "conditions" in computed and (stored_wire.get("conditions") or []) != (computed["conditions"] or []):
+        conditions = {"conditions": list(computed["conditions"] or []) or None}
+    same = all(_nonzero(stored.listed(f)) == _nonzero(_amounts(computed.get(f))) for f in STATUS_FIELDS)
+    if same and sorted(stored.child_queues) == sorted(computed.get("childQueues") or []):
+        return {"status": conditions} if conditions else None
+    # A merge patch only removes keys it names as null: clear what the computation no longer reports, and
+    # remove a list that became empty (server-side apply cannot: an applied `{}` is stored as an invalid null).
+    patch: dict[str, Any] = {}
+    for f in STATUS_FIELDS:
+        values = computed.get(f) or {}
+        if values:
+            patch[f] = {**{name: None for name in stored_wire.get(f) or {}}, **values}
+        elif f in stored_wire:
+            patch[f] = None
+    return {"status": {**patch, "childQueues": list(computed.get("childQueues") or []) or None, **conditions}}
