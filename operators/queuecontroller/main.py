@@ -18,6 +18,7 @@ from prometheus_client import REGISTRY
 
 from operators.core import component
 from operators.core.api.queue import queue_record, queue_status_record
+from operators.core.api.queue_validation import quota_warnings, validate_queue
 from operators.core.booleans import add_bool_flag
 from operators.core.cache import PODGROUPS, QUEUES, Informer, run_when_synced
 from operators.core.events import EventRecorder, ObjectRef
@@ -26,7 +27,6 @@ from operators.core.times import rfc3339
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
-from operators.queuecontroller.quota_warnings import quota_warnings
 from operators.queuecontroller.status import (
     ORPHAN,
     REASON_PARENT_FOUND,
@@ -35,7 +35,6 @@ from operators.queuecontroller.status import (
     ancestry_problem,
     status_patch,
 )
-from operators.queuecontroller.validation import validate_queue
 
 COALESCE_SECONDS = 2.0
 log = logging.getLogger("queue-controller")
