@@ -10,7 +10,7 @@ from typing import Any
 
 from operators.core import resources
 from operators.core.api.queue import STATUS_FIELDS as FIELDS
-from operators.core.api.queue import queue_record, queue_status_record
+from operators.core.api.queue import QueueStatusRecord, queue_record, queue_status_record
 from operators.core.api.queue import status_patch as status_patch  # re-exported: the controller's writer
 from operators.core.resources import ResourceList
 
@@ -55,10 +55,7 @@ def _podgroup_sums(podgroups: Iterable[Obj]) -> dict[str, dict[str, ResourceList
 
 
 def _render(children: list[str], totals: Mapping[str, ResourceList]) -> dict[str, Any]:
-    status: dict[str, Any] = {field: resources.format_resource_list(totals[field]) for field in FIELDS}
-    if children:
-        status["childQueues"] = children
-    return status
+    return QueueStatusRecord(child_queues=tuple(children), amounts=totals).to_wire()
 
 
 def queue_status(queue_name: str, queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from operators.core import keys
 from operators.core.api.annotations import provisioning_class, provisioning_parameters
 from operators.core.api.base import ObjectMeta, ResourceList, WireModel
 from operators.core.durations import parse_seconds
-from operators.core.resources import QuantityError, parse_resource_list
+from operators.core.resources import QuantityError, format_resource_list, parse_resource_list
 from operators.core.resources import ResourceList as Amounts
 from operators.core.times import parse_time
 from operators.core.units import GPU, MB, queue_amount
@@ -180,6 +180,16 @@ class QueueStatusRecord:
     @property
     def allocated(self) -> Amounts:
         return self.listed("allocated")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The status as written: every STATUS_FIELDS list formatted ({} when empty), childQueues and conditions
+        only when there are any."""
+        out: dict[str, Any] = {f: format_resource_list(self.listed(f)) for f in STATUS_FIELDS}
+        if self.child_queues:
+            out["childQueues"] = list(self.child_queues)
+        if self.conditions:
+            out["conditions"] = [dict(c) for c in self.conditions]
+        return out
 
 
 def _amounts(raw: Any) -> Amounts:
