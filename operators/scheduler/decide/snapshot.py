@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.queue import QueueRecord, queue_record
 from operators.scheduler.decide.devices import (
     ClaimRecord,
     DeviceClassRecord,
@@ -29,7 +30,6 @@ from operators.scheduler.decide.records import (
     PodGroupRecord,
     PodRecord,
     PriorityClassRecord,
-    QueueRecord,
     RefusedEviction,
     TopologyRecord,
     bindrequest_record,
@@ -39,7 +39,6 @@ from operators.scheduler.decide.records import (
     pod_record,
     podgroup_record,
     priorityclass_record,
-    queue_record,
     topology_record,
 )
 from operators.scheduler.decide.searchbackoff import Backoff
