@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.queue import QueueRecord
 from operators.core.resources import GpuRequest
 from operators.insight.core import (
     RESOURCES,
@@ -36,7 +37,6 @@ from operators.scheduler.decide.records import (
     NodeRecord,
     PodGroupRecord,
     PodRecord,
-    QueueRecord,
     Requirement,
     parse_time,
 )

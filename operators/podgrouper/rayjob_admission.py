@@ -21,8 +21,9 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
-from operators.core.resources import QuantityError, parse_resource_list, pod_container_requests
-from operators.core.units import MB, MILLI
+from operators.core.api.queue import queue_record, queue_status_record
+from operators.core.resources import QuantityError, pod_container_requests
+from operators.core.units import GPU, MILLI
 from operators.podgrouper.grouping.model import GroupingFailure
 from operators.podgrouper.grouping.ray import cluster_gang
 
@@ -57,21 +58,13 @@ def humanize(value: float) -> str:
 
 
 def queue_view(obj: Mapping[str, Any]) -> QueueView:
-    """A Queue's limits (spec, in Queue units: GPUs, millicores, megabytes) and its status.allocated."""
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    resources = spec.get("resources") or {}
-
-    def limit(name: str, scale: float) -> float:
-        value = float((resources.get(name) or {}).get("limit", 0) or 0)
-        return value if value == UNLIMITED else value * scale
-
-    try:
-        allocated = parse_resource_list((obj.get("status") or {}).get("allocated"))
-    except QuantityError:
-        allocated = {}
+    """A Queue's limits (its record's, in core units) and its status.allocated."""
+    rec, allocated = queue_record(obj), queue_status_record(obj).allocated
+    gpu, cpu, memory = rec.limit
     return QueueView(
-        name=str(meta.get("name", "")), parent=str(spec.get("parentQueue") or ""),
-        limit=(limit("gpu", 1.0), limit("cpu", 1.0), limit("memory", MB)),
+        name=rec.name, parent=rec.parent,
+        # Micro-GPUs back to devices by division: the quotient is the decimal the spec wrote.
+        limit=(gpu if gpu == UNLIMITED else gpu / GPU, float(cpu), float(memory)),
         allocated=(float(allocated.get(keys.GPU_RESOURCE, Decimal(0))),
                    float(allocated.get("cpu", Decimal(0))) * MILLI, float(allocated.get("memory", Decimal(0)))))
 

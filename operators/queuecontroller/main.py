@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from prometheus_client import REGISTRY
 
 from operators.core import component
+from operators.core.api.queue import queue_record, queue_status_record
+from operators.core.api.queue_validation import quota_warnings, validate_queue
 from operators.core.booleans import add_bool_flag
 from operators.core.cache import PODGROUPS, QUEUES, Informer, run_when_synced
 from operators.core.events import EventRecorder, ObjectRef
@@ -25,7 +27,6 @@ from operators.core.times import rfc3339
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
 from operators.queuecontroller import metrics as queue_metrics
-from operators.queuecontroller.quota_warnings import quota_warnings
 from operators.queuecontroller.status import (
     ORPHAN,
     REASON_PARENT_FOUND,
@@ -34,7 +35,6 @@ from operators.queuecontroller.status import (
     ancestry_problem,
     status_patch,
 )
-from operators.queuecontroller.validation import validate_queue
 
 COALESCE_SECONDS = 2.0
 log = logging.getLogger("queue-controller")
@@ -87,7 +87,7 @@ class QueueController:
             seen.add(name)
             out.append(name)
             queue = self.queues.get(name)
-            name = ((queue or {}).get("spec") or {}).get("parentQueue")
+            name = _parent(queue) if queue is not None else None
         return out
 
     def enqueue_with_ancestors(self, name: str | None) -> None:
@@ -108,12 +108,12 @@ class QueueController:
             return  # our own status write coming back: nothing a reconcile reads changed
         if new is None and old is not None:
             self._written.pop(old["metadata"]["name"], None)
-        parents = {((q or {}).get("spec") or {}).get("parentQueue") for q in (old, new)}
+        parents = {_parent(q) if q is not None else None for q in (old, new)}
         for queue in (old, new):
             if queue is None:
                 continue
             self.work.add(queue["metadata"]["name"])
-            self.enqueue_with_ancestors((queue.get("spec") or {}).get("parentQueue"))
+            self.enqueue_with_ancestors(_parent(queue))
             if old is None or new is None or len(parents) > 1:
                 # A queue appeared, went away or moved: the ancestry of everything below it changed.
                 for descendant in self._subtree(queue["metadata"]["name"]):
@@ -132,7 +132,7 @@ class QueueController:
         queues = [q for q in self.queues.values() if q["metadata"]["name"] in subtree]
         podgroups = [pg for q in subtree for pg in self.podgroups.by_index("queue", q)]
         computed = dict(all_queue_statuses(queues, podgroups)[name])
-        stored_conditions = (queue.get("status") or {}).get("conditions") or []
+        stored_conditions = list(queue_status_record(queue).conditions)
         problem = ancestry_problem(name, self._ancestry(name))
         computed["conditions"] = ancestry_conditions(stored_conditions, problem, rfc3339())
         patch = status_patch(queue, computed)
@@ -157,7 +157,7 @@ class QueueController:
             queue = _queue(updated) if updated else queue
         self.metrics.update(queue)
 
-    async def _report_ancestry(self, queue: dict[str, Any], stored: list[dict[str, Any]],
+    async def _report_ancestry(self, queue: dict[str, Any], stored: list[Mapping[str, Any]],
                                problem: tuple[str, str] | None) -> None:
         """An event when the Orphan condition appears, changes or clears (the condition itself is in status)."""
         before = next((c for c in stored if c.get("type") == ORPHAN and c.get("status") == "True"), None)
@@ -167,7 +167,7 @@ class QueueController:
             log.info("queue %s: %s", queue["metadata"]["name"], problem[1])
             await self.events.emit(ref, "Warning", problem[0], problem[1])
         elif problem is None and before is not None:
-            parent = (queue.get("spec") or {}).get("parentQueue") or ""
+            parent = _parent(queue)
             await self.events.emit(ref, "Normal", REASON_PARENT_FOUND,
                                    f"parent queue '{parent}' exists now; workloads of this queue can be scheduled")
 
@@ -220,8 +220,8 @@ class QueueController:
         return self.queues.synced.is_set() and self.podgroups.synced.is_set()
 
 
-def _parent(queue: dict[str, Any]) -> str:
-    return str((queue.get("spec") or {}).get("parentQueue") or "")
+def _parent(queue: Mapping[str, Any]) -> str:
+    return queue_record(queue).parent
 
 
 async def build(args: argparse.Namespace, api: Any, _: component.Lifecycle) -> QueueController:

@@ -13,8 +13,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from operators.core import dra, resources
-from operators.core.units import MB, MILLI
+from operators.core import dra
+from operators.core.api.queue import queue_record, queue_status_record
+from operators.core.units import GPU, MILLI
 
 UNLIMITED = -1.0
 # Gauge name (without the namespace prefix) -> help text.
@@ -58,26 +59,21 @@ class MetricsConfig:
         return (*QUEUE_LABELS, *extra)
 
 
-def _spec_value(queue: Mapping[str, Any], resource: str, field_name: str = "quota") -> float:
-    value = (((queue.get("spec") or {}).get("resources") or {}).get(resource) or {}).get(field_name)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+def _spec_values(queue: Mapping[str, Any], field_name: str) -> tuple[float, float, float]:
+    """(GPUs, CPU cores, memory bytes) of the spec's quotas or limits; -1 (unlimited) stays -1."""
+    rec = queue_record(queue)
+    gpu, cpu, memory = rec.quota if field_name == "quota" else rec.limit
+    # Micro-GPUs divided (not multiplied by 1e-6): the quotient is the decimal the spec wrote.
+    return gpu if gpu == UNLIMITED else gpu / GPU, _scaled(float(cpu), 1 / MILLI), float(memory)
 
 
 def _scaled(value: float, factor: float) -> float:
     return value if value == UNLIMITED else value * factor
 
 
-def _status_list(queue: Mapping[str, Any], field_name: str) -> dict[str, Decimal]:
-    raw = (queue.get("status") or {}).get(field_name)
-    try:
-        return resources.parse_resource_list(raw if isinstance(raw, Mapping) else None)
-    except resources.QuantityError:
-        return {}
-
-
 def _amounts(queue: Mapping[str, Any], field_name: str) -> tuple[float, float, float]:
     """(GPUs, CPU cores, memory bytes) of a status resource list, rounded to 4 decimals as KAI does."""
-    listed = _status_list(queue, field_name)
+    listed = queue_status_record(queue).listed(field_name)
     gpu_names = sorted(name for name in listed if name.endswith("/gpu"))
     gpus = float(listed[gpu_names[0]]) if gpu_names else 0.0
     # DRA GPUs (listed under their device class, KAI's PodGroup status) count as GPUs too.
@@ -88,14 +84,11 @@ def _amounts(queue: Mapping[str, Any], field_name: str) -> tuple[float, float, f
 
 def queue_metric_values(queue: Mapping[str, Any]) -> dict[str, float]:
     """Gauge name (unprefixed) -> value for one queue, from its spec and status."""
+    quota, limit = _spec_values(queue, "quota"), _spec_values(queue, "limit")
     out = {
         "queue_info": 1.0,
-        "queue_deserved_gpus": _spec_value(queue, "gpu"),
-        "queue_quota_cpu_cores": _scaled(_spec_value(queue, "cpu"), 1 / MILLI),  # spec cpu is in millicores
-        "queue_quota_memory_bytes": _scaled(_spec_value(queue, "memory"), MB),  # spec memory is in megabytes
-        "queue_limit_gpus": _spec_value(queue, "gpu", "limit"),
-        "queue_limit_cpu_cores": _scaled(_spec_value(queue, "cpu", "limit"), 1 / MILLI),
-        "queue_limit_memory_bytes": _scaled(_spec_value(queue, "memory", "limit"), MB),
+        "queue_deserved_gpus": quota[0], "queue_quota_cpu_cores": quota[1], "queue_quota_memory_bytes": quota[2],
+        "queue_limit_gpus": limit[0], "queue_limit_cpu_cores": limit[1], "queue_limit_memory_bytes": limit[2],
     }
     for status_field, prefix in (("allocated", "queue_allocated"),
                                  ("allocatedNonPreemptible", "queue_allocated_non_preemptible"),
@@ -112,7 +105,7 @@ def queue_metric_labels(queue: Mapping[str, Any], config: MetricsConfig) -> dict
     # KAI (since v0.17): `queue_name` kept for old dashboards, `queue_metadata_name` the join key with the
     # scheduler's queue metrics, `queue_display_name` the spec's displayName (empty when unset).
     out = {"queue_name": name, "queue_metadata_name": name,
-           "queue_display_name": str((queue.get("spec") or {}).get("displayName") or "")}
+           "queue_display_name": queue_record(queue).display_name}
     for key in sorted(config.label_to_metric_label):
         default = config.label_default_values.get(key, "")
         out[config.label_to_metric_label[key]] = str(labels.get(key, default))

@@ -9,18 +9,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core import resources
+from operators.core.api.queue import STATUS_FIELDS as FIELDS
+from operators.core.api.queue import QueueStatusRecord, queue_record, queue_status_record
+from operators.core.api.queue import status_patch as status_patch  # re-exported: the controller's writer
 from operators.core.resources import ResourceList
 
 Obj = Mapping[str, Any]
-FIELDS = ("allocated", "allocatedNonPreemptible", "requested")
 
 
 def _name(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _parent(queue: Obj) -> str:
-    return str((queue.get("spec") or {}).get("parentQueue") or "")
 
 
 def _parse(raw: Any) -> ResourceList:
@@ -32,7 +30,16 @@ def _parse(raw: Any) -> ResourceList:
 
 
 def child_queues(queue_name: str, queues: Iterable[Obj]) -> list[str]:
-    return sorted(_name(q) for q in queues if _parent(q) == queue_name and _name(q) != queue_name)
+    return _children(queue_name, _parents(queues))
+
+
+def _parents(queues: Iterable[Obj]) -> dict[str, str]:
+    """Every queue's name -> its parent (read once: the hierarchy walks look parents up again and again)."""
+    return {(r := queue_record(q)).name: r.parent for q in queues}
+
+
+def _children(queue_name: str, parents: Mapping[str, str]) -> list[str]:
+    return sorted(name for name, parent in parents.items() if parent == queue_name and name != queue_name)
 
 
 def _podgroup_sums(podgroups: Iterable[Obj]) -> dict[str, dict[str, ResourceList]]:
@@ -48,10 +55,7 @@ def _podgroup_sums(podgroups: Iterable[Obj]) -> dict[str, dict[str, ResourceList
 
 
 def _render(children: list[str], totals: Mapping[str, ResourceList]) -> dict[str, Any]:
-    status: dict[str, Any] = {field: resources.format_resource_list(totals[field]) for field in FIELDS}
-    if children:
-        status["childQueues"] = children
-    return status
+    return QueueStatusRecord(child_queues=tuple(children), amounts=totals).to_wire()
 
 
 def queue_status(queue_name: str, queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[str, Any]:
@@ -67,9 +71,9 @@ def queue_status(queue_name: str, queues: Iterable[Obj], podgroups: Iterable[Obj
         queue_name, {field: {} for field in FIELDS})
     for queue in queues:
         if _name(queue) in children:
-            stored = queue.get("status") or {}
+            stored = queue_status_record(queue)
             for field in FIELDS:
-                totals[field] = resources.add(totals[field], _parse(stored.get(field)))
+                totals[field] = resources.add(totals[field], stored.listed(field))
     return _render(children, totals)
 
 
@@ -79,9 +83,9 @@ def all_queue_statuses(queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[
     Robust to parent cycles (each descendant is counted once per ancestor, never looping) and to
     PodGroups whose queue does not exist (they count nowhere).
     """
-    queues = list(queues)
-    names = {_name(q) for q in queues}
-    children = {name: child_queues(name, queues) for name in names}
+    parents = _parents(queues)
+    names = set(parents)
+    children = {name: _children(name, parents) for name in names}
     own = _podgroup_sums(podgroups)
     empty: dict[str, ResourceList] = {field: {} for field in FIELDS}
     statuses: dict[str, dict[str, Any]] = {}
@@ -99,35 +103,6 @@ def all_queue_statuses(queues: Iterable[Obj], podgroups: Iterable[Obj]) -> dict[
                     stack.append(child)
         statuses[name] = _render(children[name], totals)
     return statuses
-
-
-def status_patch(queue: Obj, computed: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The status patch to write, or None when the stored status already says the same (by value).
-
-    `computed["conditions"]`, when present, is the whole desired conditions list (this controller is the only
-    writer of Queue conditions); a merge patch replaces a list as a whole.
-    """
-    stored = queue.get("status") or {}
-    conditions: dict[str, Any] = {}
-    if "conditions" in computed and (stored.get("conditions") or []) != (computed["conditions"] or []):
-        conditions = {"conditions": list(computed["conditions"] or []) or None}
-    same = all(_nonzero(_parse(stored.get(f))) == _nonzero(_parse(computed.get(f))) for f in FIELDS)
-    if same and sorted(stored.get("childQueues") or []) == sorted(computed.get("childQueues") or []):
-        return {"status": conditions} if conditions else None
-    # A merge patch only removes keys it names as null: clear what the computation no longer reports, and
-    # remove a list that became empty (server-side apply cannot: an applied `{}` is stored as an invalid null).
-    patch: dict[str, Any] = {}
-    for field in FIELDS:
-        values = computed.get(field) or {}
-        if values:
-            patch[field] = {**{name: None for name in stored.get(field) or {}}, **values}
-        elif field in stored:
-            patch[field] = None
-    return {"status": {**patch, "childQueues": list(computed.get("childQueues") or []) or None, **conditions}}
-
-
-def _nonzero(values: ResourceList) -> ResourceList:
-    return {name: q for name, q in values.items() if q != 0}
 
 
 # --- ancestry --------------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.queuecontroller.quota_warnings import quota_warnings
-from operators.queuecontroller.validation import RESOURCES_REQUIRED, validate_queue
+from operators.core.api.queue_validation import RESOURCES_REQUIRED, quota_warnings, validate_queue
 
 FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

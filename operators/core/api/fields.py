@@ -7,25 +7,11 @@ server has validated the object against its schema already) and cheap.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from operators.core import keys
 from operators.core.durations import parse_delay
-from operators.core.times import parse_rfc3339
-
-
-def parse_time(value: Any) -> float:
-    """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
-    if not value or not isinstance(value, str):
-        return 0.0
-    return _epoch(value)
-
-
-@lru_cache(maxsize=8192)
-def _epoch(text: str) -> float:
-    # Memoised: a cycle reads the same annotation times again and again (min-runtime, stale gangs).
-    return parse_rfc3339(text) or 0.0
+from operators.core.times import parse_time as parse_time  # re-exported: RFC3339 -> epoch, 0.0 when unset
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

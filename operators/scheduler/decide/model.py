@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from operators.scheduler.decide.records import NodeRecord, PodGroupRecord, PodRecord, QueueRecord
+from operators.core.api.queue import QueueRecord
+from operators.scheduler.decide.records import NodeRecord, PodGroupRecord, PodRecord
 from operators.scheduler.decide.units import GPU, as_vector
 
 if TYPE_CHECKING:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.queue import QueueRecord
 from operators.scheduler.decide.decisions import Decisions, Reason, Unschedulable
 from operators.scheduler.decide.plugins.preemptiondelay.delay import effective_delay, verdict
 from operators.scheduler.decide.plugins.subgroups.tree import build_tree
-from operators.scheduler.decide.records import PodGroupRecord, PodRecord, QueueRecord, parse_time
+from operators.scheduler.decide.records import PodGroupRecord, PodRecord, parse_time
 from operators.scheduler.decide.snapshot import Snapshot
 
 API_GROUP = "autoscaling.x-k8s.io"

@@ -20,8 +20,6 @@ from operators.core.api.bindrequest import BindRequestRecord as BindRequestRecor
 from operators.core.api.fields import delay as _delay
 from operators.core.api.fields import meta as _meta
 from operators.core.api.fields import parse_time as parse_time
-from operators.core.api.fields import provisioning_class as _provisioning_class
-from operators.core.api.fields import provisioning_parameters as _provisioning_parameters
 
 # The PodGroup record lives with its wire model; the scheduler's modules find it here with the other records.
 from operators.core.api.podgroup import PodGroupRecord as PodGroupRecord
@@ -29,8 +27,10 @@ from operators.core.api.podgroup import SubGroupSpec as SubGroupSpec
 from operators.core.api.podgroup import TopologyConstraintSpec as TopologyConstraintSpec
 from operators.core.api.podgroup import podgroup_record as podgroup_record
 from operators.core.api.podgroup import topology_constraint as topology_constraint
+from operators.core.api.queue import UNLIMITED as UNLIMITED  # re-exported: -1, a Queue's "no bound"
+from operators.core.api.queue import QueueRecord as QueueRecord
+from operators.core.api.queue import queue_record as queue_record
 from operators.core.dra import extended_requests
-from operators.core.durations import parse_seconds
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -42,9 +42,8 @@ from operators.core.resources import (
     resize_pending,
 )
 from operators.scheduler.decide.devices import pod_claims
-from operators.scheduler.decide.units import GPU, MB, MILLI, ceil_scaled, queue_amount
+from operators.scheduler.decide.units import MILLI, ceil_scaled
 
-UNLIMITED = -1
 DEFAULT_MAX_PODS = 110
 # Resources with a dedicated field; everything else requested is a "scalar" checked generically.
 _BASE_RESOURCES = frozenset({"cpu", "memory", "pods", keys.GPU_RESOURCE})
@@ -338,35 +337,6 @@ class PodRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRecord:
-    """Per-resource vectors are (gpu, cpu millicores, memory bytes); -1 = unlimited."""
-
-    name: str
-    uid: str
-    created: float
-    parent: str
-    priority: int
-    display_name: str
-    quota: tuple[int, int, int]  # micro-GPUs, millicores, bytes
-    limit: tuple[int, int, int]
-    weight: tuple[float, float, float]
-    labels: Mapping[str, str] = field(default_factory=dict)
-    # spec.preemptMinRuntime / spec.reclaimMinRuntime in seconds; None = unset (inherit from the parent).
-    preempt_min_runtime: float | None = None
-    reclaim_min_runtime: float | None = None
-    # Autoscaler opt-in for every workload of the queue (a workload's own annotation wins).
-    provisioning_class: str = ""
-    provisioning_parameters: tuple[tuple[str, str], ...] = ()
-    # kai.scheduler/pdb-violation: forbid | allow | "" (unset: the parent's, else the pdb plugin's argument).
-    pdb_violation: str = ""
-    suspend_on_preemption: str = ""  # kai.scheduler/suspend-on-preemption: true | false | "" (the parent's)
-
-    @property
-    def title(self) -> str:
-        return self.display_name or self.name
-
-
-@dataclass(frozen=True, slots=True)
 class PriorityClassRecord:
     name: str
     value: int
@@ -549,53 +519,6 @@ def _whole(value: Any) -> int:
         return int(parse_quantity(value))
     except (QuantityError, TypeError, ArithmeticError):
         return 0
-
-
-def _queue_vector(resources: Mapping[str, Any], field_name: str) -> tuple[int, int, int]:
-    def one(name: str, scale: int) -> int:
-        raw = (resources.get(name) or {}).get(field_name)
-        if raw is None:
-            return 0
-        value = float(raw)
-        return UNLIMITED if value == UNLIMITED else queue_amount(value, scale)
-    # Queue GPUs are devices (the core counts micro-GPUs), cpu millicores, memory megabytes (the core: bytes).
-    return one("gpu", GPU), one("cpu", 1), one("memory", MB)
-
-
-def _weights(resources: Mapping[str, Any]) -> tuple[float, float, float]:
-    def one(name: str) -> float:
-        raw = (resources.get(name) or {}).get("overQuotaWeight")
-        return 0.0 if raw is None else float(raw)
-    return one("gpu"), one("cpu"), one("memory")
-
-
-def _duration(value: Any) -> float | None:
-    """A Go duration string ("20s", "1m30s") or seconds; None when unset or malformed."""
-    if value is None or value == "":
-        return None
-    try:
-        return parse_seconds(value if isinstance(value, int | float) else str(value))
-    except ValueError:
-        return None
-
-
-def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
-    meta, spec = _meta(obj), obj.get("spec") or {}
-    resources = spec.get("resources") or {}
-    priority = spec.get("priority")
-    return QueueRecord(
-        name=str(meta.get("name", "")), uid=str(meta.get("uid") or meta.get("name", "")),
-        created=parse_time(meta.get("creationTimestamp")), parent=str(spec.get("parentQueue") or ""),
-        priority=int(priority) if priority is not None else 100, display_name=str(spec.get("displayName") or ""),
-        quota=_queue_vector(resources, "quota"), limit=_queue_vector(resources, "limit"),
-        weight=_weights(resources), labels=dict(meta.get("labels") or {}),
-        preempt_min_runtime=_duration(spec.get("preemptMinRuntime")),
-        reclaim_min_runtime=_duration(spec.get("reclaimMinRuntime")),
-        provisioning_class=_provisioning_class(meta.get("annotations") or {}),
-        provisioning_parameters=_provisioning_parameters(meta.get("annotations") or {}),
-        pdb_violation=str((meta.get("annotations") or {}).get(keys.PDB_VIOLATION) or "").strip().lower(),
-        suspend_on_preemption=str((meta.get("annotations") or {}).get(keys.SUSPEND_ON_PREEMPTION) or "")
-        .strip().lower())
 
 
 def priorityclass_record(obj: Mapping[str, Any]) -> PriorityClassRecord:

@@ -12,6 +12,7 @@ from typing import Any
 
 from operators.core import keys
 from operators.core.api.bindrequest import parse_decision
+from operators.core.api.queue import QueueRecord, queue_record
 from operators.scheduler.decide.devices import (
     ClaimRecord,
     DeviceClassRecord,
@@ -30,7 +31,6 @@ from operators.scheduler.decide.records import (
     PodGroupRecord,
     PodRecord,
     PriorityClassRecord,
-    QueueRecord,
     RefusedEviction,
     TopologyRecord,
     configmap_record,
@@ -39,7 +39,6 @@ from operators.scheduler.decide.records import (
     pod_record,
     podgroup_record,
     priorityclass_record,
-    queue_record,
     topology_record,
 )
 from operators.scheduler.decide.searchbackoff import Backoff

@@ -25,12 +25,13 @@ output, metrics and statuses.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 
 from operators.core.units import GB as GB  # the core's units, re-exported
 from operators.core.units import GPU as GPU
 from operators.core.units import MB as MB
 from operators.core.units import MILLI as MILLI
+from operators.core.units import queue_amount as queue_amount
 
 # The one tolerance of the core, for the quantities that are genuinely fractional: a queue's weighted part of a
 # fair-share round (in whole units) and the DRF / reclaim-saturation ratios (allocated / share). Two such floats
@@ -77,16 +78,6 @@ def gpu_memory_share(memory_mib: int, device_mib: int) -> int:
     """The queue share of a `gpu-memory` request not yet placed (MiB over a device's MiB) in micro-GPUs,
     rounded up (the safe side for fitting)."""
     return -(-memory_mib * GPU // device_mib)
-
-
-def queue_amount(value: float | int, scale: int) -> int:
-    """A Queue's quota/limit number (GPUs, millicores, MB) in core units (scale: micro-GPUs per GPU, 1, bytes
-    per MB), rounded to the nearest unit (half to even). -1 (unlimited) is handled by the caller."""
-    try:
-        dec = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-        return int((dec * scale).to_integral_value(rounding=ROUND_HALF_EVEN))
-    except (InvalidOperation, ValueError, OverflowError):
-        return 0
 
 
 def to_gpus(micro: int) -> float:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from operators.core.api.queue_validation import RESOURCES_REQUIRED, validate_queue
 from operators.core.durations import parse_delay as parse_duration
-from operators.queuecontroller.validation import RESOURCES_REQUIRED, validate_queue
 
 
 def q(name: str = "q", parent: str = "", **spec: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.queuecontroller.quota_warnings import quota_warnings
+from operators.core.api.queue_validation import quota_warnings
 
 
 def q(name: str, parent: str = "", **resources: dict[str, Any]) -> dict[str, Any]:

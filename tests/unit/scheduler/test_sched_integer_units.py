@@ -7,8 +7,9 @@ from typing import Any
 
 from sched_builders import bound, cycle, node, pod, podgroup, queue
 
+from operators.core.api.queue import queue_record
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.records import node_record, pod_record, queue_record
+from operators.scheduler.decide.records import node_record, pod_record
 from operators.scheduler.decide.session import Session
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 from operators.scheduler.decide.units import (

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
+from operators.core.api.queue import queue_record
 from operators.scheduler.decide.config import SchedulerConfig, config_from_mapping
-from operators.scheduler.decide.records import queue_record
 from operators.scheduler.decide.session import rfc3339
 
 NOW = 1_800_000_000.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
+from operators.core.api.queue import queue_record
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.records import node_record, pod_record, queue_record
+from operators.scheduler.decide.records import node_record, pod_record
 from operators.scheduler.decide.session import Session
 from operators.scheduler.decide.snapshot import build_snapshot, snapshot_from_objects
 from operators.scheduler.decide.units import GPU
