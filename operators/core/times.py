@@ -10,8 +10,7 @@ import math
 import re
 import time
 from datetime import datetime
-from functools import lru_cache
-from typing import Any, Final
+from typing import Final
 
 # RFC3339 (Go's time.RFC3339 / RFC3339Nano): a date, `T`, a time with optional fraction, and `Z` or an offset.
 _RFC3339: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
@@ -31,16 +30,3 @@ def parse_rfc3339(value: object) -> float | None:
         return datetime.fromisoformat(value).timestamp()  # aware (the pattern requires an offset): absolute
     except ValueError:  # a well-formed string naming no real time (month 13)
         return None
-
-
-def parse_time(value: Any) -> float:
-    """RFC3339 -> epoch seconds; 0.0 when absent or malformed (sorts first, like a zero Go time)."""
-    if not value or not isinstance(value, str):
-        return 0.0
-    return _epoch(value)
-
-
-@lru_cache(maxsize=8192)
-def _epoch(text: str) -> float:
-    # Memoised: a cycle reads the same annotation times again and again (min-runtime, stale gangs).
-    return parse_rfc3339(text) or 0.0

@@ -14,12 +14,15 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
-from operators.core.api.annotations import provisioning_class, provisioning_parameters
+from operators.core.api.fields import delay as _delay
+from operators.core.api.fields import meta as _meta
+from operators.core.api.fields import parse_time as parse_time
+from operators.core.api.fields import provisioning_class as _provisioning_class
+from operators.core.api.fields import provisioning_parameters as _provisioning_parameters
 from operators.core.api.queue import UNLIMITED as UNLIMITED  # re-exported: -1, a Queue's "no bound"
 from operators.core.api.queue import QueueRecord as QueueRecord
 from operators.core.api.queue import queue_record as queue_record
 from operators.core.dra import extended_requests
-from operators.core.durations import parse_delay
 from operators.core.resources import (
     GpuRequest,
     GpuRequestError,
@@ -30,7 +33,6 @@ from operators.core.resources import (
     pod_container_requests,
     resize_pending,
 )
-from operators.core.times import parse_time as parse_time  # re-exported: the scheduler's time reader
 from operators.scheduler.decide.devices import pod_claims
 from operators.scheduler.decide.units import MILLI, ceil_scaled
 
@@ -467,11 +469,6 @@ class TopologyRecord:
 # --- parsers -------------------------------------------------------------------------------------
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def node_record(obj: Mapping[str, Any]) -> NodeRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     labels = dict(meta.get("labels") or {})
@@ -626,8 +623,8 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         stale_since=annotations.get(keys.STALE_PODGROUP_TIMESTAMP),
         scheduling_backoff=int(backoff) if backoff is not None else -1,
         mark_unschedulable=spec.get("markUnschedulable") is not False, unschedulable_pools=pools,
-        labels=dict(meta.get("labels") or {}), provisioning_class=provisioning_class(annotations),
-        provisioning_parameters=provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
+        labels=dict(meta.get("labels") or {}), provisioning_class=_provisioning_class(annotations),
+        provisioning_parameters=_provisioning_parameters(annotations), min_sub_group=_count(spec.get("minSubGroup")),
         preemption_delay=_delay(spec.get("preemptionDelay")),
         last_eviction=parse_time(annotations.get(keys.LAST_EVICTION_TIMESTAMP)),
         topology=topology_constraint(spec.get("topologyConstraint")),
@@ -656,13 +653,6 @@ def _whole(value: Any) -> int:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _delay(value: Any) -> float | None:
-    try:
-        return parse_delay(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
