@@ -18,11 +18,11 @@ from pydantic import Field
 
 from operators.core import keys
 from operators.core.api.base import ObjectMeta, ResourceList, WireModel
-from operators.core.api.fields import provisioning_class, provisioning_parameters
+from operators.core.api.fields import meta as _meta
+from operators.core.api.fields import parse_time, provisioning_class, provisioning_parameters
 from operators.core.durations import parse_seconds
 from operators.core.resources import QuantityError, format_resource_list, parse_resource_list
 from operators.core.resources import ResourceList as Amounts
-from operators.core.times import parse_time
 from operators.core.units import GPU, MB, queue_amount
 
 API_VERSION: Literal["scheduling.run.ai/v2"] = "scheduling.run.ai/v2"
@@ -142,7 +142,7 @@ def _duration(value: Any) -> float | None:
 
 
 def queue_record(obj: Mapping[str, Any]) -> QueueRecord:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    meta, spec = _meta(obj), obj.get("spec") or {}
     resources = spec.get("resources") or {}
     priority = spec.get("priority")
     return QueueRecord(
