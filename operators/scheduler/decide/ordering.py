@@ -7,7 +7,6 @@ facts are cached per queue and invalidated only along the path of the queue whos
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -90,8 +89,10 @@ class JobTree:
         self._facts = facts
         self._before = before
         self._seq = itertools.count()
-        # Keyed by QueueState identity.
-        self._heaps: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
+        # Keyed by QueueState identity. Each leaf's jobs as (key, seq, job) sorted descending: the next job is the
+        # last entry, so a pop is O(1) (most jobs are popped once and not pushed back); a push inserts in order.
+        # The order is a heap's on (key, seq).
+        self._stacks: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
         self._count: dict[QueueState, int] = {}
         self._children: dict[QueueState, list[QueueState]] = {}
         self._eval: dict[QueueState, _Eval] = {}
@@ -111,10 +112,10 @@ class JobTree:
             q = keyed[0][1].queue
             assert q is not None
             self._link(q)
-            # Same as pushing them one by one in this order: a sorted list is a heap.
-            heap = self._heaps.setdefault(q, [])
-            for key, job in keyed:
-                heapq.heappush(heap, (key, next(self._seq), job))
+            # Same as pushing them one by one in this order (one leaf queue per name, so the list is new).
+            entries = [(key, next(self._seq), job) for key, job in keyed]
+            entries.reverse()
+            self._stacks[q] = entries
             for node in q.lineage():
                 self._count[node] = self._count.get(node, 0) + len(keyed)
             self.invalidate(q)
@@ -135,7 +136,7 @@ class JobTree:
         assert q is not None
         self._link(q)
         self._requests.pop(id(job), None)
-        heapq.heappush(self._heaps.setdefault(q, []), (self._job_key(job), next(self._seq), job))
+        _insert_descending(self._stacks.setdefault(q, []), (self._job_key(job), next(self._seq), job))
         count = self._count
         node: QueueState | None = q
         while node is not None:
@@ -166,10 +167,10 @@ class JobTree:
         return best
 
     def _evaluate(self, q: QueueState) -> _Eval:
-        heap = self._heaps.get(q)
+        stack = self._stacks.get(q)
         child: QueueState | None = None
-        if heap:
-            job = heap[0][2]
+        if stack:
+            job = stack[-1][2]
         else:
             child = self._best(self._children[q])
             assert child is not None
@@ -195,15 +196,15 @@ class JobTree:
         q = self._best(self._roots)
         if q is None:
             return None
-        heaps, cache = self._heaps, self._eval
-        heap = heaps.get(q)
-        while not heap:
+        stacks, cache = self._stacks, self._eval
+        stack = stacks.get(q)
+        while not stack:
             # The best child was found (and cached) while the parent's facts were computed.
             nxt = cache[q][2]
             assert nxt is not None
             q = nxt
-            heap = heaps.get(q)
-        job = heapq.heappop(heap)[2]
+            stack = stacks.get(q)
+        job = stack.pop()[2]
         count = self._count
         node: QueueState | None = q
         while node is not None:
@@ -211,3 +212,16 @@ class JobTree:
             cache.pop(node, None)
             node = node.parent
         return job
+
+
+def _insert_descending(stack: list[tuple[tuple[object, ...], int, Job]],
+                       entry: tuple[tuple[object, ...], int, Job]) -> None:
+    """Insert into a list sorted descending (entries are unique by their sequence number: jobs never compared)."""
+    lo, hi = 0, len(stack)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if stack[mid] > entry:
+            lo = mid + 1
+        else:
+            hi = mid
+    stack.insert(lo, entry)
