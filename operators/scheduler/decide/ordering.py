@@ -68,7 +68,8 @@ def tasks_to_allocate(job: Job) -> list[Task]:
 QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[int, int, int], float, str]
 
 
-RequestOf = Callable[[Job], Sequence[int]]
+TasksOf = Callable[[Job], list[Task]]  # the pods of a job's next attempt (the gang plugin's rule)
+RequestOf = Callable[[list[Task]], Sequence[int]]  # what those pods ask, summed
 # Per tree node: (facts, representative job, best child or None for a queue that holds the jobs itself).
 _Eval = tuple[QueueFacts, Job, "QueueState | None"]
 
@@ -80,10 +81,11 @@ class JobTree:
     path of the queue it touched, so a pop re-evaluates one queue per level and compares cached siblings.
     """
 
-    def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None, *,
+    def __init__(self, jobs: Iterable[Job], tasks_of: TasksOf, request_of: RequestOf, depth: int | None = None, *,
                  job_key: Callable[[Job], tuple[object, ...]] = job_order_key,
                  facts: Callable[[QueueState, Sequence[int]], QueueFacts],
                  before: Callable[[QueueFacts, QueueFacts], bool]) -> None:
+        self._tasks_of = tasks_of
         self._request_of = request_of
         self._job_key = job_key
         self._facts = facts
@@ -96,7 +98,8 @@ class JobTree:
         self._count: dict[QueueState, int] = {}
         self._children: dict[QueueState, list[QueueState]] = {}
         self._eval: dict[QueueState, _Eval] = {}
-        self._requests: dict[int, Sequence[int]] = {}  # by id(job); a job changes only between pop and push
+        # (tasks, request) of each job's next attempt, by id(job); a job changes only between pop and push.
+        self._requests: dict[int, tuple[list[Task], Sequence[int]]] = {}
         self._roots: list[QueueState] = []
         by_leaf: dict[str, list[Job]] = {}
         for job in jobs:
@@ -178,11 +181,21 @@ class JobTree:
             job = self._eval[child][1]
         key = id(job)
         requests = self._requests
-        request = requests.get(key)
-        if request is None:
-            request = requests[key] = self._request_of(job)
-        out = self._eval[q] = (self._facts(q, request), job, child)
+        known = requests.get(key)
+        if known is None:
+            tasks = self._tasks_of(job)
+            known = requests[key] = (tasks, self._request_of(tasks))
+        out = self._eval[q] = (self._facts(q, known[1]), job, child)
         return out
+
+    def attempt_tasks(self, job: Job) -> list[Task] | None:
+        """The pods of the next attempt of `job`, as the tree computed them to order it (None: not computed).
+
+        Exact for a job just popped, until it is changed (allocate changes only the job it popped, and pushes it
+        back or drops it); an action that changes other jobs (evictions) must compute them itself.
+        """
+        known = self._requests.get(id(job))
+        return known[0] if known is not None else None
 
     def _rep_job(self, q: QueueState) -> Job:
         ev = self._eval.get(q)
