@@ -7,7 +7,6 @@ facts are cached per queue and invalidated only along the path of the queue whos
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -69,7 +68,8 @@ def tasks_to_allocate(job: Job) -> list[Task]:
 QueueFacts = tuple[tuple[bool, bool, int, bool], float, float, tuple[int, int, int], float, str]
 
 
-RequestOf = Callable[[Job], Sequence[int]]
+TasksOf = Callable[[Job], list[Task]]  # the pods of a job's next attempt (the gang plugin's rule)
+RequestOf = Callable[[list[Task]], Sequence[int]]  # what those pods ask, summed
 # Per tree node: (facts, representative job, best child or None for a queue that holds the jobs itself).
 _Eval = tuple[QueueFacts, Job, "QueueState | None"]
 
@@ -81,21 +81,25 @@ class JobTree:
     path of the queue it touched, so a pop re-evaluates one queue per level and compares cached siblings.
     """
 
-    def __init__(self, jobs: Iterable[Job], request_of: RequestOf, depth: int | None = None, *,
+    def __init__(self, jobs: Iterable[Job], tasks_of: TasksOf, request_of: RequestOf, depth: int | None = None, *,
                  job_key: Callable[[Job], tuple[object, ...]] = job_order_key,
                  facts: Callable[[QueueState, Sequence[int]], QueueFacts],
                  before: Callable[[QueueFacts, QueueFacts], bool]) -> None:
+        self._tasks_of = tasks_of
         self._request_of = request_of
         self._job_key = job_key
         self._facts = facts
         self._before = before
         self._seq = itertools.count()
-        # Keyed by QueueState identity.
-        self._heaps: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
+        # Keyed by QueueState identity. Each leaf's jobs as (key, seq, job) sorted descending: the next job is the
+        # last entry, so a pop is O(1) (most jobs are popped once and not pushed back); a push inserts in order.
+        # The order is a heap's on (key, seq).
+        self._stacks: dict[QueueState, list[tuple[tuple[object, ...], int, Job]]] = {}
         self._count: dict[QueueState, int] = {}
         self._children: dict[QueueState, list[QueueState]] = {}
         self._eval: dict[QueueState, _Eval] = {}
-        self._requests: dict[int, Sequence[int]] = {}  # by id(job); a job changes only between pop and push
+        # (tasks, request) of each job's next attempt, by id(job); a job changes only between pop and push.
+        self._requests: dict[int, tuple[list[Task], Sequence[int]]] = {}
         self._roots: list[QueueState] = []
         by_leaf: dict[str, list[Job]] = {}
         for job in jobs:
@@ -111,10 +115,10 @@ class JobTree:
             q = keyed[0][1].queue
             assert q is not None
             self._link(q)
-            # Same as pushing them one by one in this order: a sorted list is a heap.
-            heap = self._heaps.setdefault(q, [])
-            for key, job in keyed:
-                heapq.heappush(heap, (key, next(self._seq), job))
+            # Same as pushing them one by one in this order (one leaf queue per name, so the list is new).
+            entries = [(key, next(self._seq), job) for key, job in keyed]
+            entries.reverse()
+            self._stacks[q] = entries
             for node in q.lineage():
                 self._count[node] = self._count.get(node, 0) + len(keyed)
             self.invalidate(q)
@@ -135,7 +139,7 @@ class JobTree:
         assert q is not None
         self._link(q)
         self._requests.pop(id(job), None)
-        heapq.heappush(self._heaps.setdefault(q, []), (self._job_key(job), next(self._seq), job))
+        _insert_descending(self._stacks.setdefault(q, []), (self._job_key(job), next(self._seq), job))
         count = self._count
         node: QueueState | None = q
         while node is not None:
@@ -166,10 +170,10 @@ class JobTree:
         return best
 
     def _evaluate(self, q: QueueState) -> _Eval:
-        heap = self._heaps.get(q)
+        stack = self._stacks.get(q)
         child: QueueState | None = None
-        if heap:
-            job = heap[0][2]
+        if stack:
+            job = stack[-1][2]
         else:
             child = self._best(self._children[q])
             assert child is not None
@@ -177,11 +181,21 @@ class JobTree:
             job = self._eval[child][1]
         key = id(job)
         requests = self._requests
-        request = requests.get(key)
-        if request is None:
-            request = requests[key] = self._request_of(job)
-        out = self._eval[q] = (self._facts(q, request), job, child)
+        known = requests.get(key)
+        if known is None:
+            tasks = self._tasks_of(job)
+            known = requests[key] = (tasks, self._request_of(tasks))
+        out = self._eval[q] = (self._facts(q, known[1]), job, child)
         return out
+
+    def attempt_tasks(self, job: Job) -> list[Task] | None:
+        """The pods of the next attempt of `job`, as the tree computed them to order it (None: not computed).
+
+        Exact for a job just popped, until it is changed (allocate changes only the job it popped, and pushes it
+        back or drops it); an action that changes other jobs (evictions) must compute them itself.
+        """
+        known = self._requests.get(id(job))
+        return known[0] if known is not None else None
 
     def _rep_job(self, q: QueueState) -> Job:
         ev = self._eval.get(q)
@@ -195,15 +209,15 @@ class JobTree:
         q = self._best(self._roots)
         if q is None:
             return None
-        heaps, cache = self._heaps, self._eval
-        heap = heaps.get(q)
-        while not heap:
+        stacks, cache = self._stacks, self._eval
+        stack = stacks.get(q)
+        while not stack:
             # The best child was found (and cached) while the parent's facts were computed.
             nxt = cache[q][2]
             assert nxt is not None
             q = nxt
-            heap = heaps.get(q)
-        job = heapq.heappop(heap)[2]
+            stack = stacks.get(q)
+        job = stack.pop()[2]
         count = self._count
         node: QueueState | None = q
         while node is not None:
@@ -211,3 +225,16 @@ class JobTree:
             cache.pop(node, None)
             node = node.parent
         return job
+
+
+def _insert_descending(stack: list[tuple[tuple[object, ...], int, Job]],
+                       entry: tuple[tuple[object, ...], int, Job]) -> None:
+    """Insert into a list sorted descending (entries are unique by their sequence number: jobs never compared)."""
+    lo, hi = 0, len(stack)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if stack[mid] > entry:
+            lo = mid + 1
+        else:
+            hi = mid
+    stack.insert(lo, entry)

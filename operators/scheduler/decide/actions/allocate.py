@@ -23,7 +23,7 @@ class Allocate:
         tree = session.job_tree(session.gate_jobs(session.schedulable_jobs(), self.name), self.name)
         while (job := tree.pop()) is not None:
             stmt = session.statement()
-            if allocate_job(session, stmt, job, other_choices=True):
+            if allocate_job(session, stmt, job, other_choices=True, tasks=tree.attempt_tasks(job)):
                 first = len(session.decisions.binds)
                 stmt.commit()
                 if self.on_bind is not None:

@@ -20,18 +20,20 @@ def record_search(session: Session, action: str, job: Job, solved: bool) -> None
 
 
 def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: bool = False,
-                 other_choices: bool = False) -> bool:
+                 other_choices: bool = False, tasks: list[Task] | None = None) -> bool:
     """Try the job's next tasks (gang core, or one more pod): all placed, or False with nothing kept.
 
     The attempt is tried in each node subset the plugins give (`node_subsets`; default: all nodes), in order,
     until one holds it. The caller commits on True and discards on False; on False the reason is recorded on
     the job. `other_choices`: when the gang attempt fails, the gang plugin's other ways to meet the job's gang
-    rule (`gang_choices`) are tried in turn; a failure is explained by the first choice.
+    rule (`gang_choices`) are tried in turn; a failure is explained by the first choice. `tasks`: the pods of
+    the attempt when the caller has them already (the job tree's `attempt_tasks`, for the job as it is now).
     """
     fw = session.framework
     if other_choices and fw.gang_choices is not None:
-        return _with_choices(session, stmt, job, pipeline_only, fw.gang_choices)
-    tasks = fw.gang.tasks_to_allocate(job)
+        return _with_choices(session, stmt, job, pipeline_only, fw.gang_choices, tasks)
+    if tasks is None:
+        tasks = fw.gang.tasks_to_allocate(job)
     if not tasks:
         return False
     capacity = fw.capacity
@@ -55,10 +57,10 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
 
 
 def _with_choices(session: Session, stmt: Statement, job: Job, pipeline_only: bool,
-                  choices: Callable[[Session, Job], Iterator[None] | None]) -> bool:
+                  choices: Callable[[Session, Job], Iterator[None] | None], tasks: list[Task] | None) -> bool:
     prior = session.outcomes.get(job.key)
     before = (prior.failure, len(prior.errors)) if prior is not None else (None, 0)
-    if allocate_job(session, stmt, job, pipeline_only=pipeline_only):
+    if allocate_job(session, stmt, job, pipeline_only=pipeline_only, tasks=tasks):  # the job's own rule first
         return True
     others = choices(session, job)
     if others is None:

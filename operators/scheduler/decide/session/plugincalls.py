@@ -58,7 +58,6 @@ class PluginCalls(Accounting):
     def job_tree(self, jobs: Iterable[Job], action: str) -> JobTree:
         """The action's job tree: queue and job order of the enabled plugins, `queueDepthPerAction`."""
         fw = self.framework
-        tasks_of = fw.gang.tasks_to_allocate
-        return JobTree(jobs, lambda job: self.job_request(tasks_of(job)),
+        return JobTree(jobs, fw.gang.tasks_to_allocate, self.job_request,
                        self.config.queue_depth_per_action.get(action), job_key=fw.job_order_key,
                        facts=fw.queue_facts, before=fw.queue_before)

@@ -198,7 +198,11 @@ class Plan:
 
 
 def _fullest_first(domains: Iterable[Domain], request: Resources) -> list[Domain]:
-    return sorted((d for d in domains if d.free.covers(request)), key=lambda d: (d.free.order_key(), d.values))
+    gpu, cpu, memory = request  # `d.free.covers(request)`, inlined: every plan filters every domain of a level
+    fitting = [d for d in domains if (f := d.free)[0] >= gpu and f[1] >= cpu and f[2] >= memory]
+    if len(fitting) > 1:
+        fitting.sort(key=lambda d: (d.free.order_key(), d.values))
+    return fitting
 
 
 def shortfall(level_name: str, domains: Sequence[Domain], request: Resources) -> str:
@@ -212,7 +216,11 @@ def shortfall(level_name: str, domains: Sequence[Domain], request: Resources) ->
         free = d.free  # `free.lacking(request).order_key()`, without the objects (one call per domain)
         return (max(gpu - free[0], 0.0), max(cpu - free[1], 0.0), max(memory - free[2], 0.0)), d.values
 
-    best = min(domains, key=lack_key)
+    # The least lacking GPUs first: only the domains with the most free GPUs (or all with enough) can be the best,
+    # so the full key is computed for those alone; `min` keeps the first of equals in the same order.
+    most = max([d.free[0] for d in domains])
+    near = [d for d in domains if d.free[0] == most] if most < gpu else [d for d in domains if d.free[0] >= gpu]
+    best = near[0] if len(near) == 1 else min(near, key=lack_key)
     return (f"no domain of level {level_name} can hold the job ({request.describe()}); best {best.describe()} "
             f"lacks {best.free.lacking(request).describe()}")
 

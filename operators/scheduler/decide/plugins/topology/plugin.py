@@ -118,10 +118,14 @@ class Topology(Plugin):
 
     def _rules_of(self, session: Session, job: Job) -> _Rules | ConstraintError | None:
         key = job.key
-        if key in self._rules:
-            return self._rules[key]
+        rules = self._rules
+        if key in rules:
+            return rules[key]
         rec = job.rec
         out: _Rules | ConstraintError | None = None
+        if rec.topology is None and not rec.subgroups:  # most jobs: nothing to resolve
+            rules[key] = out
+            return out
         try:
             constrained = [s for s in rec.subgroups if s.topology is not None and s.topology.active]
             whole = _resolve(rec.topology, session)
