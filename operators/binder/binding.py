@@ -68,14 +68,15 @@ class Binder:
         self.api = api
         self.config = config
         self.events = EventRecorder(api, COMPONENT, min_interval=5)
-        by_node: dict[str, Any] = {"node": lambda m: [m.node] if m.node and m.groups else []}
+        indexes: dict[str, Any] = {"node": lambda m: [m.node] if m.node and m.groups else [],
+                                   "group": lambda m: m.groups}
         # Every kai-scheduler pod (plain binds read the pod from here, not from the API server); fraction pods
         # are among them. Reservation pods live in their own namespace.
         self.members: Informer[Member] = Informer(
             watch_api, PODS, member_record, field_selector=f"spec.schedulerName={config.scheduler_name}",
-            indexes=by_node, freeze_records=True)
+            indexes=indexes, freeze_records=True)
         self.reservations: Informer[Member] = Informer(
-            watch_api, PODS, reservation_record, namespace=config.reservation_namespace, indexes=by_node)
+            watch_api, PODS, reservation_record, namespace=config.reservation_namespace, indexes=indexes)
         self.nodes: Informer[bool] = Informer(watch_api, NODES, lambda _: True)
         self.bindrequests: Informer[BindRequestRecord] = Informer(watch_api, BINDREQUESTS, parse_bindrequest)
         # The process's only watches: one per resource (pods twice, on disjoint sets: kai-scheduler's pods
