@@ -86,9 +86,14 @@ def test_bindrequest_events_enqueue_open_requests_and_a_deleted_fraction_syncs_i
     assert b.requests["ns/open"] == parse_bindrequest(bindrequest("open"))  # the latest copy, as a typed record
     b.bindrequests._put("ns/done", None, "DELETED")
     assert b.group_syncs._queued == {"group-1"}
+    # An open fraction request has its own queue: plain binds never wait behind reservation pods.
+    b.bindrequests._put("ns/half", parse_bindrequest(bindrequest("half", fraction=True)), "ADDED")
+    assert b.fraction_binds._queued == {"ns/half"} and b.binds._queued == {"ns/open"}
+    b.fraction_binds._queued.clear()
     # Start-up (a restarted binder): every request not Succeeded is enqueued, from the informer.
     b.binds._queued.clear()
-    assert b.enqueue_pending_bindrequests() == 1 and b.binds._queued == {"ns/open"}
+    assert b.enqueue_pending_bindrequests() == 2 and b.binds._queued == {"ns/open"}
+    assert b.fraction_binds._queued == {"ns/half"}
 
 
 class RecordingApi:
