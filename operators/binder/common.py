@@ -52,6 +52,7 @@ class Member(NamedTuple):
     uid: str = ""
     pod_bound: tuple[str, str, str] | None = None  # PodBound condition (status, reason, message)
     device: str = ""  # a reservation pod's reported GPU id (annotation), once it has one
+    deleting: bool = False  # a reservation pod with a deletionTimestamp
 
 
 def member_record(obj: dict[str, Any]) -> Member | None:
@@ -67,7 +68,9 @@ def member_record(obj: dict[str, Any]) -> Member | None:
 
 def reservation_record(obj: dict[str, Any]) -> Member | None:
     member = member_record(obj) if pod_gpu_groups(obj) else None
-    return member._replace(device=reserved_device_id(obj) or "") if member is not None else None
+    if member is None:
+        return None
+    return member._replace(device=reserved_device_id(obj) or "", deleting=bool(meta(obj).get("deletionTimestamp")))
 
 
 def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

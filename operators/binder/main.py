@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
     add_bool_flag(p, "--cdi-enabled", default=False)
     # KAI's default is 10; each reconcile here is a chain of API round trips (a plain bind: the PodBound
     # condition, then the binding), so more run at once (asyncio tasks are cheap) to keep up with the API
-    # server rather than with one another: a burst binds at 64 / (2 round trips) per round-trip time.
+    # server rather than with one another: a burst binds at 64 / (2 round trips) per round-trip time. Plain and
+    # fraction binds each have this many (fraction binds wait on their reservation pods: see `binding.py`).
     p.add_argument("--max-concurrent-reconciles", type=int, default=64)
     p.add_argument("--rate-limiter-base-delay", type=float, default=1.0, help="seconds")
     p.add_argument("--rate-limiter-max-delay", type=float, default=60.0, help="seconds")

@@ -156,8 +156,11 @@ class Component(Generic[T]):
 
     def main(self, argv: list[str]) -> int:
         """`kai run <name> ARGS`: parse the flags, set up logging, run until SIGTERM/SIGINT; the exit code."""
+        from operators.core.kube import set_user_agent
+
         args = self.parser().parse_args(argv)
         setup_logging(args.log_level, self.name, args.log_format)
+        set_user_agent(self.name)
         return run(lambda: self.run(args))
 
     async def run(self, args: argparse.Namespace) -> None:

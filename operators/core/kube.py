@@ -26,6 +26,14 @@ UNAUTHORIZED_EXIT = 3
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+# Every client of the process names its component (`set_user_agent`), as client-go's binaries do, so the API
+# server's logs and audit events tell the components' requests apart.
+_user_agent = "kai-scheduler-py"
+
+
+def set_user_agent(component: str) -> None:
+    global _user_agent
+    _user_agent = f"kai-{component}" if not component.startswith("kai") else component
 
 
 def merge_patched(target: Any, patch: Any) -> Any:
@@ -55,6 +63,7 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     if not cfg.proxy:
         cfg.proxy = env_proxy(cfg.host or "")
     api = client.ApiClient(configuration=cfg)
+    api.user_agent = _user_agent
     # kubernetes_asyncio opens its aiohttp session with trust_env=True, which re-reads ~/.netrc and the proxy
     # variables on every request (a measurable share of a busy controller's CPU). The proxy is resolved once
     # above instead; credentials come from the kubeconfig, never from .netrc.

@@ -30,7 +30,7 @@ from operators.core import component
 from operators.core.api.schedulingshard import CONFIG_NAME, GROUP, VERSION
 from operators.core.conditions import merge_conditions
 from operators.core.events import EventRecorder, ObjectRef
-from operators.core.kube import APPLY_PATCH, MERGE_PATCH, RawError, api_client, is_not_found, raw
+from operators.core.kube import APPLY_PATCH, MERGE_PATCH, RawError, api_client, is_not_found, raw, set_user_agent
 from operators.core.metrics import Counter
 from operators.core.times import rfc3339
 from operators.operator import render, status, unhonoured, validate
@@ -434,4 +434,5 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     component.setup_logging(args.log_level, "operator", args.log_format)
+    set_user_agent("operator")
     return component.run(lambda: run(args))
