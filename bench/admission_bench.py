@@ -12,11 +12,17 @@ namespace exclusions and the `schedulerName` matchCondition). Each round then cr
 namespace with `--concurrency` requests in flight, for each mode in turn (the order alternates between rounds so
 that drift in the machine's load does not favour one mode):
 
-on        `kai-scheduler` pods, webhook configurations installed (one mutating and one validating review each)
-off       `kai-scheduler` pods, webhook configurations removed
+on        plain `kai-scheduler` pods, webhook configurations installed (their matchConditions let no plain pod
+          through: nothing to admit, no review)
+fraction  `kai-scheduler` pods with `gpu-fraction: 0.5`, webhook configurations installed (one mutating and one
+          validating review each: the GPU-sharing wiring)
+off       plain `kai-scheduler` pods, webhook configurations removed
 foreign   pods of another scheduler, webhook configurations installed (the matchCondition keeps them away)
+kai       plain `kai-scheduler` pods with KAI's configurations (`scheduler-name-match` only: both webhooks called
+          for every pod, as before issue 26's pass); not run unless named in --modes
 
-It prints pods/s per mode and the ratio on/off (the target is >= 0.80); for the `on` runs the reviews per pod,
+It prints pods/s per mode and the ratios on/off (the target is >= 0.80) and fraction/off; for the modes with
+reviews the reviews per pod,
 the admission process's CPU per review (`/proc/<pid>/stat`), the API server's CPU per pod in every mode, the
 latency of the webhook calls as the API server measured them (`apiserver_admission_webhook_admission_duration_seconds`,
 interpolated within its buckets) and as the webhook measured them (`kai_webhook_review_duration_seconds`).
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import shutil
@@ -117,6 +124,15 @@ def registrations(admission: Admission) -> list[dict[str, Any]]:
     return [c for c in configs if c["webhooks"][0]["name"] == POD_HOOK]
 
 
+def kai_registrations(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same configurations as KAI registers them: `scheduler-name-match` the only matchCondition."""
+    out = copy.deepcopy(configs)
+    for config in out:
+        for webhook in config["webhooks"]:
+            webhook["matchConditions"] = webhook["matchConditions"][:1]
+    return out
+
+
 async def install(api: Any, configs: list[dict[str, Any]]) -> None:
     for config in configs:
         await raw(api, "POST", f"{REGISTRATIONS}/{PLURAL[config['kind']]}", body=config)
@@ -132,12 +148,13 @@ async def uninstall(api: Any, configs: list[dict[str, Any]]) -> None:
 
 
 async def settle(api: Any, admission: Admission, namespace: str, *, reviewed: bool, timeout: float = 30) -> None:
-    """Wait until the API server's view of the registrations matches: a probe pod is reviewed, or no longer is."""
+    """Wait until the API server's view of the registrations matches: a probe pod (a fraction pod, which both
+    webhooks are called for) is reviewed, or no longer is."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         before = await admission.reviews()
         name = f"probe-{uuid.uuid4().hex[:6]}"
-        await raw(api, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(name, "kai-scheduler"))
+        await raw(api, "POST", f"/api/v1/namespaces/{namespace}/pods", body=pod(name, "kai-scheduler", fraction="0.5"))
         await raw(api, "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
         if ((await admission.reviews()) > before) == reviewed:
             return
@@ -200,7 +217,7 @@ async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: st
     await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
     scheduler = "other-scheduler" if mode == "foreign" else "kai-scheduler"
     base = f"/api/v1/namespaces/{namespace}/pods"
-    bodies = [pod(f"p-{i:05d}", scheduler) for i in range(count)]
+    bodies = [pod(f"p-{i:05d}", scheduler, fraction="0.5" if mode == "fraction" else "") for i in range(count)]
 
     async def create(body: dict[str, Any]) -> None:
         await raw(api, "POST", base, body=body)
@@ -280,21 +297,32 @@ def report(results: list[Result]) -> None:
     rates = {mode: sum(r.pods for r in rs) / sum(r.seconds for r in rs) for mode, rs in by_mode.items()}
     print("\ncreate rate (all rounds: pods / seconds of creating)")
     what = {"on": "kai-scheduler pods, webhook on ", "off": "kai-scheduler pods, webhook off",
-            "foreign": "other scheduler's pods, webhook on"}
+            "fraction": "fraction pods, webhook on", "foreign": "other scheduler's pods, webhook on",
+            "kai": "kai-scheduler pods, KAI's conditions"}
     for mode, rs in by_mode.items():
         rounds = ", ".join(f"{r.rate:.1f}" for r in rs)
         print(f"  {what[mode]:36} {rates[mode]:7.1f} pods/s  (rounds: {rounds})  "
               f"API server CPU {sum(r.apiserver_cpu for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
     if "on" in rates and "off" in rates:
         print(f"  ratio on / off: {rates['on'] / rates['off']:.2f}  (target >= 0.80)")
+    for mode in ("fraction", "kai"):
+        if mode in rates and "off" in rates:
+            print(f"  ratio {mode} / off: {rates[mode] / rates['off']:.2f}")
     if "foreign" in rates and "off" in rates:
         print(f"  ratio foreign (webhook on) / off: {rates['foreign'] / rates['off']:.2f}")
-    on = by_mode.get("on", [])
+    for mode in ("on", "fraction", "kai"):
+        latencies(mode, by_mode.get(mode, []))
+    foreign = sum(r.reviews for r in by_mode.get("foreign", []))
+    print(f"reviews of the other scheduler's pods: {foreign:.0f}")
+
+
+def latencies(mode: str, on: list[Result]) -> None:
+    """Reviews per pod, the webhook's CPU per review and the calls' latency of one mode's runs."""
     reviews = sum(r.reviews for r in on)
+    if on:
+        print(f"webhook, `{mode}` runs: {reviews / sum(r.pods for r in on):.2f} reviews per pod")
     if reviews:
-        pods = sum(r.pods for r in on)
-        print(f"webhook, `on` runs: {reviews / pods:.2f} reviews per pod, "
-              f"CPU {sum(r.webhook_cpu for r in on) / reviews * 1000:.2f} ms per review")
+        print(f"  CPU {sum(r.webhook_cpu for r in on) / reviews * 1000:.2f} ms per review")
         for label, pick in (("as the API server timed the calls", lambda r: r.server_hist),
                             ("as the webhook timed its handling", lambda r: r.own_hist)):
             before: Counter[float] = Counter()
@@ -305,8 +333,6 @@ def report(results: list[Result]) -> None:
                 after.update(a)
             print(f"  latency {label}: p50 {ms(quantile(before, after, 0.5))}  "
                   f"p99 {ms(quantile(before, after, 0.99))}")
-    foreign = sum(r.reviews for r in by_mode.get("foreign", []))
-    print(f"reviews of the other scheduler's pods: {foreign:.0f}")
 
 
 async def main() -> None:
@@ -316,7 +342,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--direct", type=int, default=4000, help="reviews POSTed straight to the webhook")
-    parser.add_argument("--modes", default="on,off,foreign")
+    parser.add_argument("--modes", default="on,fraction,off,foreign")
     args = parser.parse_args()
     state = load_state(args.cluster)
     if state is None:
@@ -328,6 +354,7 @@ async def main() -> None:
     admission = Admission(state)
     api = await api_client(state.kubeconfig)
     configs = registrations(admission)
+    kai_configs = kai_registrations(configs)
     results: list[Result] = []
     try:
         async with api:
@@ -335,19 +362,24 @@ async def main() -> None:
             await uninstall(api, configs)
             probe_ns = f"admbench-probe-{uuid.uuid4().hex[:6]}"
             await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": probe_ns}})
-            installed = False
+            installed: list[dict[str, Any]] | None = None
             for rnd in range(args.rounds):
                 for mode in modes if rnd % 2 == 0 else list(reversed(modes)):
-                    want = mode != "off"
-                    if want != installed:
-                        await (install(api, configs) if want else uninstall(api, configs))
-                        await settle(api, admission, probe_ns, reviewed=want)
+                    want = None if mode == "off" else kai_configs if mode == "kai" else configs
+                    if want is not installed:
+                        if installed is not None:
+                            await uninstall(api, installed)
+                            await settle(api, admission, probe_ns, reviewed=False)
+                        if want is not None:
+                            await install(api, want)
+                            await settle(api, admission, probe_ns, reviewed=True)
                         installed = want
                     result = await creates(api, admission, dict(state.pids), mode, args.pods, args.concurrency)
                     print(f"round {rnd + 1} {mode:8} {result.rate:7.1f} pods/s  "
                           f"({result.pods} pods in {result.seconds:.1f} s, {result.reviews:.0f} reviews)", flush=True)
                     results.append(result)
-            await uninstall(api, configs)
+            if installed is not None:
+                await uninstall(api, installed)
             await delete_and_wait(api, f"/api/v1/namespaces/{probe_ns}")
             report(results)
             if args.direct:

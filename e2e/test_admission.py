@@ -88,7 +88,9 @@ def test_pods_of_other_schedulers_never_reach_the_webhook(cluster: Cluster, name
                                                                    scheduler="default-scheduler")),
                     namespace=namespace)
     assert _admission_requests(cluster) == before
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(_pod("ours", {})), namespace=namespace)
+    # A GPU-sharing pod of ours reaches both webhooks (a plain one reaches neither: nothing to admit).
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(_pod("ours", {"gpu-fraction": "0.5"})),
+                    namespace=namespace)
     assert _admission_requests(cluster) >= before + 2  # mutate + validate
 
 

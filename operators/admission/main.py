@@ -2,7 +2,8 @@
 
 Stateless and active-active (no leader election); a `component.Component` like every component, whose runtime is
 the webhook server. Webhook configurations are static (the chart, or `kai dev up`) so they can carry the
-`schedulerName` matchCondition, namespace exclusions and a short timeout.
+`schedulerName` matchCondition, namespace exclusions and a short timeout, and narrower matchConditions
+(`operators.core.podwebhooks`): a pod reaches a webhook only when it can change or deny it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def _counted(name: str, handler: Review) -> Review:
 
 def parser() -> argparse.ArgumentParser:
     p = component.base_parser("admission")
+    # Whole flag names only (as KAI's Go flags): the webhook registrations read `--quota-gates` and
+    # `--gpu-pod-runtime-class-name` from extra arguments by name (operators.core.podwebhooks.mutates).
+    p.allow_abbrev = False
     component.add_webhook_arguments(p)
     add_bool_flag(p, "--gpu-sharing-enabled", default=False, help="accept gpu-fraction / gpu-memory pods")
     p.add_argument("--gpu-pod-runtime-class-name", default="",

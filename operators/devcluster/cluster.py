@@ -509,7 +509,8 @@ def _start_components(state: State, launcher: Launcher, ca: pki.CertificateAutho
         ca_pem=ca.pem,
         admission_port=ports["admission"]["webhook"] if "admission" in names else None,
         queue_port=ports["queue-controller"]["webhook"] if "queue-controller" in names else None,
-        podgroup_port=ports["podgroup-controller"]["webhook"] if "podgroup-controller" in names else None)
+        podgroup_port=ports["podgroup-controller"]["webhook"] if "podgroup-controller" in names else None,
+        admission_args=component_args(state, "admission", ports["admission"]))
     if configs:
         import yaml
 

@@ -1,7 +1,8 @@
 """Webhook configurations for the local control plane: the chart's, with URL client configs to 127.0.0.1.
 
 Only kai-scheduler pods are sent to the pod webhooks (matchCondition on schedulerName), outside kube-system and
-the suite's namespace, so a stopped admission process never blocks anyone else's pods.
+the suite's namespace, so a stopped admission process never blocks anyone else's pods; and of those only the ones
+each webhook can change or deny (`operators.core.podwebhooks`, as the chart and the operator register them).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from operators.core import keys
+from operators.core import keys, podwebhooks
 from operators.core.api.topology import GROUP as TOPOLOGY_GROUP
 from operators.core.api.topology import PLURAL as TOPOLOGY_PLURAL
 from operators.core.api.topology import VERSION as TOPOLOGY_VERSION
@@ -22,7 +23,8 @@ def _client(port: int, path: str, ca_pem: bytes) -> dict[str, Any]:
     return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca_pem).decode()}
 
 
-def _pod_webhook(name: str, port: int, path: str, ca_pem: bytes, operations: list[str]) -> dict[str, Any]:
+def _pod_webhook(name: str, port: int, path: str, ca_pem: bytes, operations: list[str],
+                 conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "name": name,
         "clientConfig": _client(port, path, ca_pem),
@@ -34,17 +36,19 @@ def _pod_webhook(name: str, port: int, path: str, ca_pem: bytes, operations: lis
         "timeoutSeconds": 5,
         "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                                     "values": ["kube-system", keys.KAI_NAMESPACE]}]},
-        "matchConditions": [{"name": "scheduler-name-match",
-                             "expression": f"object.spec.schedulerName == '{keys.SCHEDULER_NAME}'"}],
+        "matchConditions": conditions,
     }
 
 
 def configurations(*, ca_pem: bytes, admission_port: int | None, queue_port: int | None,
-                   podgroup_port: int | None) -> list[dict[str, Any]]:
+                   podgroup_port: int | None, admission_args: list[str] | None = None) -> list[dict[str, Any]]:
+    """The configurations of the given servers; `admission_args`: the admission process's flags, which decide the
+    pods its mutating webhook is called for."""
     out: list[dict[str, Any]] = []
     if admission_port:
+        scope = podwebhooks.mutates(quota_gates=False, args=admission_args or [])
         mutating = _pod_webhook("admission.kai-scheduler.svc", admission_port, "/mutate--v1-pod", ca_pem,
-                                ["CREATE"])
+                                ["CREATE"], podwebhooks.mutating_conditions(keys.SCHEDULER_NAME, scope))
         mutating["reinvocationPolicy"] = "IfNeeded"
         out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                     "metadata": {"name": "mutating-kai-admission", "labels": {"app": "admission"}},
@@ -52,7 +56,8 @@ def configurations(*, ca_pem: bytes, admission_port: int | None, queue_port: int
         out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                     "metadata": {"name": "validating-kai-admission", "labels": {"app": "admission"}},
                     "webhooks": [_pod_webhook("admission.kai-scheduler.svc", admission_port, "/validate--v1-pod",
-                                              ca_pem, ["CREATE", "UPDATE"])]})
+                                              ca_pem, ["CREATE", "UPDATE"],
+                                              podwebhooks.validating_conditions(keys.SCHEDULER_NAME))]})
         out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                     "metadata": {"name": TOPOLOGY_CONFIG, "labels": {"app": "admission"}},
                     "webhooks": [{

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from operators.core import podwebhooks
 from operators.core.booleans import flag_text
 from operators.operator.components import (
     BY_KEY,
@@ -457,7 +458,7 @@ def webhook_configurations(s: Settings, ca_bundles: Mapping[str, str]) -> list[O
         return [{"apiGroups": [""], "apiVersions": ["v1"], "operations": list(operations), "resources": ["pods"],
                  "scope": "Namespaced"}]
 
-    def pod_selectors() -> Obj:
+    def pod_selectors(conditions: list[Obj]) -> Obj:
         expressions: list[Obj] = [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                                    "values": ["kube-system", s.namespace]}]
         if s.comp(BY_KEY["admission"], "queueLabelSelector"):
@@ -468,20 +469,22 @@ def webhook_configurations(s: Settings, ca_bundles: Mapping[str, str]) -> list[O
         out: Obj = {"namespaceSelector": ns}
         if s.glob("podLabelSelector"):
             out["objectSelector"] = {"matchLabels": dict(s.glob("podLabelSelector"))}
-        name = s.glob("schedulerName", "kai-scheduler")
-        out["matchConditions"] = [{"name": "scheduler-name-match",
-                                   "expression": f"object.spec.schedulerName == '{name}'"}]
+        out["matchConditions"] = conditions
         return out
 
     a = BY_KEY["admission"]
     if s.enabled(a) and ca_bundles.get(a.key):
         ca = ca_bundles[a.key]
+        # KAI's schedulerName condition, narrowed to the pods each webhook can change or deny (core.podwebhooks).
+        scheduler = str(s.glob("schedulerName", "kai-scheduler"))
+        scope = podwebhooks.mutates(quota_gates=_bool(s.comp(a, "quotaGates", default=False)) == "true",
+                                    args=[str(x) for x in s.comp(a, "service", "args", default=[])])
         out.append(registration("MutatingWebhookConfiguration", "mutating-kai-admission", a.name, [
             {**hook(a, "admission.kai-scheduler.svc", "/mutate--v1-pod", pod_rules(["CREATE"]), ca),
-             "reinvocationPolicy": "IfNeeded", **pod_selectors()}]))
+             "reinvocationPolicy": "IfNeeded", **pod_selectors(podwebhooks.mutating_conditions(scheduler, scope))}]))
         out.append(registration("ValidatingWebhookConfiguration", "validating-kai-admission", a.name, [
             {**hook(a, "admission.kai-scheduler.svc", "/validate--v1-pod", pod_rules(["CREATE", "UPDATE"]), ca),
-             **pod_selectors()}]))
+             **pod_selectors(podwebhooks.validating_conditions(scheduler))}]))
         out.append(registration("ValidatingWebhookConfiguration", "kai-topology-validation-v1alpha1", a.name, [
             hook(a, "topology-validation.kai.scheduler", "/validate-kai-scheduler-v1alpha1-topology",
                  [{"apiGroups": ["kai.scheduler"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from operators.core import podwebhooks
 from tests.helm_chart import (
     CHART,
     DEPLOYMENTS,
@@ -301,8 +302,12 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
         if svc == "admission" and path.endswith("-pod"):
             assert webhook["namespaceSelector"]["matchExpressions"] == [
                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}]
-            assert webhook["matchConditions"] == [{"name": "scheduler-name-match",
-                                                   "expression": "object.spec.schedulerName == 'kai-scheduler'"}]
+            # KAI's condition first, unchanged; then ours, the pods this webhook can change or deny.
+            assert webhook["matchConditions"][0] == {"name": "scheduler-name-match",
+                                                     "expression": "object.spec.schedulerName == 'kai-scheduler'"}
+            assert webhook["matchConditions"] == (
+                podwebhooks.mutating_conditions("kai-scheduler", podwebhooks.Mutates.SHARING)
+                if path.startswith("/mutate") else podwebhooks.validating_conditions("kai-scheduler"))
     assert mutating["mutating-kai-admission"]["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
     (topology,) = validating["kai-topology-validation-v1alpha1"]["webhooks"]
     assert topology["rules"] == [{"apiGroups": ["kai.scheduler"], "apiVersions": ["v1alpha1"],
@@ -590,3 +595,22 @@ def test_schema_accepts_the_keys_of_shards_and_config() -> None:
              "actions": {"consolidation": {"enabled": False}}}
     render(values={"schedulingShards": [shard], "config": {"create": False},
                    "global": {"nodePoolLabelKey": "example.com/pool"}})
+
+
+@pytest.mark.parametrize(("sets", "scope"), [
+    ((), podwebhooks.Mutates.SHARING),
+    (("admission.extraArgs[0]=--gpu-pod-runtime-class-name=nvidia-gpu",), podwebhooks.Mutates.GPU),
+    (("admission.quotaGates=true",), podwebhooks.Mutates.EVERY_POD),
+    (("admission.extraArgs[0]=--gpu-pod-runtime-class-name=x", "admission.extraArgs[1]=--quota-gates=true"),
+     podwebhooks.Mutates.EVERY_POD),
+], ids=["sharing pods", "GPU pods with a GPU-pod runtime class", "every pod with quota gates",
+        "every pod with quota gates as an extra argument"])
+def test_the_mutating_webhook_is_called_for_the_pods_it_can_change(sets: tuple[str, ...],
+                                                                   scope: podwebhooks.Mutates) -> None:
+    docs = render(*sets)
+    (mutating,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    (webhook,) = mutating["webhooks"]
+    assert webhook["matchConditions"] == podwebhooks.mutating_conditions("kai-scheduler", scope)
+    args = [a for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "admission"
+            for a in d["spec"]["template"]["spec"]["containers"][0]["args"]]
+    assert podwebhooks.mutates(quota_gates=False, args=args) is scope  # what the admission process is told

@@ -25,7 +25,8 @@ VALUE_SETS = {
     "replicas, placement, image, args": [
         "scheduler.replicaCount=2", "binder.replicaCount=3", "global.tag=9.9", "podgrouper.image.tag=1.2",
         "binder.tolerations[0].key=a", "global.tolerations[0].key=g", "binder.nodeSelector.zone=z",
-        "global.nodeSelector.pool=sys", "queuecontroller.extraArgs[0]=--x=1", "scheduler.staleGracePeriod=60s",
+        "global.nodeSelector.pool=sys", "queuecontroller.extraArgs[0]=--x=1",
+        "admission.extraArgs[0]=--gpu-pod-runtime-class-name=nvidia-gpu", "scheduler.staleGracePeriod=60s",
         "binder.resources.limits.memory=3Gi", "global.jsonLog=true", "global.logLevel=DEBUG"],
     "global switches": [
         "global.leaderElection=true", "global.priorityClassName=high", "global.requireDefaultPodAntiAffinityTerm=true",

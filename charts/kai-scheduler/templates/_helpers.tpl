@@ -241,7 +241,14 @@ annotations:
 {{- end -}}
 
 {{/* namespaceSelector of the pod webhooks: never kube-system nor the release namespace. */}}
+{{- /*
+The pod webhooks' selectors; `index . 1` is "mutate" or "validate". Beside KAI's scheduler-name-match, each webhook
+gets a condition that lets through only the pods it can change or deny (operators/core/podwebhooks.py writes the
+same expressions; the static chart/operator equivalence test holds them equal).
+*/ -}}
 {{- define "kai.podWebhookSelectors" -}}
+{{- $which := index . 1 -}}
+{{- with index . 0 -}}
 namespaceSelector:
   matchExpressions:
     - key: kubernetes.io/metadata.name
@@ -263,6 +270,35 @@ objectSelector:
 matchConditions:
   - name: scheduler-name-match
     expression: {{ printf "object.spec.schedulerName == '%s'" .Values.global.schedulerName | quote }}
+{{- $a := "object.metadata.annotations" }}
+{{- $sharing := printf "has(%s) && ('gpu-fraction' in %s || 'gpu-memory' in %s)" $a $a $a }}
+{{- if eq $which "validate" }}
+  - name: may-be-denied
+    expression: {{ printf "(has(%s) && ['gpu-fraction', 'gpu-memory', 'gpu-fraction-num-devices', 'mps', 'kai.scheduler/preemption-delay'].exists(k, k in %s)) || (has(object.metadata.labels) && 'kai.scheduler/preemption-delay' in object.metadata.labels)" $a $a | quote }}
+{{- else }}
+{{- $scope := include "kai.admissionMutates" . }}
+{{- if eq $scope "sharing" }}
+  - name: requests-gpu-sharing
+    expression: {{ $sharing | quote }}
+{{- else if eq $scope "gpu" }}
+  - name: requests-gpu
+    expression: {{ printf "(%s) || (has(object.spec.containers) && object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits) || (has(c.resources.requests) && 'nvidia.com/gpu' in c.resources.requests))))" $sharing | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+Which kai-scheduler pods the mutating webhook changes: "every-pod" with quota gates, "gpu" when extra arguments set
+the GPU-pod runtime class, else "sharing" (GPU-sharing pods). Any mention of a widening flag counts.
+*/ -}}
+{{- define "kai.admissionMutates" -}}
+{{- $v := .Values.admission -}}
+{{- $scope := "sharing" -}}
+{{- range $v.extraArgs }}{{ if hasPrefix "--gpu-pod-runtime-class-name" (toString .) }}{{ $scope = "gpu" }}{{ end }}{{ end -}}
+{{- range $v.extraArgs }}{{ if hasPrefix "--quota-gates" (toString .) }}{{ $scope = "every-pod" }}{{ end }}{{ end -}}
+{{- if $v.quotaGates }}{{ $scope = "every-pod" }}{{ end -}}
+{{- $scope -}}
 {{- end -}}
 
 {{/* Is the component of values key `index . 1` installed (`<component>.enabled`, KAI's switch)? */}}
