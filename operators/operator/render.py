@@ -477,7 +477,7 @@ def webhook_configurations(s: Settings, ca_bundles: Mapping[str, str]) -> list[O
         ca = ca_bundles[a.key]
         # KAI's schedulerName condition, narrowed to the pods each webhook can change or deny (core.podwebhooks).
         scheduler = str(s.glob("schedulerName", "kai-scheduler"))
-        scope = podwebhooks.mutates(quota_gates=_bool(s.comp(a, "quotaGates", default=False)) == "true",
+        scope = podwebhooks.mutates(quota_gates=flag_text(s.comp(a, "quotaGates", default=False)) == "true",
                                     args=[str(x) for x in s.comp(a, "service", "args", default=[])])
         out.append(registration("MutatingWebhookConfiguration", "mutating-kai-admission", a.name, [
             {**hook(a, "admission.kai-scheduler.svc", "/mutate--v1-pod", pod_rules(["CREATE"]), ca),
