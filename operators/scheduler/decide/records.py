@@ -14,8 +14,10 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys
+from operators.core.api.fields import count as _count
 from operators.core.api.fields import delay as _delay
 from operators.core.api.fields import meta as _meta
+from operators.core.api.fields import owner as _owner
 from operators.core.api.fields import parse_time as parse_time
 from operators.core.api.fields import provisioning_class as _provisioning_class
 from operators.core.api.fields import provisioning_parameters as _provisioning_parameters
@@ -634,25 +636,12 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         suspended=annotations.get(keys.SUSPENDED_BY_SCHEDULER))
 
 
-def _owner(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
-    refs = meta.get("ownerReferences") or ()
-    ref = refs[0] if refs and isinstance(refs[0], Mapping) else None
-    if ref is None:
-        return None
-    return (str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""), str(ref.get("name") or ""),
-            str(ref.get("uid") or ""))
-
-
 def _whole(value: Any) -> int:
     """A count of devices: the quantity's integer part (a node has no partial GPU); 0 when malformed."""
     try:
         return int(parse_quantity(value))
     except (QuantityError, TypeError, ArithmeticError):
         return 0
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def bindrequest_record(obj: Mapping[str, Any]) -> BindRequestRecord:
