@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
@@ -152,9 +152,26 @@ def _claim_devices(allocations: tuple[tuple[str, str], ...]) -> tuple[tuple[str,
 
 def parse_bindrequest(obj: Mapping[str, Any]) -> BindRequestRecord:
     """The record of a BindRequest as the API server returns it (missing fields take their defaults)."""
+    return _parse(obj, progress=True)
+
+
+def parse_decision(obj: Mapping[str, Any]) -> BindRequestRecord:
+    """The record as the scheduler keeps it: the decision, with the binder's progress reduced to failed for good or
+    not (and no uid). Its informer wakes the cycle only when a record changes, so neither the echo of a request
+    it posted nor the binder's status writes (Succeeded, a retried attempt) start a cycle that could decide nothing
+    new."""
+    return _parse(obj, progress=False)
+
+
+def _parse(obj: Mapping[str, Any], progress: bool) -> BindRequestRecord:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     received = spec.get("receivedGPU") or {}
-    limit = spec.get("backoffLimit")
+    raw_limit = spec.get("backoffLimit")
+    limit = None if raw_limit is None else int(raw_limit)
+    phase, attempts = str(status.get("phase") or ""), int(status.get("failedAttempts") or 0)
+    if not progress:  # failed for good or not, by the rule of BindRequestRecord.failed
+        failed = phase == keys.BIND_PHASE_FAILED and (limit is None or attempts >= limit)
+        phase, attempts, limit = (keys.BIND_PHASE_FAILED if failed else ""), 0, None
     name = str(meta.get("name") or "")
     return BindRequestRecord(
         namespace=str(meta.get("namespace") or "default"), name=name,
@@ -164,19 +181,9 @@ def parse_bindrequest(obj: Mapping[str, Any]) -> BindRequestRecord:
         gpu_count=int(received.get("count") or 0), gpu_portion=str(received.get("portion") or ""),
         pod_uid=next((str(o.get("uid") or "") for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"),
                      ""),
-        uid=str(meta.get("uid") or ""), deleting=bool(meta.get("deletionTimestamp")),
-        phase=str(status.get("phase") or ""), reason=str(status.get("reason") or ""),
-        failed_attempts=int(status.get("failedAttempts") or 0), backoff_limit=None if limit is None else int(limit),
+        uid=str(meta.get("uid") or "") if progress else "", deleting=progress and bool(meta.get("deletionTimestamp")),
+        phase=phase, reason=str(status.get("reason") or "") if progress else "", failed_attempts=attempts,
+        backoff_limit=limit,
         claim_allocations=tuple((str(a.get("name") or ""), json.dumps(a.get("allocation") or {}, sort_keys=True,
                                                                         separators=(",", ":")))
                                 for a in spec.get("resourceClaimAllocations") or () if isinstance(a, Mapping)))
-
-
-def parse_decision(obj: Mapping[str, Any]) -> BindRequestRecord:
-    """The record as the scheduler keeps it: the decision, with the binder's progress reduced to failed for good or
-    not (and no uid). Its informer wakes the cycle only when a record changes, so neither the echo of a request
-    it posted nor the binder's status writes (Succeeded, a retried attempt) start a cycle that could decide nothing
-    new."""
-    record = parse_bindrequest(obj)
-    return replace(record, uid="", deleting=False, phase=keys.BIND_PHASE_FAILED if record.failed else "", reason="",
-                   failed_attempts=0, backoff_limit=None)
