@@ -13,8 +13,8 @@ from operators.scheduler.decide.plugins.topology.domains import Domain, Resource
 
 def test_sorted_leaf_pops_in_heap_order_with_pushes_between() -> None:
     rng = random.Random(26)
-    heap: list[tuple[tuple[object, ...], int, Any]] = []
-    entries = sorted(((rng.randint(0, 5), rng.random()), seq, f"job-{seq}") for seq in range(200))
+    heap: list[Any] = []  # entries (key, seq, name): the name stands in for the job, never compared
+    entries: list[Any] = sorted(((rng.randint(0, 5), rng.random()), seq, f"job-{seq}") for seq in range(200))
     stack = list(reversed(entries))
     for e in entries:
         heapq.heappush(heap, e)
@@ -24,7 +24,7 @@ def test_sorted_leaf_pops_in_heap_order_with_pushes_between() -> None:
         popped_heap.append(heapq.heappop(heap)[2])
         popped_stack.append(stack.pop()[2])
         if rng.random() < 0.3:  # elastic growth: the job comes back with a new key (equal keys included)
-            entry = ((rng.randint(0, 5), rng.choice([0.5, rng.random()])), seq, f"job-{seq}")
+            entry: Any = ((rng.randint(0, 5), rng.choice([0.5, rng.random()])), seq, f"job-{seq}")
             seq += 1
             heapq.heappush(heap, entry)
             _insert_descending(stack, entry)
