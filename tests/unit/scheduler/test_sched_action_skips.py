@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.decide.actions.consolidate import fits_free
+from operators.scheduler.decide.actions.consolidate import Consolidation, fits_free
 from operators.scheduler.decide.actions.preempt import Preempt, could_preempt
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
     order_chunks,
+    preempt_min_runtime,
+    protected,
     victim_chunks,
     within_queue_order,
 )
@@ -186,9 +188,10 @@ def test_cluster_free_follows_statements_and_rollbacks() -> None:
 # --- the victim-reach bound (Solver.futile_walk) and preempt without the job-tree walk ---------------
 
 
-def contested_cluster(seed: int) -> list[dict[str, Any]]:
+def contested_cluster(seed: int, fragmented: bool = False) -> list[dict[str, Any]]:
     """Two queues on full nodes with preemptible work; pending jobs of every priority, some of which can take
-    victims and some of which cannot (too large for any node's victims, or short of CPU: nodes' CPU is tight)."""
+    victims and some of which cannot (too large for any node's victims, or short of CPU: nodes' CPU is tight).
+    `fragmented`: each node keeps 0-4 GPUs free (room in total that no single node has)."""
     rng = random.Random(seed)
     objs: list[dict[str, Any]] = [*PRIORITY_CLASSES, queue("qa", gpu=(rng.choice([0, 4, 8]), -1, 1)),
                                   queue("qb", gpu=(rng.choice([4, 8, 16]), -1, 1))]
@@ -196,7 +199,7 @@ def contested_cluster(seed: int) -> list[dict[str, Any]]:
     objs += [node(f"n{i}", gpus=8, cpu=str(rng.choice([12, 16, 64]))) for i in range(n_nodes)]
     job = 0
     for i in range(n_nodes):
-        free = 8
+        free = 8 - rng.randint(0, 4) if fragmented else 8
         while free > 0:
             gpus = min(free, rng.choice([1, 2, 4]))
             free -= gpus
@@ -276,3 +279,22 @@ def test_a_futile_walk_is_charged_what_the_walk_spends() -> None:
         assert solver.work == left and not stmt.ops
     small = next(j for j in s.jobs if j.name == "v0")
     assert Solver(s, "preempt").futile_walk(job, [small.tasks[0]], chunks) is None  # 2 GPUs fit n1's victims
+
+
+def test_consolidation_victims_merged_lazily_change_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consolidation's lazily merged victims give the decisions of the eager order_chunks() over every chunk."""
+
+    def eager(session: Session, job: Any, candidates: list[Any]) -> list[Any]:
+        return order_chunks(session, [c for other in candidates
+                                      if not protected(session, other, preempt_min_runtime(session, other.queue))
+                                      for c in victim_chunks(other, False)])
+
+    moved = 0
+    for seed in range(24):
+        objs = contested_cluster(seed, fragmented=True)
+        lazy = decided(objs, ("allocate", "consolidation"))
+        with monkeypatch.context() as m:
+            m.setattr(Consolidation, "_victims", staticmethod(eager))
+            assert decided(objs, ("allocate", "consolidation")) == lazy, seed
+        moved += bool(lazy[0]["evictions"])
+    assert moved
