@@ -85,13 +85,10 @@ class Reach:
             total[1] += cpu
             total[2] += mem
             for n in {t.node for t in chunk.tasks}:
-                acc = per_node.get(n)
-                if acc is None:
-                    per_node[n] = [gpu, cpu, mem]
-                else:
-                    acc[0] += gpu
-                    acc[1] += cpu
-                    acc[2] += mem
+                acc = per_node.setdefault(n, [0, 0, 0])
+                acc[0] += gpu
+                acc[1] += cpu
+                acc[2] += mem
         self.count = count  # the walk's iterations over the list: one work unit each
         self.per_node = per_node
         self.most = [max((v[r] for v in per_node.values()), default=0) for r in AXES]
