@@ -4,16 +4,20 @@ cached / lazy forms must equal the plain computation."""
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
-from operators.scheduler.decide.actions.consolidate import fits_free
-from operators.scheduler.decide.actions.preempt import could_preempt
+from operators.scheduler.decide.actions.consolidate import Consolidation, fits_free
+from operators.scheduler.decide.actions.preempt import Preempt, could_preempt
+from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
     order_chunks,
+    preempt_min_runtime,
+    protected,
     victim_chunks,
     within_queue_order,
 )
@@ -179,3 +183,118 @@ def test_cluster_free_follows_statements_and_rollbacks() -> None:
     assert s.cluster_free() == naive_free(s)
     stmt.discard()
     assert s.cluster_free() == naive_free(s)
+
+
+# --- the victim-reach bound (Solver.futile_walk) and preempt without the job-tree walk ---------------
+
+
+def contested_cluster(seed: int, fragmented: bool = False) -> list[dict[str, Any]]:
+    """Two queues on full nodes with preemptible work; pending jobs of every priority, some of which can take
+    victims and some of which cannot (too large for any node's victims, or short of CPU: nodes' CPU is tight).
+    `fragmented`: each node keeps 0-4 GPUs free (room in total that no single node has)."""
+    rng = random.Random(seed)
+    objs: list[dict[str, Any]] = [*PRIORITY_CLASSES, queue("qa", gpu=(rng.choice([0, 4, 8]), -1, 1)),
+                                  queue("qb", gpu=(rng.choice([4, 8, 16]), -1, 1))]
+    n_nodes = rng.randint(2, 4)
+    objs += [node(f"n{i}", gpus=8, cpu=str(rng.choice([12, 16, 64]))) for i in range(n_nodes)]
+    job = 0
+    for i in range(n_nodes):
+        free = 8 - rng.randint(0, 4) if fragmented else 8
+        while free > 0:
+            gpus = min(free, rng.choice([1, 2, 4]))
+            free -= gpus
+            name = f"r{job}"
+            job += 1
+            objs += [podgroup(name, rng.choice(["qa", "qb"]), priority_class=rng.choice(["train", "build-preemptible"]),
+                              created=f"2025-01-01T00:{job:02d}:00Z"),
+                     pod(f"{name}-0", name, gpus=gpus, cpu=str(rng.choice([1, 2, 4])), node_name=f"n{i}",
+                         phase="Running")]
+    for j in range(rng.randint(2, 5)):
+        name, size = f"p{j}", rng.choice([1, 1, 2, 3])
+        objs.append(podgroup(name, rng.choice(["qa", "qb"]), size,
+                             priority_class=rng.choice(["train", "build-preemptible", "build", "inference"]),
+                             created=f"2025-01-01T01:{j:02d}:00Z"))
+        objs += [pod(f"{name}-{k}", name, gpus=rng.choice([0, 1, 2, 4, 8]), cpu=str(rng.choice([1, 4, 12])),
+                     created=f"2025-01-01T01:{j:02d}:00Z") for k in range(size)]
+    return objs
+
+
+def decided(objs: list[dict[str, Any]], actions: tuple[str, ...], **config: Any) -> tuple[Any, ...]:
+    d = cycle(objs, SchedulerConfig(actions=actions, **config))
+    return d.to_dict(), sorted(d.counters.items())
+
+
+@pytest.mark.parametrize("actions", [("allocate", "preempt"), ("allocate", "reclaim", "preempt")])
+@pytest.mark.parametrize("caps", [{}, {"max_evictions_per_job": 1}, {"max_evictions_per_job": -1}])
+def test_the_reach_bound_and_the_futile_preempt_change_no_decision(
+        monkeypatch: pytest.MonkeyPatch, actions: tuple[str, ...], caps: dict[str, Any]) -> None:
+    """Decisions and counters (failure reasons, scenarios) with the short cuts equal those of the full walks, on
+    clusters where the bound proves searches futile and where searches evict."""
+    fired = {"bound": 0, "futile": 0}
+    may_cover, futile = Solver._may_cover, Preempt._futile
+
+    def spy_cover(self: Solver, *args: Any) -> bool:
+        out = may_cover(self, *args)
+        fired["bound"] += not out
+        return out
+
+    def spy_futile(self: Preempt, *args: Any) -> dict[str, int] | None:
+        out = futile(self, *args)
+        fired["futile"] += out is not None
+        return out
+
+    evicted = 0
+    for seed in range(24):
+        objs = contested_cluster(seed)
+        with monkeypatch.context() as m:
+            m.setattr(Solver, "_may_cover", spy_cover)
+            m.setattr(Preempt, "_futile", spy_futile)
+            fast = decided(objs, actions, **caps)
+        with monkeypatch.context() as m:
+            m.setattr(Solver, "_may_cover", lambda *args: True)
+            m.setattr(Preempt, "_futile", lambda *args: None)
+            slow = decided(objs, actions, **caps)
+        assert fast == slow, seed
+        evicted += bool(fast[0]["evictions"])
+    assert fired["bound"] and evicted  # both sides of the bound were exercised
+    assert fired["futile"] or "preempt" not in actions
+
+
+def test_a_futile_walk_is_charged_what_the_walk_spends() -> None:
+    # n1's victims (4 GPUs) cannot make room for 6 GPUs: the walk finds no scenario, one work unit per chunk.
+    objs = [node("n1", gpus=4), queue("q"), *PRIORITY_CLASSES,
+            *running_job("v0", "q", "2025-01-01T00:00:00Z", "n1", gpus=2),
+            *running_job("v1", "q", "2025-01-01T00:00:01Z", "n1", gpus=2),
+            *pending_job("big", "q", 6, pclass="build")]
+    s = session_of(objs)
+    job = next(j for j in s.jobs if j.name == "big")
+    chunks = [c for j in s.jobs if j is not job for c in victim_chunks(j, protected=False)]
+    tasks = s.tasks_to_allocate(job)
+    solver = Solver(s, "preempt")
+    assert solver.futile_walk(job, tasks, chunks) == len(chunks) == 2
+    for work, left in ((10, 8), (2, 0), (1, 0)):
+        solver.work = work
+        stmt = s.statement()
+        assert not solver.solve(stmt, job, tasks, chunks, describe=lambda *a: "")
+        assert solver.work == left and not stmt.ops
+    small = next(j for j in s.jobs if j.name == "v0")
+    assert Solver(s, "preempt").futile_walk(job, [small.tasks[0]], chunks) is None  # 2 GPUs fit n1's victims
+
+
+def test_consolidation_victims_merged_lazily_change_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consolidation's lazily merged victims give the decisions of the eager order_chunks() over every chunk."""
+
+    def eager(session: Session, job: Any, candidates: list[Any]) -> list[Any]:
+        return order_chunks(session, [c for other in candidates
+                                      if not protected(session, other, preempt_min_runtime(session, other.queue))
+                                      for c in victim_chunks(other, False)])
+
+    moved = 0
+    for seed in range(24):
+        objs = contested_cluster(seed, fragmented=True)
+        lazy = decided(objs, ("allocate", "consolidation"))
+        with monkeypatch.context() as m:
+            m.setattr(Consolidation, "_victims", staticmethod(eager))
+            assert decided(objs, ("allocate", "consolidation")) == lazy, seed
+        moved += bool(lazy[0]["evictions"])
+    assert moved

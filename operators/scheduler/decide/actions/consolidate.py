@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver, cluster_free
 from operators.scheduler.decide.actions.victims import (
+    MergedVictims,
     consolidation_message,
-    order_chunks,
     preempt_min_runtime,
     protected,
     victim_chunks,
+    within_queue_order,
 )
-from operators.scheduler.decide.model import Chunk, Job, Task
+from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 from operators.scheduler.decide.units import AXES
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class Consolidation:
         tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
-        ordered: list[Chunk] | None = None  # victims in victim order, until the next commit
+        ordered: MergedVictims | None = None  # victims in victim order (the solver skips those taken)
         while not solver.exhausted and (job := tree.pop()) is not None:
             tasks = session.tasks_to_allocate(job)
             if not tasks:
@@ -110,12 +111,16 @@ class Consolidation:
                 record_search(session, self.name, job, False)
 
     @staticmethod
-    def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:
-        chunks: list[Chunk] = []
+    def _victims(session: Session, job: Job, candidates: list[Job]) -> MergedVictims:
+        """order_chunks() of every candidate's chunks, merged across queues lazily (a search that stops after a
+        few hundred scenarios sees a short prefix of the cluster's victims)."""
+        by_queue: dict[QueueState, list[Chunk]] = {}
         for other in candidates:
             assert other.queue is not None
             if protected(session, other, preempt_min_runtime(session, other.queue)):
                 continue  # a move restarts the pod
             # Pods above minMember one at a time, then the core: an elastic job's surplus pods move first.
-            chunks.extend(victim_chunks(other, False))
-        return order_chunks(session, chunks)
+            chunks = victim_chunks(other, False)
+            if chunks:
+                by_queue.setdefault(other.queue, []).extend(chunks)
+        return MergedVictims(session, [(q, within_queue_order(chunks, session)) for q, chunks in by_queue.items()])

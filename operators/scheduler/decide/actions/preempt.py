@@ -32,11 +32,11 @@ if TYPE_CHECKING:
 FAILURE_REASONS = {"NonPreemptibleOverQuota": "non_preemptible_over_quota", "OverLimit": "over_limit"}
 
 
-def count_failure(session: Session, reason: str) -> None:
-    """For metrics (`Decisions.counters`): one failed preemption attempt, by reason."""
+def count_failure(session: Session, reason: str, n: int = 1) -> None:
+    """For metrics (`Decisions.counters`): `n` failed preemption attempts, by reason."""
     counters = session.decisions.counters
     key = f"preemption_failures/{reason}"
-    counters[key] = counters.get(key, 0) + 1
+    counters[key] = counters.get(key, 0) + n
 
 
 def could_preempt(job: Job, lowest: dict[int, int]) -> bool:
@@ -70,11 +70,19 @@ class Preempt:
         hopeful = sum(1 for j in jobs if could_preempt(j, lowest))
         if not hopeful:
             return
-        tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)
-        failed: set[tuple[object, ...]] = set()
         freed: dict[QueueState, list[int]] | None = None
         cache: dict[tuple[object, ...], list[Chunk]] = {}  # ordered victims per (queue, priority) until a commit
+        cfg = session.config
+        if not cfg.min_failed_search_backoff and cfg.queue_depth_per_action.get(self.name) is None:
+            freed = releasable(session, candidates)
+            failures = self._futile(session, jobs, lowest, candidates, solver, freed, cache)
+            if failures is not None:
+                for reason, n in failures.items():
+                    count_failure(session, reason, n)
+                return
+        tree = session.job_tree(jobs, self.name)
+        failed: set[tuple[object, ...]] = set()
         while hopeful > 0 and not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
             if not could_preempt(job, lowest):
@@ -124,6 +132,52 @@ class Preempt:
                 failed.add(signature)
                 record_search(session, self.name, job, False)
                 count_failure(session, "deadline_exhausted" if solver.exhausted else "generators_exhausted")
+
+    def _futile(self, session: Session, jobs: list[Job], lowest: dict[int, int], candidates: list[Job],
+                solver: Solver, freed: dict[QueueState, list[int]],
+                cache: dict[tuple[object, ...], list[Chunk]]) -> dict[str, int] | None:
+        """The failure counts of the action when provably no job evicts anything, else None.
+
+        Without a commit the state is fixed, so each job's attempt has the same outcome whenever the job tree
+        pops it: a capacity error, no victim, or a search whose walk provably finds no scenario
+        (`Solver.futile_walk`). The order then changes nothing as long as jobs of one signature share their
+        outcome (a later one is counted as a repeat of the first's failed search) and the searches' work stays
+        under the budget; without a recorded search outcome (the back-off) and a queue depth (the tree would drop
+        jobs), the job tree's walk is not needed. None, and the walk decides, whenever any of this fails.
+        """
+        outcome: dict[tuple[object, ...], str] = {}
+        counts: dict[str, int] = {}
+        work = 0
+        for job in jobs:
+            if not could_preempt(job, lowest):
+                continue
+            assert job.queue is not None
+            tasks = session.tasks_to_allocate(job)
+            if not tasks:
+                continue
+            signature = (job.queue.name, job.priority, job.preemptible, tuple(t.fit_key for t in tasks))
+            mine = freed.get(job.queue)
+            error = session.capacity_error(job, tasks, dict.fromkeys(job.queue.lineage(), mine) if mine else {})
+            if error is not None:
+                verdict = reason = FAILURE_REASONS.get(error.reason, "generators_exhausted")
+            else:
+                reason = "generators_exhausted"
+                key = (job.queue, job.priority)
+                chunks = cache.get(key)
+                if chunks is None:
+                    chunks = cache[key] = self._victims(session, job, candidates)
+                verdict = "no victims"
+                if chunks:
+                    spent = solver.futile_walk(job, tasks, chunks)
+                    if spent is None:
+                        return None
+                    verdict = "searched"
+                    if signature not in outcome:
+                        work += spent
+            if outcome.setdefault(signature, verdict) != verdict:
+                return None
+            counts[reason] = counts.get(reason, 0) + 1
+        return counts if work < solver.work else None
 
     @staticmethod
     def _victims(session: Session, job: Job, candidates: list[Job]) -> list[Chunk]:

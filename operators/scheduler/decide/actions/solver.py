@@ -15,11 +15,15 @@ simulated with its victims moved, and kept when the victims still evicted pass. 
 already failed for the job (same pods' shapes freed on the same nodes and devices, same queues) are skipped.
 Difference from KAI, on purpose: the job's tasks are solved together rather than one task prefix at a time
 (the whole-prefix scenario covers gangs spread over several nodes).
+Before walking, a reclaim/preempt search tests an upper bound of what any of its scenarios could free (`Reach`):
+when no node's victims, and no prefix within the eviction caps, could cover the job beside the cluster's free
+resources, no scenario would pass the walk's own resource checks, so the walk is skipped and charged the work it
+would have spent (one unit per chunk): the budget ends where it did, the decisions are the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.actions.common import allocate_job
@@ -62,6 +66,35 @@ def _short(request: Sequence[int], available: Sequence[int]) -> bool:
     return any(request[r] > available[r] for r in AXES)
 
 
+class Reach:
+    """What the chunks of one victim list could free, at most: per node the summed vectors of the chunks touching
+    it (each chunk's whole vector, as the walk's per-node check counts it), their per-axis maximum, and the total.
+    Taken chunks and the job's own are included, so it bounds every search over the list while its chunks are
+    fixed (an action's victim lists only lose chunks); amounts are clamped at 0 so a subset never exceeds it."""
+
+    __slots__ = ("count", "most", "per_node", "total")
+
+    def __init__(self, session: Session, chunks: Iterable[Chunk]) -> None:
+        per_node: dict[int, list[int]] = {}
+        total = [0, 0, 0]
+        count = 0
+        for chunk in chunks:
+            count += 1
+            gpu, cpu, mem = (max(x, 0) for x in chunk.vector(session))
+            total[0] += gpu
+            total[1] += cpu
+            total[2] += mem
+            for n in {t.node for t in chunk.tasks}:
+                acc = per_node.setdefault(n, [0, 0, 0])
+                acc[0] += gpu
+                acc[1] += cpu
+                acc[2] += mem
+        self.count = count  # the walk's iterations over the list: one work unit each
+        self.per_node = per_node
+        self.most = [max((v[r] for v in per_node.values()), default=0) for r in AXES]
+        self.total = total
+
+
 class Solver:
     def __init__(self, session: Session, action: str) -> None:
         self.session = session
@@ -77,6 +110,8 @@ class Solver:
         self._request: list[int] = [0, 0, 0]  # the request of the job being solved
         # Per pending job: equivalence keys of victim sets that failed for it since the last commit.
         self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
+        # Per victim list (by identity, the list kept alive here): its Reach. Lists are fixed within an action.
+        self._reach: dict[int, tuple[object, Reach]] = {}
 
     def changed(self) -> None:
         """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
@@ -172,6 +207,11 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
+        if not move_victims and isinstance(chunks, Sized):
+            reach = self.reach(chunks)
+            if not self._may_cover(job, request, free, chunks, reach, len(tasks) == 1, max_victim_jobs):
+                self._charge(reach.count)
+                return False
         req_gpu, req_cpu, req_mem = request
         free_gpu, free_cpu, free_mem = free
         # A single pod lands on one node: only that node's scenario can work, and only if the node then has room.
@@ -321,6 +361,68 @@ class Solver:
                 if key is not None:
                     failed_sets.add(key)
         return False
+
+    def reach(self, chunks: Iterable[Chunk]) -> Reach:
+        """The Reach of a victim list, computed once per list and action."""
+        hit = self._reach.get(id(chunks))
+        if hit is None or hit[0] is not chunks:
+            hit = self._reach[id(chunks)] = (chunks, Reach(self.session, chunks))
+        return hit[1]
+
+    def _may_cover(self, job: Job, request: Sequence[int], free: Sequence[int], chunks: Iterable[Chunk],
+                   reach: Reach, single: bool, max_victim_jobs: int | None) -> bool:
+        """Necessary for any scenario of the walk to be validated or simulated (reclaim, preempt): its per-node
+        check (the job covered by the cluster's free resources plus the node's chunks) or, for a gang, the
+        whole-prefix check within the caps. False proves the walk ends without effect."""
+        most = reach.most
+        if not (request[0] > free[0] + most[0] or request[1] > free[1] + most[1] or request[2] > free[2] + most[2]):
+            for got in reach.per_node.values():
+                if not (request[0] > free[0] + got[0] or request[1] > free[1] + got[1]
+                        or request[2] > free[2] + got[2]):
+                    return True
+        if single:
+            return False  # a single pod is tried only in per-node scenarios
+        if self.max_pods < 0 and self.max_gpus < 0 and max_victim_jobs is None:
+            return not _short(request, [free[r] + reach.total[r] for r in AXES])
+        # The prefix only grows, and with it its pods, GPUs and jobs: once over a cap it stays over.
+        session = self.session
+        got = list(free)
+        pods = 0
+        jobs: set[int] = set()
+        for chunk in chunks:
+            if chunk.job is job or chunk.tasks[0].status not in VICTIM_STATUSES:
+                continue
+            v = chunk.vector(session)
+            for r in AXES:
+                got[r] += v[r]
+            pods += len(chunk.tasks)
+            jobs.add(id(chunk.job))
+            if (0 <= self.max_pods < pods or (self.max_gpus >= 0 and got[0] - free[0] > self.max_gpu_units)
+                    or (max_victim_jobs is not None and len(jobs) > max_victim_jobs)):
+                return False
+            if not _short(request, got):
+                return True
+        return False
+
+    def futile_walk(self, job: Job, tasks: Sequence[Task], chunks: Iterable[Chunk]) -> int | None:
+        """The work units a reclaim/preempt search of `job` over `chunks` (no victim-job cap) spends when its walk
+        provably ends without a scenario (`Reach`); None when it might find one, or when plugins filter or order
+        the victims (then only the search itself tells)."""
+        fw = self.session.framework
+        if fw.victim_filters or fw.victim_orders or not isinstance(chunks, Sized):
+            return None
+        if self._free is None:
+            self._free = cluster_free(self.session)
+        reach = self.reach(chunks)
+        request = self.session.job_request(tasks)
+        if self._may_cover(job, request, self._free, chunks, reach, len(tasks) == 1, None):
+            return None
+        return reach.count
+
+    def _charge(self, steps: int) -> None:
+        """The work a walk of `steps` chunks without a scenario spends: one unit per chunk, stopping at 0."""
+        if steps > 0:
+            self.work = self.work - steps if self.work > steps else min(self.work - 1, 0)
 
     def _count(self, what: str) -> None:
         """For metrics (`Decisions.counters`, never printed): scenarios filtered, simulated or skipped as
