@@ -159,7 +159,7 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple
             old = self._old_explanations.get(key)
             if old is not None:
                 return old[1], old[0]
-            return None, carry_module.Explained(podgroup, (), (), None, False)
+            return None, (podgroup, (), (), None, False)
         carry_module.Carrying.explanation = stale  # this process only: the proof's own demonstration
 
     carry = None

@@ -68,7 +68,7 @@ def test_a_stale_carry_would_show(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def stale(self: carry_module.Carrying, key: Any, *args: Any) -> tuple[Unschedulable | None, Any]:
         old = self._old_explanations.get(key)
-        return (old[1], old[0]) if old is not None else (None, carry_module.Explained(args[0], (), (), None, False))
+        return (old[1], old[0]) if old is not None else (None, (args[0], (), (), None, False))
 
     monkeypatch.setattr(carry_module.Carrying, "explanation", stale)
     grown = cluster(3)

@@ -30,15 +30,10 @@ GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 _rec = attrgetter("rec")
 
 
-@dataclass(frozen=True, slots=True)
-class Explained:
-    """What one job's explanation is computed from."""
-
-    podgroup: PodGroupRecord
-    pending: tuple[PodRecord, ...]
-    errors: tuple[JobError, ...]
-    failed: tuple[str, str] | None  # (failing task, its fit summary)
-    has_allocated: bool
+# What one job's explanation is computed from: its PodGroup record, its pending pods' records, its errors, its failing
+# task and that task's fit summary (or None), and whether it has allocated pods. A plain tuple: one is built for every
+# explained job every cycle, hit or miss, and a frozen dataclass costs several times more to construct.
+Explained = tuple[PodGroupRecord, tuple[PodRecord, ...], tuple[JobError, ...], "tuple[str, str] | None", bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,17 +66,16 @@ class Carrying:
     def explanation(self, key: GroupKey, podgroup: PodGroupRecord, pending: Sequence[Task], errors: list[JobError],
                     failed: tuple[str, str] | None, has_allocated: bool) -> tuple[Unschedulable | None, Explained]:
         """Last cycle's Unschedulable if computed from the same inputs (else None), and this cycle's inputs."""
-        inputs = Explained(podgroup, tuple(map(_rec, pending)), tuple(errors), failed, has_allocated)
+        recs = tuple(map(_rec, pending))
         old = self._old_explanations.get(key)
         if old is not None:
             was = old[0]
-            if (was.podgroup is podgroup and was.has_allocated == has_allocated
-                    and len(was.pending) == len(inputs.pending) and all(map(is_, was.pending, inputs.pending))
-                    and was.failed == failed and was.errors == inputs.errors):
+            if (was[0] is podgroup and was[4] == has_allocated and was[3] == failed and len(was[1]) == len(recs)
+                    and all(map(is_, was[1], recs)) and was[2] == tuple(errors)):
                 self.reused += 1
                 self.explanations[key] = old
                 return old[1], was
-        return None, inputs
+        return None, (podgroup, recs, tuple(errors), failed, has_allocated)
 
     def explained(self, key: GroupKey, inputs: Explained, result: Unschedulable) -> None:
         self.explanations[key] = (inputs, result)
