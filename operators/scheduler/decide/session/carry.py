@@ -32,7 +32,7 @@ _rec = attrgetter("rec")
 
 # What one job's explanation is computed from: its PodGroup record, its pending pods' records, its errors, its failing
 # task and that task's fit summary (or None), and whether it has allocated pods. A plain tuple: one is built for every
-# explained job every cycle, hit or miss, and a frozen dataclass costs several times more to construct.
+# job explained afresh, each cycle, and a frozen dataclass costs several times more to construct.
 Explained = tuple[PodGroupRecord, tuple[PodRecord, ...], tuple[JobError, ...], "tuple[str, str] | None", bool]
 
 
