@@ -9,11 +9,12 @@ Prints one row per run (size, actions, bytes, sha256 before/after, identical) an
 
 Then, up to `--mixed-max` nodes, `--churn-cycles` live cycles with churn between them (`churn_proof`): the mixed
 cluster is listed into the scheduler's own informers, and each cycle's decisions on the incremental snapshot
-(`SchedulerLoop.snapshot`) are compared byte for byte with those on a full rebuild (every object the API server
-holds parsed afresh, the outstanding assumptions overlaid). Between cycles the cycle's binds and evictions are
-assumed as the writer assumes them and delivered by watch events one cycle later, its annotations land, and
-`shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
-Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6]
+(`SchedulerLoop.snapshot`), run with the previous cycle's carry as the loop runs it, are compared byte for byte with
+those of a fresh cycle (no carry) on a full rebuild (every object the API server holds parsed afresh, the
+outstanding assumptions overlaid); `--stale-carry` breaks the carry's input check to show the proof fails then.
+Between cycles the cycle's binds and evictions are assumed as the writer assumes them and delivered by watch events one
+cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
+Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6] [--churn-only]
 """
 
 from __future__ import annotations
@@ -101,8 +102,11 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
     return [Path(f"{out}.{i}").read_bytes() for i in range(len(runs))]
 
 
-def churn_proof(size: int, cycles: int) -> list[tuple[int, int, int, bytes, bytes]]:
-    """(cycle, watch events, snapshot pods, incremental decisions, full-rebuild decisions) of each live cycle."""
+def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple[int, int, int, int, bytes, bytes]]:
+    """(cycle, watch events, snapshot pods, explanations reused, incremental decisions, full-rebuild decisions) of
+    each live cycle. The incremental side runs with the previous cycle's carry (`run_carried_cycle`), the full
+    rebuild as a fresh cycle (`run_cycle`, no carry): both the snapshot and the carry are proven here.
+    `stale_carry`: reuse carried explanations whatever their inputs (to show that the proof can fail)."""
     import asyncio
     from dataclasses import replace
 
@@ -111,7 +115,8 @@ def churn_proof(size: int, cycles: int) -> list[tuple[int, int, int, bytes, byte
 
     from operators.core.cache import object_key
     from operators.scheduler.decide.config import SchedulerConfig
-    from operators.scheduler.decide.cycle import run_cycle
+    from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
+    from operators.scheduler.decide.session import carry as carry_module
     from operators.scheduler.decide.simulation import with_implicit_podgroups
     from operators.scheduler.decide.snapshot import build_snapshot, podgroup_record
     from operators.scheduler.shell.loop import SchedulerLoop
@@ -149,15 +154,25 @@ def churn_proof(size: int, cycles: int) -> list[tuple[int, int, int, bytes, byte
             if kind == "DELETED":
                 deleting.discard(object_key(obj))
 
+    if stale_carry:
+        def stale(self: Any, key: Any, podgroup: Any, *args: Any) -> Any:
+            old = self._old_explanations.get(key)
+            if old is not None:
+                return old[1], old[0]
+            return None, (podgroup, (), (), None, False)
+        carry_module.Carrying.explanation = stale  # this process only: the proof's own demonstration
+
+    carry = None
     churn, out = Churn(seed=size), []
     later: list[tuple[str, dict[str, Any]]] = []
     n = max(len(cluster.of("Pod")) // 100, 3)
     for cycle in range(1, cycles + 1):
         snapshot, rebuilt = loop.snapshot(), full()
         now = 1.7e9 + 10 * cycle
-        inc = json.dumps(run_cycle(snapshot, config, now).to_dict(), indent=1).encode()
+        carried, carry = run_carried_cycle(snapshot, config, now, carry)
+        inc = json.dumps(carried.to_dict(), indent=1).encode()
         decisions = run_cycle(rebuilt, config, now)
-        out.append((cycle, delivered[0], len(snapshot.pods), inc,
+        out.append((cycle, delivered[0], len(snapshot.pods), carry.reused, inc,
                     json.dumps(decisions.to_dict(), indent=1).encode()))
         delivered[0] = 0
         # What the cycle wrote lands one cycle later; until then it is assumed, as by the writer.
@@ -198,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mixed-max", type=int, default=1000,
                         help="largest size also run with the mixed input (priorities, stale gangs, min-runtime)")
     parser.add_argument("--churn-cycles", type=int, default=6,
-                        help="live cycles with churn, incremental snapshot against a full rebuild (0: none)")
+                        help="live cycles with churn, incremental snapshot and carry against a full rebuild, fresh "
+                             "(0: none)")
+    parser.add_argument("--churn-only", action="store_true", help="only the churn proof (no --baseline runs)")
+    parser.add_argument("--stale-carry", action="store_true",
+                        help="reuse carried explanations whatever their inputs: the churn proof must then differ")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
@@ -226,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'size':>6} {'input':<6} {'actions':<20} {'bytes':>10} {'sha256 ' + args.baseline:<18} "
               f"{'sha256 worktree':<18} identical")
         for (size, name), path in inputs.items():
+            if args.churn_only:
+                break
             runs = [r for r in _runs() if name == "mixed" or size == min(sizes) or r[0] != "all --cycles 2"]
             before = _simulate(base, path, [e for _, e in runs], tmp / f"before-{size}-{name}")
             after = _simulate(root, path, [e for _, e in runs], tmp / f"after-{size}-{name}")
@@ -235,13 +256,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{size:>6} {name:<6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
                       f"{hashlib.sha256(a).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
     if args.churn_cycles:
-        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'bytes':>10} {'sha256 incremental':<18} "
-              f"{'sha256 full':<18} identical")
+        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'reused':>6} {'bytes':>10} "
+              f"{'sha256 incremental':<18} {'sha256 full':<18} identical")
     for size in [s for s in sorted(set(sizes)) if s <= args.mixed_max and args.churn_cycles]:
-        for cycle, events, pods, inc, rebuilt in churn_proof(size, args.churn_cycles):
+        for cycle, events, pods, reused, inc, rebuilt in churn_proof(size, args.churn_cycles, args.stale_carry):
             same = inc == rebuilt
             different += not same
-            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {len(inc):>10} "
+            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {len(inc):>10} "
                   f"{hashlib.sha256(inc).hexdigest()[:16]:<18} {hashlib.sha256(rebuilt).hexdigest()[:16]:<18} "
                   f"{'yes' if same else 'NO'}", flush=True)
     print("identical" if not different else f"{different} run(s) differ")

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.cycle import run_carried_cycle
 from operators.scheduler.decide.decisions import Decisions
 from operators.scheduler.decide.provisioning import ProvisioningRequestRecord
+from operators.scheduler.decide.session import Carry
 from operators.scheduler.shell import loop as loop_module
 from operators.scheduler.shell.loop import SchedulerLoop
 from tests.support import Cluster, api_requests
@@ -89,13 +90,13 @@ async def test_bindrequests_are_created_while_the_cycle_still_runs_and_only_once
     during: list[int] = []
     before = api_requests(cluster)
 
-    def slow_cycle(*args: Any, **kwargs: Any) -> Decisions:
-        decisions = run_cycle(*args, **kwargs)
+    def slow_cycle(*args: Any, **kwargs: Any) -> tuple[Decisions, Carry]:
+        decisions, carry = run_carried_cycle(*args, **kwargs)
         # Still inside the cycle's thread: the committed jobs' BindRequests are already on the server.
         during.append(created(cluster, before, wait=20))
-        return decisions
+        return decisions, carry
 
-    monkeypatch.setattr(loop_module, "run_cycle", slow_cycle)
+    monkeypatch.setattr(loop_module, "run_carried_cycle", slow_cycle)
     decisions = await loop.cycle()
     await written(loop)
     assert {b.pod for b in decisions.binds} == {"a-0", "a-1", "b-0", "b-1"}
@@ -114,12 +115,12 @@ async def test_a_gang_with_a_provisioning_request_waits_for_the_cycles_end(
     during: list[int] = []
     before = api_requests(cluster)
 
-    def watched_cycle(*args: Any, **kwargs: Any) -> Decisions:
-        decisions = run_cycle(*args, **kwargs)
+    def watched_cycle(*args: Any, **kwargs: Any) -> tuple[Decisions, Carry]:
+        decisions, carry = run_carried_cycle(*args, **kwargs)
         during.append(created(cluster, before, wait=3))  # what a streamed bind would have had time to create
-        return decisions
+        return decisions, carry
 
-    monkeypatch.setattr(loop_module, "run_cycle", watched_cycle)
+    monkeypatch.setattr(loop_module, "run_carried_cycle", watched_cycle)
     await loop.cycle()
     await written(loop)
     assert during == [0], "streamed although the provisioning plan may still hold the gang"

@@ -13,7 +13,7 @@ from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Bind, Decisions
 from operators.scheduler.decide.framework import builtin_plugins
 from operators.scheduler.decide.searchbackoff import advance, job_key
-from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.session import Carry, Session
 from operators.scheduler.decide.snapshot import Snapshot
 
 builtin_plugins()  # the built-in plugin modules are found and imported once, here, not in the first cycle
@@ -27,6 +27,17 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
     `on_bind`, if given, is called with each of the allocate action's binds as soon as its job's allocation is
     committed (they are in the returned decisions too); it must not change anything the cycle reads.
     """
+    return run_carried_cycle(snapshot, config, now, None, actions, on_bind=on_bind)[0]
+
+
+def run_carried_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None,
+                      actions: Sequence[str] | None = None, *, on_bind: Callable[[Bind], None] | None = None
+                      ) -> tuple[Decisions, Carry]:
+    """`run_cycle` given the previous cycle's carry (None: none), returning the decisions and the next carry.
+
+    The decisions are those `run_cycle` returns on the same snapshot: the carry only saves recomputing what was
+    derived from the same record objects (`session/carry.py`).
+    """
     # A cycle creates ~10^5 short-lived objects next to a large, long-lived record heap; generational GC
     # passes over that heap cost more than the cycle itself, so collection is deferred until it ends.
     was_enabled = gc.isenabled()
@@ -34,7 +45,7 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
     timings: dict[str, float] = {}
     try:
         started = time.perf_counter()
-        session = Session(snapshot, config, now)
+        session = Session(snapshot, config, now, carry)
         timings["open-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         for name in actions if actions is not None else config.effective_actions:
             action = get_action(name)
@@ -52,7 +63,7 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
                 config.max_failed_search_backoff, (job_key(g.namespace, g.name, g.uid) for g in snapshot.podgroups))
         timings["close-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         decisions.timings.update(timings)  # the session adds its plugins' ("plugin/<name>")
-        return decisions
+        return decisions, session.carrying.carry()
     finally:
         if was_enabled:
             gc.enable()

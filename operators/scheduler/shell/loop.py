@@ -35,10 +35,11 @@ from operators.core.events import EventRecorder
 from operators.core.kube import raw, status_of
 from operators.core.units import MS_PER_SECOND
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.cycle import run_carried_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions
 from operators.scheduler.decide.plugins.proportion.usage import usage_pairs
 from operators.scheduler.decide.searchbackoff import Backoff
+from operators.scheduler.decide.session.carry import Carry
 from operators.scheduler.decide.snapshot import (
     configmap_record,
     node_record,
@@ -101,6 +102,7 @@ class SchedulerLoop(Writer):
         self.provisioning = ProvisioningShell(api, self.events, self.wake.set, config.node_pool_name)
         # The failed-search back-offs (`decide.searchbackoff`), carried from one cycle to the next in memory.
         self.search_backoff: dict[tuple[str, str], Backoff] = {}
+        self.carry: Carry | None = None  # what the last cycle derived that the next may reuse (decide/session/carry)
         self.podgroups.add_listener(self._on_podgroup)
         self.dra = DraShell(api, self.wake.set)  # DRA objects, once the API server serves resource.k8s.io/v1
         self.views = SnapshotViews(self.nodes, self.pods, self.podgroups)
@@ -225,7 +227,8 @@ class SchedulerLoop(Writer):
             except RuntimeError:
                 pass  # the event loop is closed (shutting down): nothing is written any more
 
-        decisions = await asyncio.to_thread(run_cycle, snapshot, self.config, time.time(), on_bind=on_bind)
+        decisions, self.carry = await asyncio.to_thread(run_carried_cycle, snapshot, self.config, time.time(),
+                                                        self.carry, on_bind=on_bind)
         self.search_backoff = decisions.search_backoff
         if self.shard is not None:
             decisions.unschedulable += self.shard.unserved(self.podgroups.store.values(), self.pods.store.values())

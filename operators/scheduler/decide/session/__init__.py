@@ -19,6 +19,7 @@ from operators.scheduler.decide.placement.scoring import NodeIndex
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, FailedAttempt, JobOutcome
 from operators.scheduler.decide.session.candidates import Candidates
+from operators.scheduler.decide.session.carry import Carry, Carrying
 from operators.scheduler.decide.session.closing import Closing
 from operators.scheduler.decide.session.clusterfree import ClusterFree
 from operators.scheduler.decide.session.opening import Opening
@@ -26,12 +27,13 @@ from operators.scheduler.decide.session.operations import Op, Operations, Statem
 from operators.scheduler.decide.session.plugincalls import PluginCalls
 from operators.scheduler.decide.snapshot import Snapshot
 
-__all__ = ["DEFAULT_SUBGROUP", "FailedAttempt", "JobOutcome", "Op", "Session", "Statement", "rfc3339"]
+__all__ = ["DEFAULT_SUBGROUP", "Carry", "FailedAttempt", "JobOutcome", "Op", "Session", "Statement", "rfc3339"]
 
 
 class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates):
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None = None) -> None:
         self.config = config
+        self.carrying = Carrying(config, carry)  # the previous cycle's derived state in, the next one's out
         self.now = now
         self.now_text = rfc3339(now)
         self.snapshot = snapshot

@@ -26,6 +26,7 @@ from operators.scheduler.decide.placement.predicates import PodIndex
 from operators.scheduler.decide.placement.scoring import NodeIndex
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.records import UNLIMITED
+from operators.scheduler.decide.session.carry import Carrying
 from operators.scheduler.decide.snapshot import Snapshot
 from operators.scheduler.decide.units import CPU_AXIS, GPU, GPU_AXIS, MEMORY_AXIS, gpu_memory_share
 
@@ -73,6 +74,7 @@ class Accounting:
     index: NodeIndex
     pod_index: PodIndex | None
     placer: Placer
+    carrying: Carrying
     _unlimited_cache: dict[QueueState, bool]
     _summaries: dict[tuple[object, ...], str]
     _free_dirty: set[int]

@@ -102,29 +102,33 @@ class Closing(Accounting):
     def _unschedulable(self, job: Job, pending: list[Task], pool: str) -> Unschedulable:
         out = self.outcomes.get(job.key) or JobOutcome()
         errors = list(out.errors)
-        task_summary: dict[str, str] = {}
         failure = out.failure
         if failure is not None:
-            task_summary[failure.task.name] = failure.summary
             msg = self.framework.gang.failure_message(failure)
             errors.append(explain.JobError(keys.REASON_POD_SCHEDULING_ERRORS, (msg,)))
-        message = explain.job_message(errors)
-        backoff = job.rec.scheduling_backoff
-        # explain.pod_message() per pod: the failing task's summary, else the job message (computed once).
-        other = explain.with_pool_prefix(explain.pod_message(None, errors) if not errors else message, pool, backoff)
-        pod_messages = dict.fromkeys([t.rec.name for t in pending], other)
-        for name, text in task_summary.items():  # at most one: the failing task
-            if name in pod_messages:
-                pod_messages[name] = explain.with_pool_prefix(explain.pod_message(text, errors), pool, backoff)
         has_allocated = False
         for p in job.podsets:
             if p.active_allocated > 0:
                 has_allocated = True
                 break
         rec = job.rec
-        return Unschedulable(rec.namespace, rec.name, pool, explain.with_pool_prefix(message, pool, backoff),
-                             tuple([e.to_reason() for e in errors]), pod_messages, has_allocated,
-                             rec.mark_unschedulable)
+        key = (rec.namespace, rec.name)
+        failed = (failure.task.name, failure.summary) if failure is not None else None
+        carried, inputs = self.carrying.explanation(key, rec, pending, errors, failed, has_allocated)
+        if carried is not None:
+            return carried  # the same text from the same inputs (session/carry.py)
+        message = explain.job_message(errors)
+        backoff = rec.scheduling_backoff
+        # explain.pod_message() per pod: the failing task's summary, else the job message (computed once).
+        other = explain.with_pool_prefix(explain.pod_message(None, errors) if not errors else message, pool, backoff)
+        pod_messages = dict.fromkeys([t.rec.name for t in pending], other)
+        if failed is not None and failed[0] in pod_messages:  # the failing task's own message
+            pod_messages[failed[0]] = explain.with_pool_prefix(explain.pod_message(failed[1], errors), pool, backoff)
+        result = Unschedulable(rec.namespace, rec.name, pool, explain.with_pool_prefix(message, pool, backoff),
+                               tuple([e.to_reason() for e in errors]), pod_messages, has_allocated,
+                               rec.mark_unschedulable)
+        self.carrying.explained(key, inputs, result)
+        return result
 
     def _queue_share(self, q: QueueState) -> QueueShare:
         def vec(v: tuple[int, ...] | list[int]) -> dict[str, float]:

@@ -1,0 +1,84 @@
+"""What one cycle derived that the next reuses: per-job results keyed by the identity of the records they came from.
+
+Records are frozen and the shell shares them between cycles while their object is unchanged (an update, a relist
+or a re-parse gives a new object). So a result computed from some records, under the same config, is the same
+result next cycle when every one of those records is the same object again; anything else is recomputed. The
+carry is an immutable value: `decide` takes the previous one and returns the next, the shell only keeps it.
+
+Reused, provably identical to a recomputation: a job's Unschedulable explanation (session close), when its
+PodGroup record and its pending pods' records are the same objects and its errors, its failing task's summary and
+its has-allocated flag are equal (the text is a function of those, the config's node pool and the PodGroup's
+backoff). Not carried, measured: a gang's task order (checking that its members are the same objects costs more
+than sorting them again) and per-job tallies at session open (every task is a fresh mutable object the actions
+change, so its job and podset links and counters are built per task anyway; see bench/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter, is_
+from types import MappingProxyType
+
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.decisions import Unschedulable
+from operators.scheduler.decide.explain import JobError
+from operators.scheduler.decide.model import Task
+from operators.scheduler.decide.records import PodGroupRecord, PodRecord
+
+GroupKey = tuple[str, str]  # (namespace, PodGroup name)
+_rec = attrgetter("rec")
+
+
+# What one job's explanation is computed from: its PodGroup record, its pending pods' records, its errors, its failing
+# task and that task's fit summary (or None), and whether it has allocated pods. A plain tuple: one is built for every
+# job explained afresh, each cycle, and a frozen dataclass costs several times more to construct.
+Explained = tuple[PodGroupRecord, tuple[PodRecord, ...], tuple[JobError, ...], "tuple[str, str] | None", bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Carry:
+    """The derived state a cycle hands to the next (see the module doc); `reused` counts the explanations it took
+    from its predecessor (for benchmarks and proofs)."""
+
+    config: SchedulerConfig
+    explanations: Mapping[GroupKey, tuple[Explained, Unschedulable]]
+    reused: int = 0
+
+
+@dataclass(slots=True)
+class Carrying:
+    """A session's side of the carry: reads the previous cycle's, collects the next."""
+
+    config: SchedulerConfig
+    previous: Carry | None = None
+    explanations: dict[GroupKey, tuple[Explained, Unschedulable]] = field(default_factory=dict)
+    reused: int = 0
+    _old_explanations: Mapping[GroupKey, tuple[Explained, Unschedulable]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        prev = self.previous
+        # Results depend on the config (the plugins' messages, the node pool): another config starts afresh.
+        if prev is not None and (prev.config is self.config or prev.config == self.config):
+            self._old_explanations = prev.explanations
+        self.previous = None  # the old carry is not kept alive past this session
+
+    def explanation(self, key: GroupKey, podgroup: PodGroupRecord, pending: Sequence[Task], errors: list[JobError],
+                    failed: tuple[str, str] | None, has_allocated: bool) -> tuple[Unschedulable | None, Explained]:
+        """Last cycle's Unschedulable if computed from the same inputs (else None), and this cycle's inputs."""
+        recs = tuple(map(_rec, pending))
+        old = self._old_explanations.get(key)
+        if old is not None:
+            was = old[0]
+            if (was[0] is podgroup and was[4] == has_allocated and was[3] == failed and len(was[1]) == len(recs)
+                    and all(map(is_, was[1], recs)) and was[2] == tuple(errors)):
+                self.reused += 1
+                self.explanations[key] = old
+                return old[1], was
+        return None, (podgroup, recs, tuple(errors), failed, has_allocated)
+
+    def explained(self, key: GroupKey, inputs: Explained, result: Unschedulable) -> None:
+        self.explanations[key] = (inputs, result)
+
+    def carry(self) -> Carry:
+        return Carry(self.config, MappingProxyType(self.explanations), self.reused)
