@@ -1,5 +1,5 @@
-"""Start-up, memory and event-loop pauses of the binder, pod-grouper, podgroup-controller and queue-controller at
-20,000 / 50,000 / 150,000 pods.
+"""Start-up, memory and event-loop pauses of the binder, pod-grouper, podgroup-controller, queue-controller and the
+scheduler's pod and PodGroup informers at 20,000 / 50,000 / 150,000 pods.
 
 Each measurement runs in a fresh process that builds the component's real object (its informers, parse functions,
 indexes, listeners and work queues) and lists through the real `Informer` and `kube.raw` path from a small HTTP
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 PAGE = 500
 PODS_PER_GROUP = 5
-COMPONENTS = ("binder", "pod-grouper", "podgroup-controller", "queue-controller")
+COMPONENTS = ("binder", "pod-grouper", "podgroup-controller", "queue-controller", "scheduler")
 
 
 # --- synthetic objects ---------------------------------------------------------------------------------------
@@ -228,6 +228,12 @@ def _component(name: str, api: Any) -> tuple[Any, list[Any], Any]:
 
         c = PodGroupController(api, pgc_parser().parse_args([]))
         return c, [c.pods, c.podgroups], c.pods
+    if name == "scheduler":  # its pod and PodGroup records (the other kinds are served empty)
+        from operators.scheduler.decide.config import SchedulerConfig
+        from operators.scheduler.shell.loop import SchedulerLoop
+
+        s = SchedulerLoop(api, SchedulerConfig())
+        return s, [s.pods, s.podgroups], s.pods
     from operators.queuecontroller.main import QueueController
     from operators.queuecontroller.main import parser as qc_parser
 

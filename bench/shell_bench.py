@@ -40,7 +40,8 @@ from operators.scheduler.shell.loop import SchedulerLoop  # noqa: E402
 
 PAGE = 500
 _KINDS = {"Node": "nodes", "Pod": "pods", "PodGroup": "podgroups", "Queue": "queues",
-          "PriorityClass": "priority_classes"}
+          "PriorityClass": "priority_classes", "DeviceClass": "dra.classes", "ResourceSlice": "dra.slices",
+          "ResourceClaim": "dra.claims"}
 
 
 def pad(objs: list[dict[str, Any]], pods: int, seed: int = 11) -> list[dict[str, Any]]:
@@ -140,7 +141,10 @@ def list_pages(objs: list[dict[str, Any]]) -> Iterator[bytes]:
 
 
 def informer(loop: SchedulerLoop, kind: str) -> Informer[Any]:
-    informers: Informer[Any] = getattr(loop, _KINDS[kind])
+    owner: Any = loop
+    for name in _KINDS[kind].split("."):
+        owner = getattr(owner, name)
+    informers: Informer[Any] = owner
     return informers
 
 
@@ -154,10 +158,10 @@ def cpu() -> float:
     return time.process_time()
 
 
-def pages_of(nodes: int, pods: int) -> dict[str, list[bytes]]:
+def pages_of(nodes: int, pods: int, dra: bool = False) -> dict[str, list[bytes]]:
     """Every kind's list responses for the cluster (its dicts dropped: the scheduler never holds them)."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
-    for i, o in enumerate(pad(generate(nodes), pods)):
+    for i, o in enumerate(pad(generate(nodes, dra=dra), pods)):
         if o["kind"] in _KINDS:
             by_kind.setdefault(o["kind"], []).append(dress(o, i) if o["kind"] == "Pod" else o)
     return {k: list(list_pages(v)) for k, v in by_kind.items()}
@@ -269,9 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--churn", type=float, default=0.01, help="watch events per cycle, as a share of the pods")
     parser.add_argument("--no-first-cycle", action="store_true", help="skip the first scheduling cycle")
     parser.add_argument("--legacy", action="store_true", help="list as before `take_page` (the GC on)")
+    parser.add_argument("--dra", action="store_true",
+                        help="GPUs of nodes as ResourceSlices, 20%% of GPU pods' as ResourceClaims (scheduler_bench)")
     args = parser.parse_args(argv)
 
-    pages = pages_of(args.nodes, args.pods)
+    pages = pages_of(args.nodes, args.pods, args.dra)
     config = SchedulerConfig()
     asyncio.set_event_loop(asyncio.new_event_loop())
     loop = SchedulerLoop(None, config)
@@ -297,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; RSS {rss0:.0f} MiB before the list "
           f"(pages held), {rss1:.0f} after it, {rss2:.0f} with the pages dropped",
           flush=True)
-    cluster, churn = Cluster(pad(generate(args.nodes), args.pods)), Churn()
+    cluster, churn = Cluster(pad(generate(args.nodes, dra=args.dra), args.pods)), Churn()
     n = max(int(len(cluster.of("Pod")) * args.churn), 3)
     for cycle in range(args.cycles):
         lines = [(obj["kind"], json.dumps(cluster.event(kind, obj)).encode())

@@ -8,11 +8,13 @@ the snapshot is exactly what `build_snapshot` would assemble from the stores (se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from operators.core.cache import Informer
+from operators.scheduler.decide.devices import ClaimRecord, DeviceClassRecord, SliceRecord, with_dra_gpus
+from operators.scheduler.decide.extended_resources import with_extended_claims
 from operators.scheduler.decide.records import NodeRecord, PodGroupRecord
 from operators.scheduler.decide.snapshot import Snapshot, build_snapshot
 
@@ -46,21 +48,79 @@ class SnapshotViews:
         self.nodes = RecordView(nodes)
         self.pods = RecordView(pods)
         self.podgroups = RecordView(podgroups)
-        self._nodes, self._pods, self._podgroups = nodes, pods, podgroups
+        self._dra = DraFold()
 
     def snapshot(self, *, node_pool_label: str, partition: str, **small: Any) -> Snapshot:
         """`build_snapshot(nodes=..., pods=..., podgroups=..., **small)` over the stores, the large kinds shared.
         With DRA slices or claims the nodes' and pods' GPUs are derived from them, and with DeviceClasses a pod's
-        DRA-backed extended resources become a claim (KEP-5004): the full build then."""
-        if small.get("resource_slices") or small.get("resource_claims") or small.get("device_classes"):
-            return build_snapshot(nodes=self._nodes.store.values(), pods=self._pods.store.values(),
-                                  podgroups=self._podgroups.store.values(), node_pool_label=node_pool_label,
-                                  partition=partition, **small)
+        DRA-backed extended resources become a claim (KEP-5004): `DraFold` redoes that only for what changed."""
         shard = (node_pool_label, partition)
 
         def in_shard(r: NodeRecord | PodGroupRecord) -> bool:  # build_snapshot's rule
             return r.labels.get(node_pool_label, "") == partition
 
+        slices = tuple(small.pop("resource_slices", ()))
+        claims = tuple(small.pop("resource_claims", ()))
+        classes = tuple(small.pop("device_classes", ()))
         base = build_snapshot(node_pool_label=node_pool_label, partition=partition, **small)
-        return replace(base, nodes=self.nodes.records(in_shard, shard), pods=self.pods.records(),
-                       podgroups=self.podgroups.records(in_shard, shard))
+        nodes, pods = self.nodes.records(in_shard, shard), self.pods.records()
+        if slices or claims or classes:
+            nodes, pods, claims = self._dra.fold(nodes, pods, slices, claims, classes)
+        return replace(base, nodes=nodes, pods=pods, podgroups=self.podgroups.records(in_shard, shard),
+                       resource_slices=slices, resource_claims=claims, device_classes=classes)
+
+
+class DraFold:
+    """`build_snapshot`'s DRA step (KEP-5004's claims, then the DRA GPUs folded into nodes and pods) with each half
+    kept while its inputs are unchanged: the nodes' GPUs depend only on the nodes and the slices, the pods' only on
+    the pods, the nodes' plugin resources, the DeviceClasses and the claims. The shared tuples of `RecordView` are
+    compared by identity, the few DRA records by equality."""
+
+    def __init__(self) -> None:
+        self._pods_in: tuple[object, ...] | None = None
+        self._pods_out: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())
+        self._nodes_in: tuple[object, ...] | None = None
+        self._nodes_out: tuple[Any, ...] = ()
+        self._folded: dict[int, tuple[Any, tuple[ClaimRecord | None, ...], Any]] = {}
+
+    def fold(self, nodes: tuple[NodeRecord, ...], pods: tuple[Any, ...], slices: tuple[SliceRecord, ...],
+             claims: tuple[ClaimRecord, ...], classes: tuple[DeviceClassRecord, ...]
+             ) -> tuple[tuple[NodeRecord, ...], tuple[Any, ...], tuple[ClaimRecord, ...]]:
+        at: tuple[object, ...] = (pods, nodes if classes else None, classes, claims)  # nodes: their plugin resources
+        if self._pods_in is None or not _same(self._pods_in, at, 2):
+            folded, all_claims = with_extended_claims(nodes, pods, classes, claims) if classes else (pods, claims)
+            if slices or all_claims:
+                folded = self._pods_with_claims(folded, {c.key: c for c in all_claims})
+            self._pods_in, self._pods_out = at, (tuple(folded), tuple(all_claims))
+        pods_out, all_claims = self._pods_out
+        if not (slices or all_claims):
+            return nodes, pods_out, all_claims
+        at = (nodes, slices)
+        if self._nodes_in is None or not _same(self._nodes_in, at, 1):
+            folded_nodes, _ = with_dra_gpus(nodes, (), slices, {})
+            self._nodes_in, self._nodes_out = at, tuple(folded_nodes)
+        return self._nodes_out, pods_out, all_claims
+
+
+    def _pods_with_claims(self, pods: Sequence[Any], claims: Mapping[str, ClaimRecord]) -> list[Any]:
+        """`with_dra_gpus` over the pods, a pod with claims folded again only when it or one of its claim
+        records is not the object it was last cycle (a pod's fold depends on nothing else)."""
+        out, folded, was = [], {}, self._folded
+        for p in pods:
+            if not p.claims:
+                out.append(p)
+                continue
+            mine = tuple(claims.get(f"{p.namespace}/{name}") if name else None for _, name in p.claims)
+            hit = was.get(id(p))
+            if hit is None or hit[0] is not p or len(hit[1]) != len(mine) or \
+                    not all(a is b for a, b in zip(hit[1], mine, strict=True)):
+                hit = (p, mine, with_dra_gpus((), (p,), (), claims)[1][0])
+            folded[id(p)] = hit
+            out.append(hit[2])
+        self._folded = folded  # only this cycle's pods: the records kept alive are those of the store
+        return out
+
+
+def _same(was: tuple[object, ...], now: tuple[object, ...], shared: int) -> bool:
+    """The first `shared` inputs (store tuples) are the same objects, the others (the few DRA records) equal."""
+    return all(a is b for a, b in zip(was[:shared], now[:shared], strict=True)) and was[shared:] == now[shared:]

@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
+from test_sched_dra import claim, dra_node, dra_pod
+from test_sched_dra_extended import CLASS, ext_pod
 
 from operators.core import keys
 from operators.scheduler.decide.config import SchedulerConfig
@@ -78,3 +80,51 @@ def test_a_shard_switch_refilters_the_shared_stores() -> None:
     assert [n.name for n in loop.snapshot().nodes] == ["n1"]
     loop.config = replace(loop.config, partition="a")
     assert [n.name for n in loop.snapshot().nodes] == ["n2"] and loop.snapshot() == full(loop)
+
+
+
+def _dra_loaded() -> tuple[SchedulerLoop, dict[str, Any]]:
+
+    loop = loaded()
+    informers = {"DeviceClass": loop.dra.classes, "ResourceSlice": loop.dra.slices,
+                 "ResourceClaim": loop.dra.claims, "Node": loop.nodes, "Pod": loop.pods}
+    for obj in [CLASS, *dra_node("d1"), claim("c1", owner="pd"), dra_pod("pd", "g1", "c1"), ext_pod("pe", 2)]:
+        informers[obj["kind"]].apply_event({"type": "ADDED", "object": obj})
+    return loop, informers
+
+
+def full_dra(loop: SchedulerLoop) -> Snapshot:
+    """`full` with the DRA objects: their GPUs folded into nodes and pods by `build_snapshot`."""
+    dra = build_snapshot(nodes=loop.nodes.store.values(), pods=loop.pods.store.values(), **loop.dra.records(),
+                         node_pool_label=loop.config.node_pool_label, partition=loop.config.partition)
+    return replace(full(loop), nodes=dra.nodes, pods=dra.pods, resource_slices=dra.resource_slices,
+                   resource_claims=dra.resource_claims, device_classes=dra.device_classes)
+
+
+def test_dra_gpus_are_folded_again_only_for_what_changed() -> None:
+
+    loop, informers = _dra_loaded()
+    first = loop.snapshot()
+    assert first == full_dra(loop)
+    by_name = {p.name: p for p in first.pods}
+    assert by_name["pd"].gpu.whole == 1 and by_name["pe"].claims  # the claim's GPU; the extended resource's claim
+    assert {n.name: n.gpus for n in first.nodes}["d1"] == 8 and len(first.resource_claims) == 2
+    again = loop.snapshot()
+    assert again.pods is first.pods and again.nodes is first.nodes and again == first
+    # A pod written: the pods folded again, the nodes kept.
+    watched(loop, "ADDED", pod("p4", "g1"))
+    second = loop.snapshot()
+    assert second == full_dra(loop) and second.nodes is first.nodes and second.pods is not first.pods
+    # A slice gone: the nodes folded again, the pods kept.
+    informers["ResourceSlice"].apply_event({"type": "DELETED", "object": dra_node("d1")[1]})
+    third = loop.snapshot()
+    assert third == full_dra(loop) and third.pods is second.pods and {n.name: n.gpus for n in third.nodes}["d1"] == 0
+    # The claim deleted: the pod's GPU with it.
+    informers["ResourceClaim"].apply_event({"type": "DELETED", "object": {
+        "kind": "ResourceClaim", "metadata": {"name": "c1", "namespace": "ns"}}})
+    fourth = loop.snapshot()
+    assert fourth == full_dra(loop) and {p.name: p for p in fourth.pods}["pd"].gpu.whole == 0
+    # The DeviceClass gone: the extended resource is a plain scalar again.
+    informers["DeviceClass"].apply_event({"type": "DELETED", "object": CLASS})
+    fifth = loop.snapshot()
+    assert fifth == full_dra(loop) and not {p.name: p for p in fifth.pods}["pe"].claims
