@@ -22,7 +22,7 @@ from typing import Any, Final
 from kubernetes_asyncio import client
 
 from operators.binder import common
-from operators.binder.common import BinderConfig, BindError, Member, member_record, meta
+from operators.binder.common import BinderConfig, BindError, Member, member_record, meta, reservation_record
 from operators.binder.gpusharing import gpu_group_labels_patch, is_fake_gpu_node
 from operators.binder.reservation import (
     FOUND_POD_WITHOUT_RESERVATION,
@@ -151,6 +151,11 @@ class ReservationPods:
             fake_gpu=is_fake_gpu_node(node, fake_gpu_nodes=cfg.fake_gpu_nodes))
         created = await raw(self.api, "POST", PODS.path(cfg.reservation_namespace), body=manifest)
         name = meta(created)["name"]
+        # The reservations informer holds it before the group's lock is released (a fake GPU's pod is born with
+        # its device and not waited for): the group's next bind finds it there instead of creating another.
+        record = reservation_record(created)
+        if record is not None:
+            self.reservations.put(f"{cfg.reservation_namespace}/{name}", record, "ADDED")
         log.info("created reservation pod %s/%s for GPU group %s on %s", cfg.reservation_namespace, name, group,
                  node_name)
         device = reserved_device_id(created) or await self.wait_for_device(created)

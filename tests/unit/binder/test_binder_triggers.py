@@ -166,3 +166,22 @@ async def test_reserve_reuses_the_informers_reservation_and_not_one_it_deleted(r
     assert b.gpu_reservations._cached_reservation("group-1") is None
     b.reservations._put(key(pod), None, "DELETED")
     assert not b.gpu_reservations._deleted, "forgotten once the informer shows it gone"
+
+
+async def test_a_reservation_created_is_found_by_the_groups_next_bind(recording: RecordingApi,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake GPU's reservation pod is born with its device (nothing waits for the informer): the next bind of its
+    group must still find it, not create a second one."""
+    answered = recording.raw
+
+    async def raw(api: Any, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if method == "POST":
+            recording.calls.append((method, path))
+            return reservation("GPU-fake")
+        return await answered(api, method, path, **kwargs)
+
+    monkeypatch.setattr(reservation_pods_module, "raw", raw)
+    b, node = binder(), {"metadata": {"name": "node-a"}}
+    assert await b.gpu_reservations.reserve("group-1", node, user_pod("a", "Pending")) == "GPU-fake"
+    assert await b.gpu_reservations.reserve("group-1", node, user_pod("b", "Pending")) == "GPU-fake"
+    assert [method for method, _ in recording.calls] == ["POST", "PATCH", "PATCH"], recording.calls
