@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
 
+from operators.scheduler.decide.actions import solver as solver_module
 from operators.scheduler.decide.actions.consolidate import Consolidation, fits_free
 from operators.scheduler.decide.actions.preempt import Preempt, could_preempt
 from operators.scheduler.decide.actions.solver import Solver
@@ -244,6 +245,7 @@ def test_the_reach_bound_and_the_futile_preempt_change_no_decision(
         return out
 
     evicted = 0
+    monkeypatch.setattr(solver_module, "REACH_AFTER", 1)  # the bound after one chunk: these walks are short
     for seed in range(24):
         objs = contested_cluster(seed)
         with monkeypatch.context() as m:
@@ -260,8 +262,11 @@ def test_the_reach_bound_and_the_futile_preempt_change_no_decision(
     assert fired["futile"] or "preempt" not in actions
 
 
-def test_a_futile_walk_is_charged_what_the_walk_spends() -> None:
-    # n1's victims (4 GPUs) cannot make room for 6 GPUs: the walk finds no scenario, one work unit per chunk.
+@pytest.mark.parametrize("after", [0, 1, 256])
+def test_a_futile_walk_is_charged_what_the_walk_spends(monkeypatch: pytest.MonkeyPatch, after: int) -> None:
+    # n1's victims (4 GPUs) cannot make room for 6 GPUs: the walk finds no scenario, one work unit per chunk,
+    # whether the bound ends it before the first chunk, after one, or never.
+    monkeypatch.setattr(solver_module, "REACH_AFTER", after)
     objs = [node("n1", gpus=4), queue("q"), *PRIORITY_CLASSES,
             *running_job("v0", "q", "2025-01-01T00:00:00Z", "n1", gpus=2),
             *running_job("v1", "q", "2025-01-01T00:00:01Z", "n1", gpus=2),

@@ -15,10 +15,10 @@ simulated with its victims moved, and kept when the victims still evicted pass. 
 already failed for the job (same pods' shapes freed on the same nodes and devices, same queues) are skipped.
 Difference from KAI, on purpose: the job's tasks are solved together rather than one task prefix at a time
 (the whole-prefix scenario covers gangs spread over several nodes).
-Before walking, a reclaim/preempt search tests an upper bound of what any of its scenarios could free (`Reach`):
+Early in its walk, a reclaim/preempt search tests an upper bound of what any of its scenarios could free (`Reach`):
 when no node's victims, and no prefix within the eviction caps, could cover the job beside the cluster's free
-resources, no scenario would pass the walk's own resource checks, so the walk is skipped and charged the work it
-would have spent (one unit per chunk): the budget ends where it did, the decisions are the same.
+resources, no scenario would pass the walk's own resource checks, so the rest of the walk is skipped and charged
+the work it would have spent (one unit per chunk): the budget ends where it did, the decisions are the same.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ MAX_MINIMIZE_SIMULATIONS = 16
 MOVED_WORK_BUDGET = 5_000
 # The reason given for a victim that is kept in a scenario only because it moves to another node.
 MOVED_REASON = "it is re-placed on another node, so its queue keeps its share"
+# Chunks a reclaim/preempt walk takes before it tests whether any later scenario could cover the job (`Reach`).
+REACH_AFTER = 256
 # Scenarios up to this many chunks are remembered (by equivalence) when they fail, and not tried again.
 MAX_KEYED_CHUNKS = 32
 
@@ -207,11 +209,10 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
-        if not move_victims and isinstance(chunks, Sized):
-            reach = self.reach(chunks)
-            if not self._may_cover(job, request, free, chunks, reach, len(tasks) == 1, max_victim_jobs):
-                self._charge(reach.count)
-                return False
+        # The bound is tested once the walk is REACH_AFTER chunks in without a scenario reaching validation: a
+        # search that finds scenarios early never pays for it.
+        check_at = REACH_AFTER if not move_victims and isinstance(chunks, Sized) else -1
+        steps = 0
         req_gpu, req_cpu, req_mem = request
         free_gpu, free_cpu, free_mem = free
         # A single pod lands on one node: only that node's scenario can work, and only if the node then has room.
@@ -229,6 +230,12 @@ class Solver:
         dead_on: set[int] = set()
         budget = MAX_SIMULATIONS
         for newest in chunks:
+            if steps == check_at and budget == MAX_SIMULATIONS:
+                reach = self.reach(chunks)
+                if not self._may_cover(job, request, free, chunks, reach, single, max_victim_jobs):
+                    self._charge(reach.count - steps)  # what the rest of the walk would spend
+                    return False
+            steps += 1
             self.work -= 1
             if self.work <= 0:
                 return False
