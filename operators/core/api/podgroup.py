@@ -312,6 +312,12 @@ def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
     return spec if spec.topology or spec.required or spec.preferred else None
 
 
+def podgroup_queue(obj: Mapping[str, Any]) -> str:
+    """spec.queue as `podgroup_record` reads it, alone: the queue-controller attributes every PodGroup of a subtree
+    to its queue on each reconcile and needs nothing else (the whole record would triple that cost)."""
+    return str((obj.get("spec") or {}).get("queue") or "")
+
+
 def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     annotations = meta.get("annotations") or {}
@@ -352,20 +358,24 @@ POD_COUNT_FIELDS = ("running", "pending")
 class PodGroupStatusRecord:
     """A PodGroup's resourcesStatus lists (parsed quantities, by wire name) and its running/pending pod counts.
 
-    Lenient: a list that does not parse reads as empty (and is named in `malformed`, so the controller rewrites
-    it); a count that is not a non-negative integer reads as unset.
+    Lenient: a list that does not parse reads as empty (and is kept in `malformed` with the names it holds, so the
+    controller rewrites it); a count that is not a non-negative integer reads as unset.
     """
 
     resources: Mapping[str, Amounts] = field(default_factory=dict)  # RESOURCES_STATUS_FIELDS name -> stored list
-    malformed: frozenset[str] = frozenset()
-    # The resource names each stored list holds, valid or not: a merge patch must null the ones no longer reported.
-    stored_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    malformed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # field name -> its resource names
     running: int | None = None
     pending: int | None = None
 
     def listed(self, field_name: str) -> Amounts:
         """One of RESOURCES_STATUS_FIELDS ({} when absent or malformed)."""
         return self.resources.get(field_name) or {}
+
+    def stored_names(self, field_name: str) -> tuple[str, ...] | None:
+        """The resource names a stored list holds, valid or not; None when the list is not stored."""
+        if field_name in self.resources:
+            return tuple(self.resources[field_name])
+        return self.malformed.get(field_name)
 
     def count(self, field_name: str) -> int | None:
         """One of POD_COUNT_FIELDS (None when unset)."""
@@ -384,20 +394,16 @@ def podgroup_status_record(obj: Mapping[str, Any]) -> PodGroupStatusRecord:
     status = obj.get("status") or {}
     stored = status.get("resourcesStatus") or {}
     resources: dict[str, Amounts] = {}
-    malformed: set[str] = set()
-    names: dict[str, tuple[str, ...]] = {}
+    malformed: dict[str, tuple[str, ...]] = {}
     for f in RESOURCES_STATUS_FIELDS:
-        if f not in stored:
-            continue
-        raw = stored.get(f)
-        parsed = _amounts(raw)
-        if parsed is None:
-            malformed.add(f)
-        else:
-            resources[f] = parsed
-        names[f] = tuple(str(n) for n in raw or ()) if isinstance(raw, Mapping) else ()
-    return PodGroupStatusRecord(resources=resources, malformed=frozenset(malformed), stored_names=names,
-                                running=_count(status.get("running")), pending=_count(status.get("pending")))
+        if f in stored:
+            raw = stored[f]
+            parsed = _amounts(raw)
+            if parsed is not None:
+                resources[f] = parsed
+            else:
+                malformed[f] = tuple(str(n) for n in raw) if isinstance(raw, Mapping) else ()
+    return PodGroupStatusRecord(resources, malformed, _count(status.get("running")), _count(status.get("pending")))
 
 
 def _nonzero(values: Amounts) -> Amounts:
@@ -418,10 +424,10 @@ def resources_status_patch(stored: PodGroupStatusRecord,
         return None
     patch: dict[str, dict[str, str | None] | None] = {}
     for f in RESOURCES_STATUS_FIELDS:
-        values = computed.get(f)
+        values, names = computed.get(f), stored.stored_names(f)
         if values:
-            patch[f] = {**dict(values), **{n: None for n in stored.stored_names.get(f, ()) if n not in values}}
-        elif f in stored.stored_names:
+            patch[f] = {**dict(values), **{n: None for n in names or () if n not in values}}
+        elif names is not None:
             patch[f] = None
     return {"status": {"resourcesStatus": patch}}
 
