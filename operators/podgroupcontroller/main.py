@@ -18,13 +18,14 @@ from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
 from operators.core import component, dra, keys, slim
+from operators.core.api.podgroup import counts_patch, podgroup_status_record, resources_status_patch
 from operators.core.api.podgroup_validation import podgroup_warnings, validate_podgroup
 from operators.core.booleans import add_bool_flag
 from operators.core.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource, run_when_synced
 from operators.core.kube import MERGE_PATCH, is_not_found, merge_patched, raw, status_of
 from operators.core.webhook import verdict
 from operators.core.workqueue import WorkQueue
-from operators.podgroupcontroller.status import counts_patch, pod_counts, resources_status, status_patch
+from operators.podgroupcontroller.status import pod_counts, resources_status
 
 log = logging.getLogger("podgroup-controller")
 FIELD_MANAGER = "kai-podgroup-controller"
@@ -147,8 +148,9 @@ class PodGroupController:
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
         classes = {pc["metadata"]["name"]: pc for pc in self.priority_classes.values()}
         computed = resources_status(podgroup, pods, nodes, classes, self.dra_gpus)
-        patch = status_patch(podgroup, computed)
-        counts = counts_patch(podgroup, pod_counts(podgroup, pods))
+        stored = podgroup_status_record(podgroup)
+        patch = resources_status_patch(stored, computed)
+        counts = counts_patch(stored, pod_counts(podgroup, pods))
         if counts:
             patch = patch or {"status": {}}
             patch["status"].update(counts)

@@ -7,6 +7,8 @@ from decimal import Decimal
 from typing import Any
 
 from operators.core import keys, resources
+from operators.core.api.podgroup import PodGroupRecord, podgroup_record, podgroup_status_record, resources_status_patch
+from operators.core.api.podgroup import counts_patch as stored_counts_patch
 from operators.core.resources import ResourceList
 
 Obj = Mapping[str, Any]
@@ -24,7 +26,11 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
 
 def pods_of(podgroup: Obj, pods: Iterable[Obj]) -> list[Obj]:
     """The pods pointing at the PodGroup through their `pod-group-name` annotation, in its namespace."""
-    name, namespace = _meta(podgroup).get("name"), _meta(podgroup).get("namespace")
+    return _pods_of(podgroup_record(podgroup), pods)
+
+
+def _pods_of(record: PodGroupRecord, pods: Iterable[Obj]) -> list[Obj]:
+    name, namespace = record.name, record.namespace
     return [pod for pod in pods
             if _meta(pod).get("namespace") == namespace
             and (_meta(pod).get("annotations") or {}).get(keys.POD_GROUP_NAME) == name]
@@ -96,7 +102,11 @@ def allocated(pod: Obj, nodes_by_name: Mapping[str, Obj]) -> ResourceList:
 
 def priority_value(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> int:
     """The PodGroup's PriorityClass value, else the cluster's globalDefault, else 50."""
-    name = (podgroup.get("spec") or {}).get("priorityClassName")
+    return _priority_value(podgroup_record(podgroup), priority_classes)
+
+
+def _priority_value(record: PodGroupRecord, priority_classes: Mapping[str, Obj]) -> int:
+    name = record.priority_class
     if name and name in priority_classes:
         return int(priority_classes[name].get("value") or 0)
     for priority_class in priority_classes.values():
@@ -106,10 +116,13 @@ def priority_value(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> int:
 
 
 def is_preemptible(podgroup: Obj, priority_classes: Mapping[str, Obj]) -> bool:
-    explicit = (podgroup.get("spec") or {}).get("preemptibility")
-    if explicit in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
-        return bool(explicit == keys.PREEMPTIBLE)
-    return priority_value(podgroup, priority_classes) < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+    return _is_preemptible(podgroup_record(podgroup), priority_classes)
+
+
+def _is_preemptible(record: PodGroupRecord, priority_classes: Mapping[str, Obj]) -> bool:
+    if record.preemptibility in (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+        return record.preemptibility == keys.PREEMPTIBLE
+    return _priority_value(record, priority_classes) < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
 
 
 def resources_status(podgroup: Obj, pods: Iterable[Obj], nodes_by_name: Mapping[str, Obj],
@@ -119,7 +132,8 @@ def resources_status(podgroup: Obj, pods: Iterable[Obj], nodes_by_name: Mapping[
     `priority_classes` maps PriorityClass name to object. allocatedNonPreemptible is empty for a preemptible
     group, so a group that turns preemptible stops counting against in-quota-only accounting.
     """
-    members = pods_of(podgroup, pods)
+    record = podgroup_record(podgroup)
+    members = _pods_of(record, pods)
 
     def with_dra(pod: Obj, amounts: ResourceList) -> ResourceList:
         extra = dra_gpus(pod)
@@ -128,11 +142,11 @@ def resources_status(podgroup: Obj, pods: Iterable[Obj], nodes_by_name: Mapping[
     total_requested = resources.total(with_dra(pod, requested(pod)) for pod in members if is_active(pod))
     total_allocated = resources.total(with_dra(pod, allocated(pod, nodes_by_name)) for pod in members
                                       if is_allocated(pod))
-    if (podgroup.get("spec") or {}).get("preemptibility") == keys.SEMI_PREEMPTIBLE:
-        core = semi_preemptible_core(podgroup, [pod for pod in members if is_allocated(pod)])
+    if record.preemptibility == keys.SEMI_PREEMPTIBLE:
+        core = _semi_preemptible_core(record, [pod for pod in members if is_allocated(pod)])
         non_preemptible = resources.total(with_dra(pod, allocated(pod, nodes_by_name)) for pod in core)
     else:
-        non_preemptible = {} if is_preemptible(podgroup, priority_classes) else total_allocated
+        non_preemptible = {} if _is_preemptible(record, priority_classes) else total_allocated
     return {
         "allocated": resources.format_resource_list(total_allocated),
         "allocatedNonPreemptible": resources.format_resource_list(non_preemptible),
@@ -144,12 +158,17 @@ def semi_preemptible_core(podgroup: Obj, allocated_pods: list[Obj]) -> list[Obj]
     """The allocated pods of a semi-preemptible PodGroup that are its non-preemptible core: per leaf SubGroup its
     minMember pods, else max(minMember, minNonPreemptible) pods; the oldest first (the scheduler's task order
     for pods without a leader or a task priority)."""
-    spec = podgroup.get("spec") or {}
-    subgroups = [s for s in spec.get("subGroups") or [] if isinstance(s, Mapping)]
+    return _semi_preemptible_core(podgroup_record(podgroup), allocated_pods)
+
+
+def _semi_preemptible_core(record: PodGroupRecord, allocated_pods: list[Obj]) -> list[Obj]:
+    subgroups = record.subgroups
     if subgroups:
-        limits = {str(s.get("name") or ""): int(s.get("minMember") or 0) for s in subgroups}
+        # Pods belong to leaves: a parent SubGroup (named as some SubGroup's parent) holds none of its own.
+        parents = {s.parent for s in subgroups}
+        limits = {s.name: 0 if s.name in parents else s.min_member for s in subgroups}
     else:
-        limits = {"": max(int(spec.get("minMember") or 1), int(spec.get("minNonPreemptible") or 0))}
+        limits = {"": max(record.min_member, record.min_non_preemptible or 0)}
     by_leaf: dict[str, list[Obj]] = {}
     for pod in allocated_pods:
         leaf = ((pod.get("metadata") or {}).get("labels") or {}).get(keys.SUBGROUP_LABEL, "") if subgroups else ""
@@ -162,23 +181,8 @@ def semi_preemptible_core(podgroup: Obj, allocated_pods: list[Obj]) -> list[Obj]
 
 
 def status_patch(podgroup: Obj, computed: Mapping[str, Mapping[str, str]]) -> dict[str, Any] | None:
-    """A JSON merge patch of `status.resourcesStatus`, or None when the stored one is already equal.
-
-    Quantities compare by value, so "1000m" against "1" causes no write. Resources no longer reported are
-    set to null (a merge patch keeps keys it does not name), and a list that became empty is removed. (Server-
-    side apply cannot express the empty case: the API server turns an applied `{}` into null and the CRD
-    rejects it, so the last pod's resources would never be released.)
-    """
-    stored = (podgroup.get("status") or {}).get("resourcesStatus") or {}
-    fields = ("allocated", "allocatedNonPreemptible", "requested")
-    if all(_parse(stored.get(field)) == _parse(computed.get(field)) for field in fields):
-        return None
-    patch: dict[str, dict[str, str | None] | None] = {}
-    for field in fields:
-        value = field_patch(stored.get(field), computed.get(field))
-        if value is not None or field in stored:
-            patch[field] = value
-    return {"status": {"resourcesStatus": patch}}
+    """A JSON merge patch of `status.resourcesStatus`, or None when the stored one is already equal (by value)."""
+    return resources_status_patch(podgroup_status_record(podgroup), computed)
 
 
 def pod_counts(podgroup: Obj, pods: Iterable[Obj]) -> dict[str, int]:
@@ -189,23 +193,4 @@ def pod_counts(podgroup: Obj, pods: Iterable[Obj]) -> dict[str, int]:
 
 def counts_patch(podgroup: Obj, counts: Mapping[str, int]) -> dict[str, int]:
     """The counts that differ from the stored ones (a missing stored count differs from every value)."""
-    stored = podgroup.get("status") or {}
-    return {name: value for name, value in counts.items() if stored.get(name) != value}
-
-
-def field_patch(stored: Mapping[str, Any] | None, computed: Mapping[str, str] | None) -> dict[str, str | None] | None:
-    """The merge-patch value of one ResourceList: the computed entries, stale ones nulled; None when empty."""
-    if not computed:
-        return None
-    out: dict[str, str | None] = dict(computed)
-    for name in stored or {}:
-        out.setdefault(name, None)
-    return out
-
-
-def _parse(raw: Mapping[str, Any] | None) -> ResourceList:
-    try:
-        parsed = resources.parse_resource_list(raw)
-    except resources.QuantityError:
-        return {"<invalid>": Decimal(-1)}
-    return {name: q for name, q in parsed.items() if q != 0}
+    return stored_counts_patch(podgroup_status_record(podgroup), counts)

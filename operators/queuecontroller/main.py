@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from operators.core import component
+from operators.core.api.podgroup import podgroup_queue
 from operators.core.api.queue import queue_record, queue_status_record
 from operators.core.api.queue_validation import quota_warnings, validate_queue
 from operators.core.booleans import add_bool_flag
@@ -46,7 +47,7 @@ RESYNC_SECONDS = 60.0
 def _slim_podgroup(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
-            "spec": {"queue": (obj.get("spec") or {}).get("queue")},
+            "spec": {"queue": podgroup_queue(obj)},
             "status": {"resourcesStatus": (obj.get("status") or {}).get("resourcesStatus") or {}}}
 
 
@@ -68,7 +69,7 @@ class QueueController:
         self.queues: Informer[dict[str, Any]] = Informer(
             api, QUEUES, _queue, indexes={"parent": lambda q: [p] if (p := _parent(q)) else []})
         self.podgroups: Informer[dict[str, Any]] = Informer(
-            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [pg["spec"]["queue"]]}, freeze_records=True)
+            api, PODGROUPS, _slim_podgroup, indexes={"queue": lambda pg: [podgroup_queue(pg)]}, freeze_records=True)
         self.work = WorkQueue(self.reconcile, workers=4, name="queue-controller", kind="Queue")
         self.events = EventRecorder(api, "queue-controller", min_interval=30)
         self.metrics = queue_metrics.QueueMetrics(
@@ -99,7 +100,7 @@ class QueueController:
         # COALESCE_SECONDS from the latest sums, one write in flight per queue.
         for pg in (old, new):
             if pg is not None:
-                for queue in self.ancestors(pg["spec"]["queue"]):
+                for queue in self.ancestors(podgroup_queue(pg)):
                     self.work.add_after(queue, COALESCE_SECONDS)
 
     def _on_queue(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.core import resources
+from operators.core.api.podgroup import podgroup_queue, podgroup_status_record
 from operators.core.api.queue import STATUS_FIELDS as FIELDS
 from operators.core.api.queue import QueueStatusRecord, queue_record, queue_status_record
 from operators.core.api.queue import status_patch as status_patch  # re-exported: the controller's writer
@@ -19,14 +20,6 @@ Obj = Mapping[str, Any]
 
 def _name(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _parse(raw: Any) -> ResourceList:
-    # A malformed list written by someone else must not stop the whole hierarchy from being accounted.
-    try:
-        return resources.parse_resource_list(raw if isinstance(raw, Mapping) else None)
-    except resources.QuantityError:
-        return {}
 
 
 def child_queues(queue_name: str, queues: Iterable[Obj]) -> list[str]:
@@ -45,12 +38,12 @@ def _children(queue_name: str, parents: Mapping[str, str]) -> list[str]:
 def _podgroup_sums(podgroups: Iterable[Obj]) -> dict[str, dict[str, ResourceList]]:
     """Per queue name, the sum of its PodGroups' resourcesStatus fields."""
     sums: dict[str, dict[str, ResourceList]] = {}
+    # A malformed list written by someone else reads as empty: it must not stop the hierarchy from being accounted.
     for podgroup in podgroups:
-        queue = str((podgroup.get("spec") or {}).get("queue") or "")
-        stored = (podgroup.get("status") or {}).get("resourcesStatus") or {}
-        per_queue = sums.setdefault(queue, {field: {} for field in FIELDS})
+        stored = podgroup_status_record(podgroup)
+        per_queue = sums.setdefault(podgroup_queue(podgroup), {field: {} for field in FIELDS})
         for field in FIELDS:
-            per_queue[field] = resources.add(per_queue[field], _parse(stored.get(field)))
+            per_queue[field] = resources.add(per_queue[field], stored.listed(field))
     return sums
 
 
@@ -66,8 +59,7 @@ def queue_status(queue_name: str, queues: Iterable[Obj], podgroups: Iterable[Obj
     """
     queues = list(queues)
     children = child_queues(queue_name, queues)
-    totals = _podgroup_sums(pg for pg in podgroups
-                            if (pg.get("spec") or {}).get("queue") == queue_name).get(
+    totals = _podgroup_sums(pg for pg in podgroups if podgroup_queue(pg) == queue_name).get(
         queue_name, {field: {} for field in FIELDS})
     for queue in queues:
         if _name(queue) in children:

@@ -2,9 +2,11 @@
 
 Two views of one resource, kept together so that they cannot drift apart:
 - `PodGroup` (pydantic) is the wire schema: `crds/` is generated from it.
-- `PodGroupRecord` is what the components read: `podgroup_record` parses every watched PodGroup once per event.
-  A frozen record, not a validated model: the scheduler holds 30,000 of them at the envelope, and the API server
-  has validated each against the schema already.
+- `PodGroupRecord` (the spec) and `PodGroupStatusRecord` (the status the podgroup-controller keeps) are what the
+  components read: `podgroup_record` parses every watched PodGroup once per event, `podgroup_status_record` its
+  resource sums and pod counts. Frozen records, not validated models: the scheduler holds 30,000 of them at the
+  envelope, and the API server has validated each against the schema already. The podgroup-controller writes the
+  status with `resources_status_patch` and `counts_patch`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from operators.core.api.fields import owner as _owner
 from operators.core.api.fields import parse_time
 from operators.core.api.fields import provisioning_class as _provisioning_class
 from operators.core.api.fields import provisioning_parameters as _provisioning_parameters
+from operators.core.resources import QuantityError, parse_resource_list
+from operators.core.resources import ResourceList as Amounts
 
 API_VERSION: Literal["scheduling.run.ai/v2alpha2"] = "scheduling.run.ai/v2alpha2"
 KIND: Literal["PodGroup"] = "PodGroup"
@@ -308,6 +312,12 @@ def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:
     return spec if spec.topology or spec.required or spec.preferred else None
 
 
+def podgroup_queue(obj: Mapping[str, Any]) -> str:
+    """spec.queue as `podgroup_record` reads it, alone: the queue-controller attributes every PodGroup of a subtree
+    to its queue on each reconcile and needs nothing else (the whole record would triple that cost)."""
+    return str((obj.get("spec") or {}).get("queue") or "")
+
+
 def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
     annotations = meta.get("annotations") or {}
@@ -336,3 +346,92 @@ def podgroup_record(obj: Mapping[str, Any]) -> PodGroupRecord:
         safe_to_consolidate=spec.get("safeToConsolidate") is not False, owner=_owner(meta),
         suspend_on_preemption=str(annotations.get(keys.SUSPEND_ON_PREEMPTION) or "").strip().lower(),
         suspended=annotations.get(keys.SUSPENDED_BY_SCHEDULER))
+
+
+# --- the status the podgroup-controller writes ----------------------------------------------------------------
+# status.resourcesStatus's lists, by their wire names: sums over the group's pods.
+RESOURCES_STATUS_FIELDS = ("allocated", "allocatedNonPreemptible", "requested")
+POD_COUNT_FIELDS = ("running", "pending")
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupStatusRecord:
+    """A PodGroup's resourcesStatus lists (parsed quantities, by wire name) and its running/pending pod counts.
+
+    Lenient: a list that does not parse reads as empty (and is kept in `malformed` with the names it holds, so the
+    controller rewrites it); a count that is not a non-negative integer reads as unset.
+    """
+
+    resources: Mapping[str, Amounts] = field(default_factory=dict)  # RESOURCES_STATUS_FIELDS name -> stored list
+    malformed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # field name -> its resource names
+    running: int | None = None
+    pending: int | None = None
+
+    def listed(self, field_name: str) -> Amounts:
+        """One of RESOURCES_STATUS_FIELDS ({} when absent or malformed)."""
+        return self.resources.get(field_name) or {}
+
+    def stored_names(self, field_name: str) -> tuple[str, ...] | None:
+        """The resource names a stored list holds, valid or not; None when the list is not stored."""
+        if field_name in self.resources:
+            return tuple(self.resources[field_name])
+        return self.malformed.get(field_name)
+
+    def count(self, field_name: str) -> int | None:
+        """One of POD_COUNT_FIELDS (None when unset)."""
+        return self.running if field_name == "running" else self.pending if field_name == "pending" else None
+
+
+def _amounts(raw: Any) -> Amounts | None:
+    """A stored ResourceList parsed; None when it does not parse."""
+    try:
+        return parse_resource_list(raw if isinstance(raw, Mapping) else None)
+    except QuantityError:
+        return None
+
+
+def podgroup_status_record(obj: Mapping[str, Any]) -> PodGroupStatusRecord:
+    status = obj.get("status") or {}
+    stored = status.get("resourcesStatus") or {}
+    resources: dict[str, Amounts] = {}
+    malformed: dict[str, tuple[str, ...]] = {}
+    for f in RESOURCES_STATUS_FIELDS:
+        if f in stored:
+            raw = stored[f]
+            parsed = _amounts(raw)
+            if parsed is not None:
+                resources[f] = parsed
+            else:
+                malformed[f] = tuple(str(n) for n in raw) if isinstance(raw, Mapping) else ()
+    return PodGroupStatusRecord(resources, malformed, _count(status.get("running")), _count(status.get("pending")))
+
+
+def _nonzero(values: Amounts) -> Amounts:
+    return {name: q for name, q in values.items() if q != 0}
+
+
+def resources_status_patch(stored: PodGroupStatusRecord,
+                           computed: Mapping[str, Mapping[str, str]]) -> dict[str, Any] | None:
+    """The JSON merge patch that makes the stored `status.resourcesStatus` say `computed` (wire form), or None when
+    it says the same already (quantities by value: "1000m" against "1" is no write; a malformed list always is).
+
+    Resources no longer reported are set to null (a merge patch keeps keys it does not name), and a list that became
+    empty is removed. (Server-side apply cannot express the empty case: the API server turns an applied `{}` into
+    null and the CRD rejects it, so the last pod's resources would never be released.)
+    """
+    if not stored.malformed and all(_nonzero(stored.listed(f)) == _nonzero(_amounts(computed.get(f)) or {})
+                                    for f in RESOURCES_STATUS_FIELDS):
+        return None
+    patch: dict[str, dict[str, str | None] | None] = {}
+    for f in RESOURCES_STATUS_FIELDS:
+        values, names = computed.get(f), stored.stored_names(f)
+        if values:
+            patch[f] = {**dict(values), **{n: None for n in names or () if n not in values}}
+        elif names is not None:
+            patch[f] = None
+    return {"status": {"resourcesStatus": patch}}
+
+
+def counts_patch(stored: PodGroupStatusRecord, counts: Mapping[str, int]) -> dict[str, int]:
+    """The pod counts that differ from the stored ones (an unset stored count differs from every value)."""
+    return {name: value for name, value in counts.items() if stored.count(name) != value}
