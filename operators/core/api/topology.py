@@ -5,15 +5,19 @@ A domain of level i is the set of nodes sharing the values of the labels of leve
 its `nodeLabel` or by its optional `alias` (an addition to KAI's schema: a short name such as `rack`).
 The admission webhook keeps the levels consistent: node labels non-empty and unique, aliases unique and never
 equal to a level's node label, and the node labels (values and order) immutable; aliases may change.
+`TopologyRecord` (`topology_record`) is what the scheduler reads of one: its name and its (node label, alias) levels.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
 from operators.core.api.base import ObjectMeta, WireModel
+from operators.core.api.fields import meta as _meta
 
 GROUP = "kai.scheduler"
 VERSION = "v1alpha1"
@@ -52,3 +56,18 @@ class Topology(WireModel):
     @classmethod
     def from_wire(cls, obj: dict[str, Any]) -> Topology:
         return cls.model_validate(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRecord:
+    """A Topology: its levels from the coarsest to the finest, each (node label, alias or "")."""
+
+    name: str
+    levels: tuple[tuple[str, str], ...]
+
+
+def topology_record(obj: Mapping[str, Any]) -> TopologyRecord:
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    levels = tuple((str(level.get("nodeLabel") or ""), str(level.get("alias") or ""))
+                   for level in spec.get("levels") or () if isinstance(level, Mapping))
+    return TopologyRecord(str(meta.get("name", "")), levels)

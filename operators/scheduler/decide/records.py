@@ -32,6 +32,8 @@ from operators.core.api.podgroup import topology_constraint as topology_constrai
 from operators.core.api.queue import UNLIMITED as UNLIMITED  # re-exported: -1, a Queue's "no bound"
 from operators.core.api.queue import QueueRecord as QueueRecord
 from operators.core.api.queue import queue_record as queue_record
+from operators.core.api.topology import TopologyRecord as TopologyRecord
+from operators.core.api.topology import topology_record as topology_record
 from operators.core.dra import extended_requests
 from operators.core.resources import (
     GpuRequest,
@@ -390,14 +392,6 @@ class ConfigMapRecord:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class TopologyRecord:
-    """A Topology: its levels from the coarsest to the finest, each (node label, alias or "")."""
-
-    name: str
-    levels: tuple[tuple[str, str], ...]
-
-
 # --- parsers -------------------------------------------------------------------------------------
 
 
@@ -671,8 +665,3 @@ def configmap_record(obj: Mapping[str, Any]) -> ConfigMapRecord:
     return ConfigMapRecord(str(meta.get("namespace") or "default"), str(meta.get("name", "")))
 
 
-def topology_record(obj: Mapping[str, Any]) -> TopologyRecord:
-    meta, spec = _meta(obj), obj.get("spec") or {}
-    levels = tuple((str(level.get("nodeLabel") or ""), str(level.get("alias") or ""))
-                   for level in spec.get("levels") or () if isinstance(level, Mapping))
-    return TopologyRecord(str(meta.get("name", "")), levels)
