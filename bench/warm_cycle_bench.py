@@ -1,0 +1,63 @@
+"""Steady-state cycles at KAI's envelope or twice it: what a cycle costs once the backlog has been placed.
+
+Builds an envelope profile (`envelope_cluster`), runs the cold cycle, then `--cycles` warm cycles, each on the
+cluster the previous cycle left (its binds running, its evictions pending again: `apply_decisions`, as `kai
+simulate --cycles` does) with `--churn` of the pods replaced by equal records that are new objects (as a watch
+update or a re-parse gives them). Prints each cycle's CPU seconds and its phases (wall ms, the cycle's own phase
+timer: on a loaded box they exceed the CPU).
+Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import sys
+import time
+from dataclasses import replace
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
+
+from operators.scheduler.decide.config import SchedulerConfig
+from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
+from operators.scheduler.decide.snapshot import snapshot_from_objects
+
+NOW = 1.7e9
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envelope2x", action="store_true", help="10,000 nodes / 150,000 pods (else the envelope)")
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--churn", type=float, default=0.01, help="share of the pods re-made between cycles")
+    args = parser.parse_args()
+    profile = ENVELOPE_2X if args.envelope2x else ENVELOPE
+    snapshot = snapshot_from_objects(with_implicit_podgroups(generate_envelope(profile)))
+    config = SchedulerConfig()
+    gc.collect()
+    gc.freeze()  # the generated objects are not the cycle's garbage
+    print(f"{profile.name}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods; load1={os.getloadavg()[0]:.2f}")
+    for n in range(args.cycles + 1):
+        c0 = time.process_time()
+        decisions = run_cycle(snapshot, config, NOW + 10 * n)
+        cpu = time.process_time() - c0
+        phases = " ".join(f"{k}={v:.0f}" for k, v in decisions.timings.items() if not k.startswith("plugin/"))
+        print(f"{'cold' if n == 0 else f'warm {n}'}: {cpu:.3f} s CPU, {len(decisions.binds)} binds, "
+              f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable; {phases}; "
+              f"load1={os.getloadavg()[0]:.2f}", flush=True)
+        snapshot = apply_decisions(snapshot, decisions)
+        pods = list(snapshot.pods)
+        for k in random.Random(n).sample(range(len(pods)), int(len(pods) * args.churn)):
+            pods[k] = replace(pods[k])  # equal, a new object
+        snapshot = replace(snapshot, pods=tuple(pods))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
