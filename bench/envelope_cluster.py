@@ -60,13 +60,11 @@ class SlotFiller(Filler):
             self.cursor = (self.cursor + 1) % len(self.gpus)
         return None
 
-    def fraction(self, cpu: int) -> tuple[int, str] | None:
-        if self.half:
-            i = self.half[-1][0]
-            if self.slots[i] <= 0:
-                return None
-            self.slots[i] -= 1
-        return super().fraction(cpu)
+    def second_tenant(self, i: int, cpu: int) -> bool:
+        if self.slots[i] <= 0 or not super().second_tenant(i, cpu):
+            return False
+        self.slots[i] -= 1
+        return True
 
 
 def _pod(name: str, k: int, ns: str, gpus: int, cpu: int, fraction: str | None,

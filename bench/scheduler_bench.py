@@ -121,9 +121,18 @@ class Filler:
             self.cursor = (self.cursor + 1) % len(self.gpus)
         return None
 
+    def second_tenant(self, i: int, cpu: int) -> bool:
+        """Whether node `i` has room for the second 0.5 pod on a half-used GPU; takes its CPU if so."""
+        if self.cpu[i] < cpu:
+            return False
+        self.cpu[i] -= cpu
+        return True
+
     def fraction(self, cpu: int) -> tuple[int, str] | None:
-        if self.half:
-            return self.half.pop()
+        while self.half:  # a half whose node has no room left stays half used
+            i, group = self.half.pop()
+            if self.second_tenant(i, cpu):
+                return i, group
         i = self.whole(1, cpu)
         if i is None:
             return None
