@@ -11,8 +11,7 @@ Then, up to `--mixed-max` nodes, `--churn-cycles` live cycles with churn between
 cluster is listed into the scheduler's own informers, and each cycle's decisions on the incremental snapshot
 (`SchedulerLoop.snapshot`), run with the previous cycle's carry as the loop runs it, are compared byte for byte with
 those of a fresh cycle (no carry) on a full rebuild (every object the API server holds parsed afresh, the
-outstanding assumptions overlaid); `--stale-carry [explanations|jobs]` breaks one of the carry's input checks (close's
-explanations, session open's per-job derivations) to show the proof fails then.
+outstanding assumptions overlaid); `--stale-carry` breaks the carry's input check to show the proof fails then.
 Between cycles the cycle's binds and evictions are assumed as the writer assumes them and delivered by watch events one
 cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
 Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6] [--churn-only]
@@ -103,13 +102,11 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
     return [Path(f"{out}.{i}").read_bytes() for i in range(len(runs))]
 
 
-def churn_proof(size: int, cycles: int, stale_carry: str | None = None
-                ) -> list[tuple[int, int, int, int, int, bytes, bytes]]:
-    """(cycle, watch events, snapshot pods, jobs reused, explanations reused, incremental decisions, full-rebuild
-    decisions) of each live cycle. The incremental side runs with the previous cycle's carry (`run_carried_cycle`),
-    the full rebuild as a fresh cycle (`run_cycle`, no carry): both the snapshot and the carry are proven here.
-    `stale_carry`: "explanations" reuses carried explanations whatever their inputs, "jobs" reuses a job's carried
-    derivation whenever it has as many members (to show that the proof can fail)."""
+def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple[int, int, int, int, bytes, bytes]]:
+    """(cycle, watch events, snapshot pods, explanations reused, incremental decisions, full-rebuild decisions) of
+    each live cycle. The incremental side runs with the previous cycle's carry (`run_carried_cycle`), the full
+    rebuild as a fresh cycle (`run_cycle`, no carry): both the snapshot and the carry are proven here.
+    `stale_carry`: reuse carried explanations whatever their inputs (to show that the proof can fail)."""
     import asyncio
     from dataclasses import replace
 
@@ -157,22 +154,13 @@ def churn_proof(size: int, cycles: int, stale_carry: str | None = None
             if kind == "DELETED":
                 deleting.discard(object_key(obj))
 
-    if stale_carry == "explanations":
+    if stale_carry:
         def stale(self: Any, key: Any, podgroup: Any, *args: Any) -> Any:
             old = self._old_explanations.get(key)
             if old is not None:
                 return old[1], old[0]
             return None, (podgroup, (), (), None, False)
         carry_module.Carrying.explanation = stale  # this process only: the proof's own demonstration
-    elif stale_carry == "jobs":
-        def stale_job(self: Any, key: Any, podgroup: Any, members: Any) -> Any:
-            old = self._old_jobs.get(key)
-            if old is not None and len(old[1]) == len(members):
-                self.jobs_reused += 1
-                self.jobs[key] = old
-                return old
-            return None
-        carry_module.Carrying.job_piece = stale_job  # this process only, as above
 
     carry = None
     churn, out = Churn(seed=size), []
@@ -184,7 +172,7 @@ def churn_proof(size: int, cycles: int, stale_carry: str | None = None
         carried, carry = run_carried_cycle(snapshot, config, now, carry)
         inc = json.dumps(carried.to_dict(), indent=1).encode()
         decisions = run_cycle(rebuilt, config, now)
-        out.append((cycle, delivered[0], len(snapshot.pods), carry.jobs_reused, carry.reused, inc,
+        out.append((cycle, delivered[0], len(snapshot.pods), carry.reused, inc,
                     json.dumps(decisions.to_dict(), indent=1).encode()))
         delivered[0] = 0
         # What the cycle wrote lands one cycle later; until then it is assumed, as by the writer.
@@ -228,9 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="live cycles with churn, incremental snapshot and carry against a full rebuild, fresh "
                              "(0: none)")
     parser.add_argument("--churn-only", action="store_true", help="only the churn proof (no --baseline runs)")
-    parser.add_argument("--stale-carry", nargs="?", const="explanations", choices=("explanations", "jobs"),
-                        help="reuse carried explanations (or jobs' derivations at session open) whatever their "
-                             "inputs: the churn proof must then differ")
+    parser.add_argument("--stale-carry", action="store_true",
+                        help="reuse carried explanations whatever their inputs: the churn proof must then differ")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
@@ -269,14 +256,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{size:>6} {name:<6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
                       f"{hashlib.sha256(a).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
     if args.churn_cycles:
-        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'jobs':>6} {'reused':>6} {'bytes':>10} "
+        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'reused':>6} {'bytes':>10} "
               f"{'sha256 incremental':<18} {'sha256 full':<18} identical")
     for size in [s for s in sorted(set(sizes)) if s <= args.mixed_max and args.churn_cycles]:
-        for cycle, events, pods, jobs, reused, inc, rebuilt in churn_proof(size, args.churn_cycles,
-                                                                            args.stale_carry):
+        for cycle, events, pods, reused, inc, rebuilt in churn_proof(size, args.churn_cycles, args.stale_carry):
             same = inc == rebuilt
             different += not same
-            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {jobs:>6} {reused:>6} {len(inc):>10} "
+            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {len(inc):>10} "
                   f"{hashlib.sha256(inc).hexdigest()[:16]:<18} {hashlib.sha256(rebuilt).hexdigest()[:16]:<18} "
                   f"{'yes' if same else 'NO'}", flush=True)
     print("identical" if not different else f"{different} run(s) differ")

@@ -5,8 +5,7 @@ cluster the previous cycle left (its binds running, its evictions pending again:
 simulate --cycles` does) with `--churn` of the pods replaced by equal records that are new objects (as a watch
 update or a re-parse gives them). Each cycle takes the previous cycle's carry, as the scheduler's loop does
 (`--fresh`: none, every cycle derives everything again). Prints each cycle's CPU seconds, its phases (wall ms, the
-cycle's own phase timer: on a loaded box they exceed the CPU) and what it reused from the carry (jobs at session
-open, explanations at close).
+cycle's own phase timer: on a loaded box they exceed the CPU) and the explanations it reused from the carry.
 Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--fresh]
 """
 
@@ -54,8 +53,7 @@ def main() -> int:
         phases = " ".join(f"{k}={v:.0f}" for k, v in decisions.timings.items() if not k.startswith("plugin/"))
         print(f"{'cold' if n == 0 else f'warm {n}'}: {cpu:.3f} s CPU, {len(decisions.binds)} binds, "
               f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable; {phases}; "
-              f"reused {carry.jobs_reused} jobs, {carry.reused} explanations; load1={os.getloadavg()[0]:.2f}",
-              flush=True)
+              f"{carry.reused} explanations reused; load1={os.getloadavg()[0]:.2f}", flush=True)
         snapshot = apply_decisions(snapshot, decisions)
         pods = list(snapshot.pods)
         for k in random.Random(n).sample(range(len(pods)), int(len(pods) * args.churn)):

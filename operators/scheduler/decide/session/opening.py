@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 from operators.core import keys
 from operators.scheduler.decide import explain
@@ -32,15 +31,9 @@ from operators.scheduler.decide.model import (
 )
 from operators.scheduler.decide.placement.gpus import portion_on_node
 from operators.scheduler.decide.placement.predicates import PodIndex
-from operators.scheduler.decide.records import PodGroupRecord, PodRecord, SubGroupSpec
+from operators.scheduler.decide.records import PodRecord, SubGroupSpec
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
-from operators.scheduler.decide.session.carry import PodSetPiece
 from operators.scheduler.decide.units import GPU
-
-_rec = attrgetter("rec")
-_status = attrgetter("status")
-_node = attrgetter("node")
-_portion = attrgetter("portion")
 
 
 class Opening(Accounting):
@@ -59,7 +52,6 @@ class Opening(Accounting):
         self.node_by_name = {n.name: n for n in self.nodes}
         memories = [n.rec.gpu_memory_mib for n in self.nodes if n.rec.gpu_memory_mib]
         self.min_gpu_memory = min(memories) if memories else 100
-        self.carrying.min_gpu_memory = self.min_gpu_memory
 
     def _open_queues(self) -> None:
         recs = {q.name: q for q in self.snapshot.queues}
@@ -174,7 +166,8 @@ class Opening(Accounting):
         lineages = {q: q.lineage() for q in self.queues.values()}
         node_pool = self.snapshot.node_pool
         queues = self.queues
-        job_piece = self.carrying.job_piece
+        count = self._count
+        task_vector = self.task_vector
         explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
         threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
         no_members: list[Task] = []
@@ -200,30 +193,51 @@ class Opening(Accounting):
             job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
                       podsets=podset_list, has_subgroups=bool(pg.subgroups))
             jobs_append(job)
-            key = (pg.namespace, pg.name)
-            members = by_group.get(key, no_members)
-            piece = job_piece(key, pg, members) if members and queue is not None else None
-            if piece is not None:
-                # Last cycle's derivation from the same inputs: the order, links and counters without the rules.
-                order = piece[4]
-                tasks = list(order(members)) if order is not None else members
-                for ps, (aa, pip, au, alive, gated, at, pend) in zip(podset_list, piece[5], strict=True):
-                    ps.active_allocated, ps.pipelined, ps.active_used, ps.alive, ps.gated = aa, pip, au, alive, gated
-                    ps_tasks = ps.tasks = tasks[:] if at is None else [tasks[i] for i in at]
-                    for task in ps_tasks:
-                        task.job, task.podset = job, ps
-                    if pend:
-                        pending = ps.pending = [tasks[i] for i in pend]
-                        for task in pending:
-                            task.fit_key = task.rec.fit_key
-                at = piece[6]
-                job.tasks = tasks if at is None else [tasks[i] for i in at]
-                job_tasks = job.tasks
-                alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem = piece[7]
-                victim = piece[8]
-            else:
-                job_tasks, alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem, victim = self._derive_job(
-                    key, pg, job, queue, podsets, podset_list, members, task_order_key)
+            members = by_group.get((pg.namespace, pg.name), no_members)
+            if len(members) > 1:
+                members.sort(key=task_order_key)
+            alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
+            job_tasks = job.tasks
+            victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
+            for task in members:
+                rec = task.rec
+                if podsets is None:
+                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                else:
+                    ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
+                if ps is None:
+                    continue  # a pod whose subgroup is not in the PodGroup is ignored
+                task.job, task.podset = job, ps
+                job_tasks.append(task)
+                ps.tasks.append(task)
+                status = task.status
+                if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                    victim = True
+                if status == PENDING:
+                    ps.alive += 1
+                    task.fit_key = rec.fit_key
+                    ps.pending.append(task)
+                elif status == RUNNING:
+                    ps.active_allocated += 1
+                    ps.active_used += 1
+                    ps.alive += 1
+                else:
+                    count(ps, status, +1)
+                # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
+                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
+                                          or (status == GATED and rec.quota_gated)):
+                    gpu = rec.gpu
+                    if gpu.is_shared:
+                        need_gpu, need_cpu, need_mem = task_vector(task)
+                    else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
+                        need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
+                    req_gpu += need_gpu
+                    req_cpu += need_cpu
+                    req_mem += need_mem
+                    if status != PENDING and status != GATED:
+                        alloc_gpu += need_gpu
+                        alloc_cpu += need_cpu
+                        alloc_mem += need_mem
             if victim and preemptible and queue is not None:
                 victims_append(job)
             if podsets is None:
@@ -249,95 +263,6 @@ class Opening(Accounting):
                 req[0] += req_gpu
                 req[1] += req_cpu
                 req[2] += req_mem
-
-    def _derive_job(self, key: tuple[str, str], pg: PodGroupRecord, job: Job, queue: QueueState | None,
-                    podsets: dict[str, PodSet] | None, podset_list: list[PodSet], members: list[Task],
-                    task_order_key: Callable[[Task], tuple[object, ...]]
-                    ) -> tuple[list[Task], int, int, int, int, int, int, bool]:
-        """A job's tasks, links, podset counters and queue sums by the rules (the members in snapshot order, their
-        statuses and nodes set), kept in the carry for the next cycle (`Carrying.job_piece`) unless the job has no
-        queue."""
-        count = self._count
-        task_vector = self.task_vector
-        n = len(members)
-        inputs = None
-        order = None
-        if queue is not None and n:
-            inputs = (pg, tuple(map(_rec, members)), tuple(map(_status, members)), tuple(map(_node, members)))
-        in_snapshot_order = members
-        if n > 1:
-            if inputs is None:
-                members.sort(key=task_order_key)
-            else:  # sorted through the positions, kept as the task order
-                keys = list(map(task_order_key, members))
-                positions = sorted(range(n), key=keys.__getitem__)
-                order = itemgetter(*positions)
-                members = list(order(members))
-        alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
-        job_tasks = job.tasks
-        victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
-        shared = ignored = False
-        pending_at: dict[int, list[int]] = {}  # id(podset) -> positions of its pending tasks
-        for i, task in enumerate(members):
-            rec = task.rec
-            if podsets is None:
-                ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
-            else:
-                ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
-            if ps is None:
-                ignored = True
-                continue  # a pod whose subgroup is not in the PodGroup is ignored
-            task.job, task.podset = job, ps
-            job_tasks.append(task)
-            ps.tasks.append(task)
-            status = task.status
-            if not victim and status in VICTIM_STATUSES and task.node >= 0:
-                victim = True
-            if status == PENDING:
-                ps.alive += 1
-                task.fit_key = rec.fit_key
-                ps.pending.append(task)
-                if inputs is not None:
-                    pending_at.setdefault(id(ps), []).append(i)
-            elif status == RUNNING:
-                ps.active_allocated += 1
-                ps.active_used += 1
-                ps.alive += 1
-            else:
-                count(ps, status, +1)
-            # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
-            if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
-                                      or (status == GATED and rec.quota_gated)):
-                gpu = rec.gpu
-                if gpu.is_shared:
-                    shared = True
-                    need_gpu, need_cpu, need_mem = task_vector(task)
-                else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
-                    need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
-                req_gpu += need_gpu
-                req_cpu += need_cpu
-                req_mem += need_mem
-                if status != PENDING and status != GATED:
-                    alloc_gpu += need_gpu
-                    alloc_cpu += need_cpu
-                    alloc_mem += need_mem
-        if inputs is not None:
-            pieces: tuple[PodSetPiece, ...]
-            if ignored or podsets is not None:
-                where = {id(t): i for i, t in enumerate(members)}
-                pieces = tuple((p.active_allocated, p.pipelined, p.active_used, p.alive, p.gated,
-                                tuple(where[id(t)] for t in p.tasks), tuple(pending_at.get(id(p), ())))
-                               for p in podset_list)
-                at = tuple(where[id(t)] for t in job_tasks) if ignored else None
-            else:
-                p = podset_list[0]
-                pieces = ((p.active_allocated, p.pipelined, p.active_used, p.alive, p.gated, None,
-                           tuple(pending_at.get(id(p), ()))),)
-                at = None
-            sums = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
-            portions = (self.min_gpu_memory, tuple(map(_portion, in_snapshot_order))) if shared else None
-            self.carrying.keep_job(key, (*inputs, order, pieces, at, sums, victim, portions))
-        return job_tasks, alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem, victim
 
     @staticmethod
     def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
