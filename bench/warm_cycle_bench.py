@@ -3,9 +3,10 @@
 Builds an envelope profile (`envelope_cluster`), runs the cold cycle, then `--cycles` warm cycles, each on the
 cluster the previous cycle left (its binds running, its evictions pending again: `apply_decisions`, as `kai
 simulate --cycles` does) with `--churn` of the pods replaced by equal records that are new objects (as a watch
-update or a re-parse gives them). Prints each cycle's CPU seconds and its phases (wall ms, the cycle's own phase
-timer: on a loaded box they exceed the CPU).
-Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01]
+update or a re-parse gives them). Each cycle gets the previous cycle's carry, as the live loop runs it (`--fresh`:
+none, as before the carry replayed allocate's repeated failures). Prints each cycle's CPU seconds and its phases
+(wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU).
+Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--fresh]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.cycle import run_cycle
+from operators.scheduler.decide.cycle import run_carried_cycle
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 
@@ -36,6 +37,7 @@ def main() -> int:
     parser.add_argument("--envelope2x", action="store_true", help="10,000 nodes / 150,000 pods (else the envelope)")
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--churn", type=float, default=0.01, help="share of the pods re-made between cycles")
+    parser.add_argument("--fresh", action="store_true", help="no carry between cycles")
     args = parser.parse_args()
     profile = ENVELOPE_2X if args.envelope2x else ENVELOPE
     snapshot = snapshot_from_objects(with_implicit_podgroups(generate_envelope(profile)))
@@ -43,13 +45,15 @@ def main() -> int:
     gc.collect()
     gc.freeze()  # the generated objects are not the cycle's garbage
     print(f"{profile.name}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods; load1={os.getloadavg()[0]:.2f}")
+    carry = None
     for n in range(args.cycles + 1):
         c0 = time.process_time()
-        decisions = run_cycle(snapshot, config, NOW + 10 * n)
+        decisions, carry = run_carried_cycle(snapshot, config, NOW + 10 * n, None if args.fresh else carry)
         cpu = time.process_time() - c0
         phases = " ".join(f"{k}={v:.0f}" for k, v in decisions.timings.items() if not k.startswith("plugin/"))
         print(f"{'cold' if n == 0 else f'warm {n}'}: {cpu:.3f} s CPU, {len(decisions.binds)} binds, "
-              f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable; {phases}; "
+              f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable, "
+              f"{carry.replayed} attempts replayed; {phases}; "
               f"load1={os.getloadavg()[0]:.2f}", flush=True)
         snapshot = apply_decisions(snapshot, decisions)
         pods = list(snapshot.pods)
