@@ -13,8 +13,9 @@ cluster is listed into the scheduler's own informers, and each cycle's decisions
 those of a fresh cycle (no carry) on a full rebuild (every object the API server holds parsed afresh, the
 outstanding assumptions overlaid); `--stale-carry` breaks the carry's input check to show the proof fails then.
 After each such cycle a quiet one (`<n>q`: nothing delivered, a later `now`) runs on the same snapshot, carried, against
-a fresh cycle on the full rebuild: there allocate replays its failed attempts (`replayed`, `session/repeats.py`);
-`--wrong-replay` makes it replay whatever the snapshot, to show the proof fails then.
+a fresh cycle on the full rebuild: there allocate replays its failed attempts made before the first commit,
+and reclaim, preempt and consolidation replay a run that committed nothing (`replayed`: attempts/actions,
+`session/repeats.py`); `--wrong-replay` makes them replay whatever the snapshot, to show the proof fails then.
 Between cycles the cycle's binds and evictions are assumed as the writer assumes them and delivered by watch events one
 cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
 Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6] [--churn-only]
@@ -106,8 +107,8 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
 
 
 def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay: bool = False
-                ) -> list[tuple[str, int, int, int, int, bytes, bytes]]:
-    """(cycle, watch events, snapshot pods, explanations reused, attempts replayed, incremental decisions,
+                ) -> list[tuple[str, int, int, int, str, bytes, bytes]]:
+    """(cycle, watch events, snapshot pods, explanations reused, "attempts/actions" replayed, incremental decisions,
     full-rebuild decisions) of each live cycle, and of the quiet cycle after it. The incremental side runs with the
     previous cycle's carry (`run_carried_cycle`), the full rebuild as a fresh cycle (`run_cycle`, no carry): both the
     snapshot and the carry are proven here.
@@ -186,6 +187,7 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay:
         repeats_module.Repeating.replay = blind  # type: ignore[method-assign]  # this process only, likewise
         repeats_module.Repeating.begin = keep  # type: ignore[method-assign]
         repeats_module.Repeating.committed = lambda self: None  # type: ignore[method-assign]
+        repeats_module.Repeating.same_snapshot = lambda self, session: True  # type: ignore[method-assign]
     carry = None
     churn, out = Churn(seed=size), []
     later: list[tuple[str, dict[str, Any]]] = []
@@ -196,12 +198,13 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay:
         carried, carry = run_carried_cycle(snapshot, config, now, carry)
         inc = json.dumps(carried.to_dict(), indent=1).encode()
         decisions = run_cycle(rebuilt, config, now)
-        out.append((str(cycle), delivered[0], len(snapshot.pods), carry.reused, carry.replayed, inc,
+        out.append((str(cycle), delivered[0], len(snapshot.pods), carry.reused,
+                    f"{carry.replayed}/{carry.replayed_actions}", inc,
                     json.dumps(decisions.to_dict(), indent=1).encode()))
         delivered[0] = 0
         # The quiet cycle: nothing changed but the time.
         quiet, carry = run_carried_cycle(loop.snapshot(), config, now + 5, carry)
-        out.append((f"{cycle}q", 0, len(snapshot.pods), carry.reused, carry.replayed,
+        out.append((f"{cycle}q", 0, len(snapshot.pods), carry.reused, f"{carry.replayed}/{carry.replayed_actions}",
                     json.dumps(quiet.to_dict(), indent=1).encode(),
                     json.dumps(run_cycle(rebuilt, config, now + 5).to_dict(), indent=1).encode()))
         # What the cycle wrote lands one cycle later; until then it is assumed, as by the writer.

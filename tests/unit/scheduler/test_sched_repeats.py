@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from sched_builders import gang, node, pod, podgroup, queue
+from sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
 
 from operators.scheduler.decide.actions import common
 from operators.scheduler.decide.config import SchedulerConfig
@@ -107,3 +107,27 @@ def test_a_wrong_replay_would_show() -> None:
     lying = replace(carry, repeats=replace(carry.repeats, snapshot=grown))
     carried, _ = run_carried_cycle(grown, config, NOW + 10, lying)
     assert text(carried) != text(run_cycle(grown, config, NOW + 10))
+
+
+def guarded(started: str) -> Snapshot:
+    """A running train job (last started at `started`) and a pending inference job that can only preempt it."""
+    notes = {"kai.scheduler/last-start-timestamp": started}
+    return snapshot_from_objects([
+        *PRIORITY_CLASSES, node("n0", gpus=2), queue("q"),
+        podgroup("low", annotations=notes), pod("low-0", "low", gpus=2, node_name="n0", phase="Running"),
+        podgroup("high", priority_class="inference"), pod("high-0", "high", gpus=2)])
+
+
+def test_a_search_that_repeats_is_replayed_until_a_protection_ends() -> None:
+    config = SchedulerConfig(default_preempt_min_runtime=100.0)
+    start = 1e9 - 50  # protected by its minimum runtime until 1e9 + 50
+    snapshot = guarded("2001-09-09T01:45:50Z")  # `start`
+    first, carry = run_carried_cycle(snapshot, config, NOW, None)
+    assert not first.evictions and carry.repeats is not None and "preempt" in dict(carry.repeats.runs)
+    again, after = run_carried_cycle(remade(snapshot), config, NOW + 10, carry)
+    assert after.replayed_actions >= 1  # preempt (and any other search that ran) reproduced, not run
+    assert text(again) == text(run_cycle(snapshot, config, NOW + 10)) == text(first)
+    # Past the deadline the answer changes: preempt runs (a replay never evicts), and evicts.
+    late, _ = run_carried_cycle(snapshot, config, start + 101, after)
+    assert [e.pod for e in late.evictions] == ["low-0"]
+    assert text(late) == text(run_cycle(snapshot, config, start + 101))

@@ -11,8 +11,9 @@ its has-allocated flag are equal (the text is a function of those, the config's 
 backoff). Not carried, measured: a gang's task order (checking that its members are the same objects costs more
 than sorting them again) and per-job tallies at session open (every task is a fresh mutable object the actions
 change, so its job and podset links and counters are built per task anyway; see bench/README.md).
-Replayed, provably identical to running them: allocate's failed attempts made before the cycle's first commit, when
-the snapshot and config are equal to the previous cycle's (`session/repeats.py`).
+Replayed, provably identical to running them: allocate's failed attempts made before the cycle's first commit, and
+disruptive actions that committed nothing, when the snapshot and config are equal to the previous cycle's and nothing
+else they read changed (`session/repeats.py`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Carry:
     reused: int = 0
     repeats: Repeats | None = None  # allocate's failed attempts, replayed while nothing they read changed
     replayed: int = 0  # the attempts this cycle replayed (for benchmarks and proofs)
+    replayed_actions: int = 0  # the disruptive actions this cycle replayed whole (likewise)
 
 
 @dataclass(slots=True)
@@ -67,7 +69,7 @@ class Carrying:
         # Results depend on the config (the plugins' messages, the node pool): another config starts afresh.
         if prev is not None and (prev.config is self.config or prev.config == self.config):
             self._old_explanations = prev.explanations
-            self.repeating.previous = prev.repeats
+            self.repeating.previous = self.repeating.runs_from = prev.repeats
         self.previous = None  # the old carry is not kept alive past this session
 
     def explanation(self, key: GroupKey, podgroup: PodGroupRecord, pending: Sequence[Task], errors: list[JobError],
@@ -89,5 +91,7 @@ class Carrying:
 
     def carry(self) -> Carry:
         rep = self.repeating
-        repeats = Repeats(rep.snapshot, tuple(rep.attempts), rep.jobs) if rep.snapshot is not None else None
-        return Carry(self.config, MappingProxyType(self.explanations), self.reused, repeats, rep.replayed)
+        repeats = (Repeats(rep.snapshot, tuple(rep.attempts), rep.jobs, tuple(rep.runs.items()))
+                   if rep.snapshot is not None else None)
+        return Carry(self.config, MappingProxyType(self.explanations), self.reused, repeats, rep.replayed,
+                     rep.replayed_actions)

@@ -19,12 +19,21 @@ The whole action: when the previous cycle's allocate ran clean to its end (nothi
 replayable) and this cycle's is given the same jobs to try (the gated candidates, by key, in order), its job tree
 would pop the same jobs in the same order (the order is a function of the state and the jobs), so the whole action
 is the previous one's attempts replayed in order, without building the tree or popping it.
+
+The disruptive searches (reclaim, preempt, consolidation), a whole action at a time: an action that starts before
+the cycle's first commit runs on the state at open, and is a deterministic function of that state, the config, the
+jobs it is given (gated, by key, in order) and its answers to "is this victim still protected by its minimum
+runtime" (`last start + min runtime > now`, the only clock it reads). When the previous cycle's run of the action
+started clean and committed nothing, this cycle's starts clean on an equal snapshot and config with the same jobs,
+no deadline it compared against lies between the two cycles' `now` (so every answer is the same) and the placer's
+failed-shape memory is the same, the action takes the same path to the same end: what it left (the failed-shape
+memory, the fit summaries it computed, its metric counters and its search outcomes) is reproduced instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -51,6 +60,34 @@ class Replay:
 
 
 @dataclass(frozen=True, slots=True)
+class ActionRun:
+    """A disruptive action's run that committed nothing (see the module doc): its inputs beside the state (jobs,
+    `now` and the protection deadlines it compared against it, the failed-shape memory at its start) and what it
+    left (the failed-shape memory at its end, fit summaries added, counter increments, search outcomes)."""
+
+    jobs: tuple[str, ...]
+    now: float
+    deadlines: tuple[float, ...]
+    failed_before: frozenset[Shape]
+    failed_after: frozenset[Shape]
+    summaries: tuple[tuple[Shape, str], ...]
+    counters: tuple[tuple[str, int], ...]
+    search_outcomes: tuple[tuple[str, str, bool], ...]
+
+
+@dataclass(slots=True)
+class ActionWatch:
+    """A disruptive action being watched: what the session held at its start."""
+
+    action: str
+    jobs: tuple[str, ...]
+    failed: frozenset[Shape]
+    summaries: int
+    counters: dict[str, int]
+    search_outcomes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Repeats:
     """A cycle's clean-phase failed attempts, in order (job key, its replay or None when it left something a replay
     cannot reproduce), and the snapshot they ran on."""
@@ -58,6 +95,7 @@ class Repeats:
     snapshot: Snapshot
     attempts: tuple[tuple[str, Replay | None], ...]
     jobs: tuple[str, ...] | None  # the jobs allocate was given, when it ran clean to its end; else None
+    runs: tuple[tuple[str, ActionRun], ...] = ()  # per disruptive action that committed nothing
 
 
 @dataclass(slots=True)
@@ -74,12 +112,17 @@ class Watch:
 class Repeating:
     """A session's side: replays the previous cycle's attempts while the rule holds, records this cycle's."""
 
-    previous: Repeats | None = None
+    previous: Repeats | None = None  # for allocate's replays: dropped once they stop
+    runs_from: Repeats | None = None  # the previous cycle's, kept for the disruptive actions
     snapshot: Snapshot | None = None  # this cycle's, once allocate began
     attempts: list[tuple[str, Replay | None]] = field(default_factory=list)
     jobs: tuple[str, ...] | None = None
+    runs: dict[str, ActionRun] = field(default_factory=dict)
     replayed: int = 0
+    replayed_actions: int = 0
     clean: bool = False
+    deadlines: list[float] | None = None  # while a disruptive action is watched: the deadlines it compared
+    _same: bool | None = None  # the snapshot equals the previous cycle's (computed once)
     _position: int = 0  # the previous cycle's attempt this cycle's next clean-phase attempt must be
 
     def begin(self, session: Accounting, jobs: Sequence[Job]) -> bool:
@@ -92,8 +135,7 @@ class Repeating:
         d = session.decisions
         self.clean = not (d.binds or d.pipelined or d.evictions)
         prev = self.previous
-        if prev is not None and not (self.clean and (prev.snapshot is session.snapshot
-                                                     or prev.snapshot == session.snapshot)):
+        if prev is not None and not (self.clean and self.same_snapshot(session)):
             self.previous = prev = None
         if not self.clean:
             return False
@@ -108,6 +150,13 @@ class Repeating:
         self.replayed += len(prev.attempts)
         return True
 
+    def same_snapshot(self, session: Accounting) -> bool:
+        """This cycle's snapshot equals the previous cycle's (compared once: identity first, then value)."""
+        if self._same is None:
+            prev = self.runs_from
+            self._same = prev is not None and (prev.snapshot is session.snapshot or prev.snapshot == session.snapshot)
+        return self._same
+
     def end(self) -> None:
         """At allocate's end: the action ran clean to its end with every attempt replayable, or not (no `jobs`)."""
         if not self.clean or any(entry is None for _, entry in self.attempts):
@@ -117,6 +166,66 @@ class Repeating:
         self.clean = False
         self.previous = None
         self.jobs = None
+
+    def replay_action(self, session: Accounting, action: str, jobs: Sequence[Job]) -> bool:
+        """At a disruptive action's start, given the jobs it tries: True when its previous run was reproduced
+        (see the module doc) and nothing is left to do."""
+        self.snapshot = session.snapshot
+        prev = self.runs_from
+        if prev is None or not _clean(session) or not self.same_snapshot(session):
+            return False
+        run = dict(prev.runs).get(action)
+        if run is None or run.jobs != tuple([j.key for j in jobs]):
+            return False
+        low, high = sorted((run.now, session.now))
+        if any(low < t <= high for t in run.deadlines):
+            return False  # some victim's protection ran out (or began) in between
+        failed = session.placer.failed
+        if failed != run.failed_before:
+            return False
+        failed.clear()
+        failed.update(run.failed_after)
+        summaries = session._summaries
+        for key, text in run.summaries:
+            summaries[key] = text
+        counters = session.decisions.counters
+        for name, n in run.counters:
+            counters[name] = counters.get(name, 0) + n
+        session.decisions.search_outcomes.extend(run.search_outcomes)
+        # The answers at this `now` are those at the previous one: the run holds from here on.
+        self.runs[action] = replace(run, now=session.now)
+        self.replayed_actions += 1
+        return True
+
+    def watch_action(self, session: Accounting, action: str, jobs: Sequence[Job]) -> ActionWatch | None:
+        """Before running a disruptive action: what a replay of it needs (None when it starts after a commit)."""
+        self.snapshot = session.snapshot
+        if not _clean(session):
+            return None
+        self.deadlines = []
+        d = session.decisions
+        return ActionWatch(action, tuple([j.key for j in jobs]), frozenset(session.placer.failed),
+                           len(session._summaries), dict(d.counters), len(d.search_outcomes))
+
+    def action_done(self, session: Accounting, seen: ActionWatch | None) -> None:
+        """After a disruptive action ran: record it when it committed nothing."""
+        deadlines, self.deadlines = self.deadlines, None
+        if seen is None or deadlines is None or not _clean(session):
+            return
+        d = session.decisions
+        summaries = session._summaries
+        added = len(summaries) - seen.summaries
+        new = tuple(reversed(list(islice(reversed(summaries.items()), added)))) if added > 0 else ()
+        counters = tuple((k, n - seen.counters.get(k, 0)) for k, n in d.counters.items()
+                         if n != seen.counters.get(k, 0))
+        self.runs[seen.action] = ActionRun(seen.jobs, session.now, tuple(sorted(set(deadlines))), seen.failed,
+                                           frozenset(session.placer.failed), new, counters,
+                                           tuple(d.search_outcomes[seen.search_outcomes:]))
+
+    def deadline(self, at: float) -> None:
+        """A victim's protection was compared with `now`: it ends at `at` (recorded while an action is watched)."""
+        if self.deadlines is not None:
+            self.deadlines.append(at)
 
     def replay(self, session: Accounting, job: Job) -> bool:
         """Reproduce `job`'s attempt if it is the previous cycle's next one and that failed; False: run it."""
@@ -168,6 +277,12 @@ class Repeating:
         if seen is None:
             return
         self.attempts.append((job.key, _replay(session, job, seen)))
+
+
+def _clean(session: Accounting) -> bool:
+    """Nothing committed in the session yet (every commit adds a bind, a pipeline or an eviction)."""
+    d = session.decisions
+    return not (d.binds or d.pipelined or d.evictions)
 
 
 def _replay(session: Accounting, job: Job, seen: Watch) -> Replay | None:
