@@ -64,12 +64,8 @@ class Consolidation:
         if not candidates:
             return
         # A run that provably repeats the previous cycle's is reproduced, not run (session/repeats.py).
-        repeating = session.carrying.repeating
-        if repeating.replay_action(session, self.name, jobs):
-            return
-        watch = repeating.watch_action(session, self.name, jobs)
-        self._search(session, jobs, candidates, limit)
-        repeating.action_done(session, watch)
+        session.carrying.repeating.run_action(session, self.name, jobs,
+                                              lambda: self._search(session, jobs, candidates, limit))
 
     def _search(self, session: Session, jobs: list[Job], candidates: list[Job], limit: int) -> None:
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions

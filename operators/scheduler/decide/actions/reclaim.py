@@ -40,12 +40,7 @@ class Reclaim:
         if not candidates:
             return
         # A run that provably repeats the previous cycle's is reproduced, not run (session/repeats.py).
-        repeating = session.carrying.repeating
-        if repeating.replay_action(session, self.name, jobs):
-            return
-        watch = repeating.watch_action(session, self.name, jobs)
-        self._search(session, jobs, candidates)
-        repeating.action_done(session, watch)
+        session.carrying.repeating.run_action(session, self.name, jobs, lambda: self._search(session, jobs, candidates))
 
     def _search(self, session: Session, jobs: list[Job], candidates: list[Job]) -> None:
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions

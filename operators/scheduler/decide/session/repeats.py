@@ -32,7 +32,7 @@ memory, the fit summaries it computed, its metric counters and its search outcom
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -166,6 +166,15 @@ class Repeating:
         self.clean = False
         self.previous = None
         self.jobs = None
+
+    def run_action(self, session: Accounting, action: str, jobs: Sequence[Job], search: Callable[[], None]) -> None:
+        """A disruptive action's search over `jobs`: replayed when its previous run provably repeats, else run
+        (and recorded when it commits nothing)."""
+        if self.replay_action(session, action, jobs):
+            return
+        watch = self.watch_action(session, action, jobs)
+        search()
+        self.action_done(session, watch)
 
     def replay_action(self, session: Accounting, action: str, jobs: Sequence[Job]) -> bool:
         """At a disruptive action's start, given the jobs it tries: True when its previous run was reproduced
