@@ -12,6 +12,10 @@ cluster is listed into the scheduler's own informers, and each cycle's decisions
 (`SchedulerLoop.snapshot`), run with the previous cycle's carry as the loop runs it, are compared byte for byte with
 those of a fresh cycle (no carry) on a full rebuild (every object the API server holds parsed afresh, the
 outstanding assumptions overlaid); `--stale-carry` breaks the carry's input check to show the proof fails then.
+After each such cycle a quiet one (`<n>q`: nothing delivered, a later `now`) runs on the same snapshot, carried, against
+a fresh cycle on the full rebuild: there allocate replays its failed attempts made before the first commit,
+and reclaim, preempt and consolidation replay a run that committed nothing (`replayed`: attempts/actions,
+`session/repeats.py`); `--wrong-replay` makes them replay whatever the snapshot, to show the proof fails then.
 Between cycles the cycle's binds and evictions are assumed as the writer assumes them and delivered by watch events one
 cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
 Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6] [--churn-only]
@@ -102,11 +106,14 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
     return [Path(f"{out}.{i}").read_bytes() for i in range(len(runs))]
 
 
-def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple[int, int, int, int, bytes, bytes]]:
-    """(cycle, watch events, snapshot pods, explanations reused, incremental decisions, full-rebuild decisions) of
-    each live cycle. The incremental side runs with the previous cycle's carry (`run_carried_cycle`), the full
-    rebuild as a fresh cycle (`run_cycle`, no carry): both the snapshot and the carry are proven here.
-    `stale_carry`: reuse carried explanations whatever their inputs (to show that the proof can fail)."""
+def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay: bool = False
+                ) -> list[tuple[str, int, int, int, str, bytes, bytes]]:
+    """(cycle, watch events, snapshot pods, explanations reused, "attempts/actions" replayed, incremental decisions,
+    full-rebuild decisions) of each live cycle, and of the quiet cycle after it. The incremental side runs with the
+    previous cycle's carry (`run_carried_cycle`), the full rebuild as a fresh cycle (`run_cycle`, no carry): both the
+    snapshot and the carry are proven here.
+    `stale_carry`: reuse carried explanations whatever their inputs (to show that the proof can fail); `wrong_replay`:
+    replay allocate's carried attempts whatever the snapshot (likewise)."""
     import asyncio
     from dataclasses import replace
 
@@ -117,6 +124,7 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple
     from operators.scheduler.decide.config import SchedulerConfig
     from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
     from operators.scheduler.decide.session import carry as carry_module
+    from operators.scheduler.decide.session import repeats as repeats_module
     from operators.scheduler.decide.simulation import with_implicit_podgroups
     from operators.scheduler.decide.snapshot import build_snapshot, podgroup_record
     from operators.scheduler.shell.loop import SchedulerLoop
@@ -161,7 +169,25 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple
                 return old[1], old[0]
             return None, (podgroup, (), (), None, False)
         carry_module.Carrying.explanation = stale  # this process only: the proof's own demonstration
+    if wrong_replay:
+        def blind(self: Any, session: Any, job: Any) -> bool:
+            # Replays a job's carried failure whatever the snapshot and the order of attempts.
+            prev = self.previous
+            entry = dict(prev.attempts).get(job.key) if prev is not None else None
+            if entry is None or job.key in session.outcomes:
+                return False
+            self._apply(session, job, entry)
+            self.attempts.append((job.key, entry))
+            self.replayed += 1
+            return True
 
+        def keep(self: Any, session: Any, jobs: Any) -> bool:
+            self.snapshot, self.clean = session.snapshot, True
+            return False
+        repeats_module.Repeating.replay = blind  # type: ignore[method-assign]  # this process only, likewise
+        repeats_module.Repeating.begin = keep  # type: ignore[method-assign]
+        repeats_module.Repeating.committed = lambda self: None  # type: ignore[method-assign]
+        repeats_module.Repeating.same_snapshot = lambda self, session: True  # type: ignore[method-assign]
     carry = None
     churn, out = Churn(seed=size), []
     later: list[tuple[str, dict[str, Any]]] = []
@@ -172,9 +198,15 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False) -> list[tuple
         carried, carry = run_carried_cycle(snapshot, config, now, carry)
         inc = json.dumps(carried.to_dict(), indent=1).encode()
         decisions = run_cycle(rebuilt, config, now)
-        out.append((cycle, delivered[0], len(snapshot.pods), carry.reused, inc,
+        out.append((str(cycle), delivered[0], len(snapshot.pods), carry.reused,
+                    f"{carry.replayed}/{carry.replayed_actions}", inc,
                     json.dumps(decisions.to_dict(), indent=1).encode()))
         delivered[0] = 0
+        # The quiet cycle: nothing changed but the time.
+        quiet, carry = run_carried_cycle(loop.snapshot(), config, now + 5, carry)
+        out.append((f"{cycle}q", 0, len(snapshot.pods), carry.reused, f"{carry.replayed}/{carry.replayed_actions}",
+                    json.dumps(quiet.to_dict(), indent=1).encode(),
+                    json.dumps(run_cycle(rebuilt, config, now + 5).to_dict(), indent=1).encode()))
         # What the cycle wrote lands one cycle later; until then it is assumed, as by the writer.
         writes: list[tuple[str, dict[str, Any]]] = []
         pods = cluster.of("Pod")
@@ -218,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--churn-only", action="store_true", help="only the churn proof (no --baseline runs)")
     parser.add_argument("--stale-carry", action="store_true",
                         help="reuse carried explanations whatever their inputs: the churn proof must then differ")
+    parser.add_argument("--wrong-replay", action="store_true",
+                        help="replay allocate's attempts whatever the snapshot: the churn proof must then differ")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
@@ -256,13 +290,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{size:>6} {name:<6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
                       f"{hashlib.sha256(a).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
     if args.churn_cycles:
-        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'reused':>6} {'bytes':>10} "
+        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'reused':>6} {'replayed':>8} {'bytes':>10} "
               f"{'sha256 incremental':<18} {'sha256 full':<18} identical")
     for size in [s for s in sorted(set(sizes)) if s <= args.mixed_max and args.churn_cycles]:
-        for cycle, events, pods, reused, inc, rebuilt in churn_proof(size, args.churn_cycles, args.stale_carry):
+        for cycle, events, pods, reused, replayed, inc, rebuilt in churn_proof(size, args.churn_cycles,
+                                                                               args.stale_carry, args.wrong_replay):
             same = inc == rebuilt
             different += not same
-            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {len(inc):>10} "
+            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {replayed:>8} {len(inc):>10} "
                   f"{hashlib.sha256(inc).hexdigest()[:16]:<18} {hashlib.sha256(rebuilt).hexdigest()[:16]:<18} "
                   f"{'yes' if same else 'NO'}", flush=True)
     print("identical" if not different else f"{different} run(s) differ")

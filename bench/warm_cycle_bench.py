@@ -3,16 +3,18 @@
 Builds an envelope profile (`envelope_cluster`), runs the cold cycle, then `--cycles` warm cycles, each on the
 cluster the previous cycle left (its binds running, its evictions pending again: `apply_decisions`, as `kai
 simulate --cycles` does) with `--churn` of the pods replaced by equal records that are new objects (as a watch
-update or a re-parse gives them). Each cycle takes the previous cycle's carry, as the scheduler's loop does
-(`--fresh`: none, every cycle derives everything again). Prints each cycle's CPU seconds, its phases (wall ms, the
-cycle's own phase timer: on a loaded box they exceed the CPU) and the explanations it reused from the carry.
-Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--fresh]
+update or a re-parse gives them). Each cycle gets the previous cycle's carry, as the live loop runs it (`--fresh`:
+none, as before the carry replayed allocate's repeated failures). Prints each cycle's CPU seconds and its phases
+(wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU), what it replayed and the
+explanations it reused from the carry.
+Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--fresh] [--check]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import random
 import sys
@@ -25,11 +27,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.cycle import run_carried_cycle
+from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
+from operators.scheduler.decide.decisions import Decisions
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 
 NOW = 1.7e9
+
+
+def _text(d: Decisions) -> str:
+    return json.dumps(d.to_dict(), sort_keys=True)
 
 
 def main() -> int:
@@ -38,6 +45,8 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--churn", type=float, default=0.01, help="share of the pods re-made between cycles")
     parser.add_argument("--fresh", action="store_true", help="no carry between cycles")
+    parser.add_argument("--check", action="store_true",
+                        help="also run each cycle fresh (no carry) and compare the decisions, byte for byte")
     args = parser.parse_args()
     profile = ENVELOPE_2X if args.envelope2x else ENVELOPE
     snapshot = snapshot_from_objects(with_implicit_podgroups(generate_envelope(profile)))
@@ -50,10 +59,16 @@ def main() -> int:
         c0 = time.process_time()
         decisions, carry = run_carried_cycle(snapshot, config, NOW + 10 * n, None if args.fresh else carry)
         cpu = time.process_time() - c0
+        same = ""
+        if args.check:
+            fresh = run_cycle(snapshot, config, NOW + 10 * n)
+            same = f", identical to fresh: {'yes' if _text(fresh) == _text(decisions) else 'NO'}"
         phases = " ".join(f"{k}={v:.0f}" for k, v in decisions.timings.items() if not k.startswith("plugin/"))
         print(f"{'cold' if n == 0 else f'warm {n}'}: {cpu:.3f} s CPU, {len(decisions.binds)} binds, "
-              f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable; {phases}; "
-              f"{carry.reused} explanations reused; load1={os.getloadavg()[0]:.2f}", flush=True)
+              f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable, "
+              f"{carry.replayed} attempts and {carry.replayed_actions} actions replayed, {carry.reused} explanations "
+              f"reused{same}; {phases}; "
+              f"load1={os.getloadavg()[0]:.2f}", flush=True)
         snapshot = apply_decisions(snapshot, decisions)
         pods = list(snapshot.pods)
         for k in random.Random(n).sample(range(len(pods)), int(len(pods) * args.churn)):

@@ -20,12 +20,22 @@ class Allocate:
     on_bind: Callable[[Bind], None] | None = None
 
     def execute(self, session: Session) -> None:
-        tree = session.job_tree(session.gate_jobs(session.schedulable_jobs(), self.name), self.name)
+        jobs = session.gate_jobs(session.schedulable_jobs(), self.name)
+        # A failed attempt that provably repeats the previous cycle's is replayed, not run; so is the whole action
+        # when it would pop the same jobs on the same state (session/repeats.py).
+        repeating = session.carrying.repeating
+        if repeating.begin(session, jobs):
+            return
+        tree = session.job_tree(jobs, self.name)
         while (job := tree.pop()) is not None:
+            if repeating.clean and repeating.replay(session, job):
+                continue
+            seen = repeating.watch(session, job)
             stmt = session.statement()
             if allocate_job(session, stmt, job, other_choices=True, tasks=tree.attempt_tasks(job)):
                 first = len(session.decisions.binds)
                 stmt.commit()
+                repeating.committed()
                 if self.on_bind is not None:
                     for bind in session.decisions.binds[first:]:
                         self.on_bind(bind)
@@ -34,5 +44,7 @@ class Allocate:
                     tree.push(job)
             else:
                 stmt.discard()
+                repeating.failed(session, job, seen)
             # No invalidate needed: pop() already dropped the cached facts on this job's queue path, and
             # nothing reads them between the pop and the next pop.
+        repeating.end()

@@ -63,6 +63,11 @@ class Consolidation:
         candidates = session.victim_candidates()
         if not candidates:
             return
+        # A run that provably repeats the previous cycle's is reproduced, not run (session/repeats.py).
+        session.carrying.repeating.run_action(session, self.name, jobs,
+                                              lambda: self._search(session, jobs, candidates, limit))
+
+    def _search(self, session: Session, jobs: list[Job], candidates: list[Job], limit: int) -> None:
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
         free = cluster_free(session)
         # Nothing changes until a job succeeds, and none can while every job is short of the free total.

@@ -59,6 +59,10 @@ class Preempt:
         jobs = [j for j in jobs if id(j.queue) in queues_with_victims]
         if not jobs:
             return
+        # A run that provably repeats the previous cycle's is reproduced, not run (session/repeats.py).
+        session.carrying.repeating.run_action(session, self.name, jobs, lambda: self._search(session, jobs, candidates))
+
+    def _search(self, session: Session, jobs: list[Job], candidates: list[Job]) -> None:
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
         # A job can preempt only if its queue has a candidate of strictly lower priority. Candidates are fixed
         # for the action and only lose pods, so a job without one never gets one: such jobs are skipped

@@ -39,6 +39,10 @@ class Reclaim:
         candidates = session.victim_candidates()
         if not candidates:
             return
+        # A run that provably repeats the previous cycle's is reproduced, not run (session/repeats.py).
+        session.carrying.repeating.run_action(session, self.name, jobs, lambda: self._search(session, jobs, candidates))
+
+    def _search(self, session: Session, jobs: list[Job], candidates: list[Job]) -> None:
         session.placer.failed.clear()  # allocate's memory of failures holds only without evictions
         tree = session.job_tree(jobs, self.name)
         solver = Solver(session, self.name)

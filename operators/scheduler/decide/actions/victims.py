@@ -263,7 +263,10 @@ def protected(session: Session, job: Job, min_runtime: float) -> bool:
     if min_runtime <= 0:
         return False
     started = parse_time(job.rec.last_start)
-    return bool(started) and started + min_runtime > session.now
+    if not started:
+        return False
+    session.carrying.repeating.deadline(started + min_runtime)  # the action's answer depends on `now` here
+    return started + min_runtime > session.now
 
 
 # --- messages ------------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ its has-allocated flag are equal (the text is a function of those, the config's 
 backoff). Not carried, measured: a gang's task order (checking that its members are the same objects costs more
 than sorting them again) and per-job tallies at session open (every task is a fresh mutable object the actions
 change, so its job and podset links and counters are built per task anyway; see bench/README.md).
+Replayed, provably identical to running them: allocate's failed attempts made before the cycle's first commit, and
+disruptive actions that committed nothing, when the snapshot and config are equal to the previous cycle's and nothing
+else they read changed (`session/repeats.py`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from operators.scheduler.decide.decisions import Unschedulable
 from operators.scheduler.decide.explain import JobError
 from operators.scheduler.decide.model import Task
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord
+from operators.scheduler.decide.session.repeats import Repeating, Repeats
 
 GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 _rec = attrgetter("rec")
@@ -44,6 +48,9 @@ class Carry:
     config: SchedulerConfig
     explanations: Mapping[GroupKey, tuple[Explained, Unschedulable]]
     reused: int = 0
+    repeats: Repeats | None = None  # allocate's failed attempts, replayed while nothing they read changed
+    replayed: int = 0  # the attempts this cycle replayed (for benchmarks and proofs)
+    replayed_actions: int = 0  # the disruptive actions this cycle replayed whole (likewise)
 
 
 @dataclass(slots=True)
@@ -54,6 +61,7 @@ class Carrying:
     previous: Carry | None = None
     explanations: dict[GroupKey, tuple[Explained, Unschedulable]] = field(default_factory=dict)
     reused: int = 0
+    repeating: Repeating = field(default_factory=Repeating)
     _old_explanations: Mapping[GroupKey, tuple[Explained, Unschedulable]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -61,6 +69,7 @@ class Carrying:
         # Results depend on the config (the plugins' messages, the node pool): another config starts afresh.
         if prev is not None and (prev.config is self.config or prev.config == self.config):
             self._old_explanations = prev.explanations
+            self.repeating.previous = self.repeating.runs_from = prev.repeats
         self.previous = None  # the old carry is not kept alive past this session
 
     def explanation(self, key: GroupKey, podgroup: PodGroupRecord, pending: Sequence[Task], errors: list[JobError],
@@ -81,4 +90,8 @@ class Carrying:
         self.explanations[key] = (inputs, result)
 
     def carry(self) -> Carry:
-        return Carry(self.config, MappingProxyType(self.explanations), self.reused)
+        rep = self.repeating
+        repeats = (Repeats(rep.snapshot, tuple(rep.attempts), rep.jobs, tuple(rep.runs.items()))
+                   if rep.snapshot is not None else None)
+        return Carry(self.config, MappingProxyType(self.explanations), self.reused, repeats, rep.replayed,
+                     rep.replayed_actions)
