@@ -207,6 +207,28 @@ def test_a_node_subset_given_again_reuses_its_masks() -> None:
     assert list(placer.mask(task)) == [1, 1, 1]
 
 
+def test_a_node_subset_as_a_tuple_or_a_range() -> None:
+    from operators.scheduler.decide.session import Session
+    from operators.scheduler.decide.snapshot import snapshot_from_objects
+
+    objs = [node("a"), node("b"), node("c"), queue("q"), podgroup("p"), pod("p", "p", gpus=1)]
+    session = Session(snapshot_from_objects(objs), SchedulerConfig(), 1e9)
+    task = session.jobs[0].tasks[0]
+    placer = session.placer
+    domain = (0, 2)
+    placer.restrict(domain)
+    first = placer.mask(task)
+    assert list(first) == [1, 0, 1]
+    placer.restrict((1,))
+    assert list(placer.mask(task)) == [0, 1, 0]
+    placer.restrict(domain)  # the same tuple again: found by identity
+    assert placer.mask(task) is first
+    placer.restrict((2, 0))  # another tuple of the same nodes: found by its indexes
+    assert placer.mask(task) is first
+    placer.restrict(range(1, 3))
+    assert list(placer.mask(task)) == [0, 1, 1]
+
+
 def test_plugins_with_nothing_to_do_in_a_session_leave_its_hooks() -> None:
     from operators.scheduler.decide.plugins.gang.plugin import Gang
     from operators.scheduler.decide.session import Session

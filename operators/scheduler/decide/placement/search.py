@@ -70,7 +70,8 @@ class Placer:
         # distinct subset gets one id, so the masks combined with it are computed once per session.
         self.subset: bytearray | None = None
         self._subset_id = 0
-        self._subset_ids: dict[bytes, tuple[int, bytearray]] = {}
+        self._subset_ids: dict[range | frozenset[int], tuple[int, bytearray]] = {}
+        self._subset_objects: dict[int, tuple[object, tuple[int, bytearray]]] = {}
 
     def extend(self, session: Any, prefilters: Sequence[Callable[[Any, Task], str | None]],
                node_filters: Sequence[Callable[[Any, Task, NodeState], str | None]],
@@ -85,13 +86,24 @@ class Placer:
         if nodes is None:
             self.subset = None
             return
-        subset = bytearray(len(self.nodes))
-        for i in nodes:
-            subset[i] = 1
-        key = bytes(subset)
-        known = self._subset_ids.get(key)
+        # A node-wide bytearray is built once per distinct subset of the session (a plugin asks for the same few
+        # domains' nodes at every attempt). An immutable tuple given again is the same subset: found by identity
+        # (the object is held, so its id is not reused) without reading its indexes; a range by its value.
+        immutable = type(nodes) is tuple
+        if immutable:
+            seen = self._subset_objects.get(id(nodes))
+            if seen is not None and seen[0] is nodes:
+                self._subset_id, self.subset = seen[1]
+                return
+        members: range | frozenset[int] = nodes if isinstance(nodes, range) else frozenset(nodes)
+        known = self._subset_ids.get(members)
         if known is None:
-            known = self._subset_ids[key] = (len(self._subset_ids), subset)
+            subset = bytearray(len(self.nodes))
+            for i in members:
+                subset[i] = 1
+            known = self._subset_ids[members] = (len(self._subset_ids), subset)
+        if immutable:
+            self._subset_objects[id(nodes)] = (nodes, known)
         self._subset_id, self.subset = known
 
     def mask(self, task: Task) -> bytearray:
@@ -105,7 +117,10 @@ class Placer:
             key = (c, self._subset_id)
             both = self._masks.get(key)
             if both is None:
-                both = self._masks[key] = bytearray(a & b for a, b in zip(mask, subset, strict=True))
+                # One C-level AND over the node-wide masks, read as integers.
+                n = len(mask)
+                both = self._masks[key] = bytearray((int.from_bytes(mask, "little") & int.from_bytes(subset, "little"))
+                                                    .to_bytes(n, "little"))
             return both
         return mask
 

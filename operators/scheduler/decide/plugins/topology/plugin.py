@@ -101,7 +101,8 @@ class Topology(Plugin):
         self._current: tuple[str, dict[str, frozenset[int]]] | None = None
         # Jobs whose last attempt had candidate domains of a required level: (level name, domains tried).
         self._tried: dict[str, tuple[str, list[str]]] = {}
-        self._indexes: dict[frozenset[str], list[int]] = {}  # a domain's nodes -> their indexes, sorted
+        # A domain's nodes -> their indexes, sorted; a tuple, so the placer knows it again by identity.
+        self._indexes: dict[frozenset[str], tuple[int, ...]] = {}
         # Free resources per node, refreshed for the nodes statements touched since (None: recompute all).
         self._free: dict[str, Resources] | None = None
         self._dirty: set[int] = set()
@@ -192,7 +193,7 @@ class Topology(Plugin):
                 return everything
             hit = self._indexes.get(nodes)
             if hit is None:
-                hit = self._indexes[nodes] = sorted(names[n].idx for n in nodes)
+                hit = self._indexes[nodes] = tuple(sorted(names[n].idx for n in nodes))
             return hit
 
         if not rules.groups:
