@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import time
 import uuid
 from collections import Counter
@@ -70,6 +71,14 @@ class Run:
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
+
+
+class Stopped(Exception):
+    """The run was stopped (SIGINT/SIGTERM) before it finished; `run` holds what it reached."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run.name)
+        self.run = run
 
 
 def percentiles(values: list[float]) -> tuple[float, float, float]:
@@ -369,10 +378,19 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
                                              run.podgroups)),
         asyncio.create_task(watch_first_seen(
             api, f"/apis/scheduling.run.ai/v1alpha2/namespaces/{namespace}/bindrequests", run.bindrequests))]
+    progress = asyncio.create_task(print_progress(run))
+    watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
+    creates = asyncio.create_task(bounded(concurrency, calls))
+    stopped = False
     try:
-        watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
-        await bounded(concurrency, calls)
-        run.writes_s = time.time() - run.started
+        # The watch's timeout ends the creates too: a run that cannot finish stops where it is.
+        await asyncio.wait([creates, watcher], return_when=asyncio.FIRST_EXCEPTION)
+        if not creates.done():
+            creates.cancel()
+            run.name += f" (creates stopped at {len(run.created)} of {count})"
+        else:
+            await creates  # a failed create ends the run, as before
+        run.writes_s = (max(run.created.values()) if run.created else time.time()) - run.started
         try:
             await watcher
         except TimeoutError as exc:  # report what ran, labelled: a long run's numbers are not thrown away
@@ -381,20 +399,65 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
             run.pods = len(run.running)
         for task in stage_watchers:
             task.cancel()
+        progress.cancel()
+        if not run.running:
+            raise TimeoutError(f"{workload}: no pod Running after {timeout:.0f}s")
         run.running_s = max(run.running.values()) - run.started
         await asyncio.sleep(5)  # trailing status writes (coalesced a few seconds) belong to the run
         Measure.delta(run, before, await measure())
         await server_stages(api, namespace, run)
+    except asyncio.CancelledError:
+        # Stopped by a signal: what the run reached is printed, the cluster is left to `kai dev down`.
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        stopped = True
+        raise Stopped(run) from None
     finally:
-        for task in stage_watchers:
+        for task in (progress, watcher, creates, *stage_watchers):
             task.cancel()
         paths = [f"/api/v1/namespaces/{namespace}", f"/apis/scheduling.run.ai/v2/queues/{queue}"]
-        if keep is None:
+        if keep is None and not stopped:
             for path in paths:
                 await delete_and_wait(api, path, timeout=1800)
-        else:
+        elif keep is not None:
             keep += paths
     return run
+
+
+def so_far(run: Run) -> str:
+    """One line of what a run reached: pods created, bound and Running, their rates since the first create, and
+    create -> bound over the pods bound so far (pods not yet bound are not in it: it understates a backlog)."""
+    elapsed = max(time.time() - run.started, 1e-9)
+    to_bound = [run.bound[p] - run.created[p] for p in run.bound if p in run.created]
+    p50, _, p99 = percentiles(to_bound)
+    created, bound = len(run.created), len(run.bound)
+    return (f"{elapsed:6.0f} s  created {created} ({created / elapsed:.1f}/s)  bound {bound} "
+            f"({bound / elapsed:.1f}/s)  Running {len(run.running)}  create -> bound of the bound: "
+            f"p50 {p50:.1f} s  p99 {p99:.1f} s")
+
+
+async def print_progress(run: Run, every: float = 60) -> None:
+    """A progress line every `every` seconds, so a long run stopped from outside leaves its trace."""
+    while True:
+        await asyncio.sleep(every)
+        print(f"  [{run.name.split(':')[0]}] {so_far(run)}", flush=True)
+
+
+def report_stopped(run: Run) -> None:
+    """What a stopped run reached, labelled as such (no request counts or CPU: the run did not end)."""
+    print(f"\n== {run.name} (STOPPED before it finished: partial)")
+    print(f"  {so_far(run)}")
+    if run.retries:
+        print(f"  creates answered 500 and retried: {run.retries}")
+    to_running = [run.running[p] - run.bound[p] for p in run.running if p in run.bound]
+    print("  bound -> Running   p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s  (n={})".format(
+        *percentiles(to_running), len(to_running)))
+    if run.grouped:
+        print("  stages so far (per pod, from the bench's watches):")
+        for stage, values in stages(run):
+            print("    {:34} p50 {:6.2f} s  p90 {:6.2f} s  p99 {:6.2f} s  (n={})".format(
+                stage, *percentiles(values), len(values)))
 
 
 def _stamp(value: str | None) -> float | None:
@@ -612,43 +675,56 @@ async def main() -> None:
     if state is None:
         raise SystemExit(f"no dev cluster {args.cluster!r}: kai dev up --name {args.cluster} --port-base 26000 "
                          "--nodes 200 --detach")
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     runs: list[Run] = []
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, main_task.cancel)
     api = await api_client(state.kubeconfig)
     async with api:
-        measure = Measure(api, dict(state.pids))
-        ceiling_rate = None
-        kept: list[str] = []
-        scale_run: Run | None = None
-        for workload in workloads:
-            if workload == "ceiling":
-                run = await ceiling(api, measure, args.pods, args.concurrency, args.timeout)
-                ceiling_rate = run.rate(run.writes_s)
-                print(f"\n== {run.name}: {run.rate(run.writes_s):.1f} pods/s create+bind, "
-                      f"{run.rate(run.running_s):.1f} pods/s until Running")
-                if scale_run is not None:
-                    print(f"  with the scale run's {scale_run.pods} pods in place: scale end to end / this ceiling "
-                          f"{scale_run.rate(scale_run.running_s) / ceiling_rate:.2f}")
-            elif workload == "scale":
-                run = await suite(api, measure, workload, args.scale_pods, args.concurrency, args.timeout, keep=kept)
-                report(run, ceiling_rate)
-                scale_run = run
-            elif workload == "backlog":
-                for size in (int(s) for s in args.backlog.split(",") if s.strip()):
-                    run = await backlog(api, measure, size, args.concurrency, args.settle, args.window)
-                    report(run, None)
-                    runs.append(run)
-                continue
-            else:
-                run = await suite(api, measure, workload, args.pods, args.concurrency, args.timeout)
-                report(run, ceiling_rate)
-            runs.append(run)
+        try:
+            await run_workloads(api, args, state, runs)
+        except Stopped as stop:
+            report_stopped(stop.run)
+            runs.append(stop.run)
+            print("\nstopped: the run's namespaces are left for `kai dev down`", flush=True)
         print("\npeak RSS (VmHWM) since start: " + ", ".join(
             f"{name} {mib:.0f} MiB" for name, mib in sorted(peak_rss_mib(dict(state.pids)).items())))
         plot(runs, args.plot)
         print(f"\nwrote {args.plot}", flush=True)
-        for path in kept:
-            await delete_and_wait(api, path, timeout=1800)
+
+
+async def run_workloads(api: Any, args: argparse.Namespace, state: Any, runs: list[Run]) -> None:
+    """The workloads in order; the namespaces `scale` keeps are deleted once every workload ran."""
+    measure = Measure(api, dict(state.pids))
+    ceiling_rate = None
+    kept: list[str] = []
+    scale_run: Run | None = None
+    for workload in (w.strip() for w in args.workloads.split(",") if w.strip()):
+        if workload == "ceiling":
+            run = await ceiling(api, measure, args.pods, args.concurrency, args.timeout)
+            ceiling_rate = run.rate(run.writes_s)
+            print(f"\n== {run.name}: {run.rate(run.writes_s):.1f} pods/s create+bind, "
+                  f"{run.rate(run.running_s):.1f} pods/s until Running")
+            if scale_run is not None:
+                print(f"  with the scale run's {scale_run.pods} pods in place: scale end to end / this ceiling "
+                      f"{scale_run.rate(scale_run.running_s) / ceiling_rate:.2f}")
+        elif workload == "scale":
+            run = await suite(api, measure, workload, args.scale_pods, args.concurrency, args.timeout, keep=kept)
+            report(run, ceiling_rate)
+            scale_run = run
+        elif workload == "backlog":
+            for size in (int(s) for s in args.backlog.split(",") if s.strip()):
+                run = await backlog(api, measure, size, args.concurrency, args.settle, args.window)
+                report(run, None)
+                runs.append(run)
+            continue
+        else:
+            run = await suite(api, measure, workload, args.pods, args.concurrency, args.timeout)
+            report(run, ceiling_rate)
+        runs.append(run)
+    for path in kept:
+        await delete_and_wait(api, path, timeout=1800)
 
 
 if __name__ == "__main__":
