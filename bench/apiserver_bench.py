@@ -67,14 +67,14 @@ class Run:
     podgroups: dict[str, float] = field(default_factory=dict)  # PodGroup -> wall time its watch showed it
     bindrequests: dict[str, float] = field(default_factory=dict)  # pod -> wall time its BindRequest was seen
     server_stages: list[tuple[str, list[float]]] = field(default_factory=list)  # from the objects' timestamps
-    retries: int = 0  # creates answered 500 and retried
+    retries: int = 0  # creates answered 500, or not in time, and retried
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
 
 
 class Stopped(Exception):
-    """The run was stopped (SIGINT/SIGTERM) before it finished; `run` holds what it reached."""
+    """The run was stopped (SIGINT/SIGTERM) or failed before it finished; `run` holds what it reached."""
 
     def __init__(self, run: Run) -> None:
         super().__init__(run.name)
@@ -333,15 +333,21 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
               count)
 
     async def create(body: dict[str, Any]) -> None:
-        # A 500 (a webhook call that timed out on a starved box) is retried as a controller would; counted.
+        # A 500 (a webhook call that timed out on a starved box) or no answer in time is retried as a controller
+        # would; counted. A retry answered 409 found the first attempt's pod: created.
         for attempt in range(4):
             try:
                 await raw(api, "POST", base, body=body)
                 break
             except RawError as exc:
+                if exc.status == 409 and attempt > 0:
+                    break
                 if exc.status != 500 or attempt == 3:
                     raise
-                run.retries += 1
+            except TimeoutError:
+                if attempt == 3:
+                    raise
+            run.retries += 1
         run.created[body["metadata"]["name"]] = time.time()
 
     if workload in ("gangs", "scale"):
@@ -413,6 +419,11 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
             current.uncancel()
         stopped = True
         raise Stopped(run) from None
+    except Exception as exc:
+        # A failure mid-run (a create that kept failing) reports what the run reached before it ends the bench.
+        stopped = True
+        run.name += f" (failed: {type(exc).__name__}: {exc})"
+        raise Stopped(run) from exc
     finally:
         for task in (progress, watcher, creates, *stage_watchers):
             task.cancel()
@@ -449,7 +460,7 @@ def report_stopped(run: Run) -> None:
     print(f"\n== {run.name} (STOPPED before it finished: partial)")
     print(f"  {so_far(run)}")
     if run.retries:
-        print(f"  creates answered 500 and retried: {run.retries}")
+        print(f"  creates answered 500 or not in time, retried: {run.retries}")
     to_running = [run.running[p] - run.bound[p] for p in run.running if p in run.bound]
     print("  bound -> Running   p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s  (n={})".format(
         *percentiles(to_running), len(to_running)))
@@ -588,7 +599,7 @@ def report(run: Run, ceiling_rate: float | None) -> None:
     print(f"  pods {run.pods}  creates done {run.writes_s:.1f} s  all Running {run.running_s:.1f} s  "
           f"-> {run.rate(run.running_s):.1f} pods/s end to end")
     if run.retries:
-        print(f"  creates answered 500 and retried: {run.retries}")
+        print(f"  creates answered 500 or not in time, retried: {run.retries}")
     if ceiling_rate:
         print(f"  end to end / create+bind ceiling of this run: {run.rate(run.running_s) / ceiling_rate:.2f}")
     to_bound = [run.bound[p] - run.created[p] for p in run.bound if p in run.created]
