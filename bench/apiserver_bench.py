@@ -291,6 +291,9 @@ async def ceiling(api: Any, measure: Measure, count: int, concurrency: int, time
     run.started = time.time()
     await bounded(concurrency, [partial(create_and_bind, i) for i in range(count)])
     run.writes_s = time.time() - run.started
+    # The ceiling is this rate; printed now, as the wait for Running (the node agent's pace) may not end.
+    print(f"  [ceiling] {count} pods created and bound in {run.writes_s:.1f} s: {run.rate(run.writes_s):.1f} pods/s",
+          flush=True)
     await watch_pods(api, namespace, run, count, timeout, until="Running")
     run.running_s = max(run.running.values()) - run.started
     Measure.delta(run, before, await measure())
