@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import time
 import uuid
 from collections import Counter
@@ -66,10 +67,18 @@ class Run:
     podgroups: dict[str, float] = field(default_factory=dict)  # PodGroup -> wall time its watch showed it
     bindrequests: dict[str, float] = field(default_factory=dict)  # pod -> wall time its BindRequest was seen
     server_stages: list[tuple[str, list[float]]] = field(default_factory=list)  # from the objects' timestamps
-    retries: int = 0  # creates answered 500 and retried
+    retries: int = 0  # creates answered 500, or not in time, and retried
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
+
+
+class Stopped(Exception):
+    """The run was stopped (SIGINT/SIGTERM) or failed before it finished; `run` holds what it reached."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(run.name)
+        self.run = run
 
 
 def percentiles(values: list[float]) -> tuple[float, float, float]:
@@ -282,6 +291,9 @@ async def ceiling(api: Any, measure: Measure, count: int, concurrency: int, time
     run.started = time.time()
     await bounded(concurrency, [partial(create_and_bind, i) for i in range(count)])
     run.writes_s = time.time() - run.started
+    # The ceiling is this rate; printed now, as the wait for Running (the node agent's pace) may not end.
+    print(f"  [ceiling] {count} pods created and bound in {run.writes_s:.1f} s: {run.rate(run.writes_s):.1f} pods/s",
+          flush=True)
     await watch_pods(api, namespace, run, count, timeout, until="Running")
     run.running_s = max(run.running.values()) - run.started
     Measure.delta(run, before, await measure())
@@ -324,15 +336,21 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
               count)
 
     async def create(body: dict[str, Any]) -> None:
-        # A 500 (a webhook call that timed out on a starved box) is retried as a controller would; counted.
+        # A 500 (a webhook call that timed out on a starved box) or no answer in time is retried as a controller
+        # would; counted. A retry answered 409 found the first attempt's pod: created.
         for attempt in range(4):
             try:
                 await raw(api, "POST", base, body=body)
                 break
             except RawError as exc:
+                if exc.status == 409 and attempt > 0:
+                    break
                 if exc.status != 500 or attempt == 3:
                     raise
-                run.retries += 1
+            except TimeoutError:
+                if attempt == 3:
+                    raise
+            run.retries += 1
         run.created[body["metadata"]["name"]] = time.time()
 
     if workload in ("gangs", "scale"):
@@ -369,10 +387,19 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
                                              run.podgroups)),
         asyncio.create_task(watch_first_seen(
             api, f"/apis/scheduling.run.ai/v1alpha2/namespaces/{namespace}/bindrequests", run.bindrequests))]
+    progress = asyncio.create_task(print_progress(run))
+    watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
+    creates = asyncio.create_task(bounded(concurrency, calls))
+    stopped = False
     try:
-        watcher = asyncio.create_task(watch_pods(api, namespace, run, count, timeout, until="Running"))
-        await bounded(concurrency, calls)
-        run.writes_s = time.time() - run.started
+        # The watch's timeout ends the creates too: a run that cannot finish stops where it is.
+        await asyncio.wait([creates, watcher], return_when=asyncio.FIRST_EXCEPTION)
+        if not creates.done():
+            creates.cancel()
+            run.name += f" (creates stopped at {len(run.created)} of {count})"
+        else:
+            await creates  # a failed create ends the run, as before
+        run.writes_s = (max(run.created.values()) if run.created else time.time()) - run.started
         try:
             await watcher
         except TimeoutError as exc:  # report what ran, labelled: a long run's numbers are not thrown away
@@ -381,20 +408,70 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
             run.pods = len(run.running)
         for task in stage_watchers:
             task.cancel()
+        progress.cancel()
+        if not run.running:
+            raise TimeoutError(f"{workload}: no pod Running after {timeout:.0f}s")
         run.running_s = max(run.running.values()) - run.started
         await asyncio.sleep(5)  # trailing status writes (coalesced a few seconds) belong to the run
         Measure.delta(run, before, await measure())
         await server_stages(api, namespace, run)
+    except asyncio.CancelledError:
+        # Stopped by a signal: what the run reached is printed, the cluster is left to `kai dev down`.
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        stopped = True
+        raise Stopped(run) from None
+    except Exception as exc:
+        # A failure mid-run (a create that kept failing) reports what the run reached before it ends the bench.
+        stopped = True
+        run.name += f" (failed: {type(exc).__name__}: {exc})"
+        raise Stopped(run) from exc
     finally:
-        for task in stage_watchers:
+        for task in (progress, watcher, creates, *stage_watchers):
             task.cancel()
         paths = [f"/api/v1/namespaces/{namespace}", f"/apis/scheduling.run.ai/v2/queues/{queue}"]
-        if keep is None:
+        if keep is None and not stopped:
             for path in paths:
                 await delete_and_wait(api, path, timeout=1800)
-        else:
+        elif keep is not None:
             keep += paths
     return run
+
+
+def so_far(run: Run) -> str:
+    """One line of what a run reached: pods created, bound and Running, their rates since the first create, and
+    create -> bound over the pods bound so far (pods not yet bound are not in it: it understates a backlog)."""
+    elapsed = max(time.time() - run.started, 1e-9)
+    to_bound = [run.bound[p] - run.created[p] for p in run.bound if p in run.created]
+    p50, _, p99 = percentiles(to_bound)
+    created, bound = len(run.created), len(run.bound)
+    return (f"{elapsed:6.0f} s  created {created} ({created / elapsed:.1f}/s)  bound {bound} "
+            f"({bound / elapsed:.1f}/s)  Running {len(run.running)}  create -> bound of the bound: "
+            f"p50 {p50:.1f} s  p99 {p99:.1f} s")
+
+
+async def print_progress(run: Run, every: float = 60) -> None:
+    """A progress line every `every` seconds, so a long run stopped from outside leaves its trace."""
+    while True:
+        await asyncio.sleep(every)
+        print(f"  [{run.name.split(':')[0]}] {so_far(run)}", flush=True)
+
+
+def report_stopped(run: Run) -> None:
+    """What a stopped run reached, labelled as such (no request counts or CPU: the run did not end)."""
+    print(f"\n== {run.name} (STOPPED before it finished: partial)")
+    print(f"  {so_far(run)}")
+    if run.retries:
+        print(f"  creates answered 500 or not in time, retried: {run.retries}")
+    to_running = [run.running[p] - run.bound[p] for p in run.running if p in run.bound]
+    print("  bound -> Running   p50 {:.2f} s  p90 {:.2f} s  p99 {:.2f} s  (n={})".format(
+        *percentiles(to_running), len(to_running)))
+    if run.grouped:
+        print("  stages so far (per pod, from the bench's watches):")
+        for stage, values in stages(run):
+            print("    {:34} p50 {:6.2f} s  p90 {:6.2f} s  p99 {:6.2f} s  (n={})".format(
+                stage, *percentiles(values), len(values)))
 
 
 def _stamp(value: str | None) -> float | None:
@@ -525,7 +602,7 @@ def report(run: Run, ceiling_rate: float | None) -> None:
     print(f"  pods {run.pods}  creates done {run.writes_s:.1f} s  all Running {run.running_s:.1f} s  "
           f"-> {run.rate(run.running_s):.1f} pods/s end to end")
     if run.retries:
-        print(f"  creates answered 500 and retried: {run.retries}")
+        print(f"  creates answered 500 or not in time, retried: {run.retries}")
     if ceiling_rate:
         print(f"  end to end / create+bind ceiling of this run: {run.rate(run.running_s) / ceiling_rate:.2f}")
     to_bound = [run.bound[p] - run.created[p] for p in run.bound if p in run.created]
@@ -612,43 +689,56 @@ async def main() -> None:
     if state is None:
         raise SystemExit(f"no dev cluster {args.cluster!r}: kai dev up --name {args.cluster} --port-base 26000 "
                          "--nodes 200 --detach")
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     runs: list[Run] = []
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(sig, main_task.cancel)
     api = await api_client(state.kubeconfig)
     async with api:
-        measure = Measure(api, dict(state.pids))
-        ceiling_rate = None
-        kept: list[str] = []
-        scale_run: Run | None = None
-        for workload in workloads:
-            if workload == "ceiling":
-                run = await ceiling(api, measure, args.pods, args.concurrency, args.timeout)
-                ceiling_rate = run.rate(run.writes_s)
-                print(f"\n== {run.name}: {run.rate(run.writes_s):.1f} pods/s create+bind, "
-                      f"{run.rate(run.running_s):.1f} pods/s until Running")
-                if scale_run is not None:
-                    print(f"  with the scale run's {scale_run.pods} pods in place: scale end to end / this ceiling "
-                          f"{scale_run.rate(scale_run.running_s) / ceiling_rate:.2f}")
-            elif workload == "scale":
-                run = await suite(api, measure, workload, args.scale_pods, args.concurrency, args.timeout, keep=kept)
-                report(run, ceiling_rate)
-                scale_run = run
-            elif workload == "backlog":
-                for size in (int(s) for s in args.backlog.split(",") if s.strip()):
-                    run = await backlog(api, measure, size, args.concurrency, args.settle, args.window)
-                    report(run, None)
-                    runs.append(run)
-                continue
-            else:
-                run = await suite(api, measure, workload, args.pods, args.concurrency, args.timeout)
-                report(run, ceiling_rate)
-            runs.append(run)
+        try:
+            await run_workloads(api, args, state, runs)
+        except Stopped as stop:
+            report_stopped(stop.run)
+            runs.append(stop.run)
+            print("\nstopped: the run's namespaces are left for `kai dev down`", flush=True)
         print("\npeak RSS (VmHWM) since start: " + ", ".join(
             f"{name} {mib:.0f} MiB" for name, mib in sorted(peak_rss_mib(dict(state.pids)).items())))
         plot(runs, args.plot)
         print(f"\nwrote {args.plot}", flush=True)
-        for path in kept:
-            await delete_and_wait(api, path, timeout=1800)
+
+
+async def run_workloads(api: Any, args: argparse.Namespace, state: Any, runs: list[Run]) -> None:
+    """The workloads in order; the namespaces `scale` keeps are deleted once every workload ran."""
+    measure = Measure(api, dict(state.pids))
+    ceiling_rate = None
+    kept: list[str] = []
+    scale_run: Run | None = None
+    for workload in (w.strip() for w in args.workloads.split(",") if w.strip()):
+        if workload == "ceiling":
+            run = await ceiling(api, measure, args.pods, args.concurrency, args.timeout)
+            ceiling_rate = run.rate(run.writes_s)
+            print(f"\n== {run.name}: {run.rate(run.writes_s):.1f} pods/s create+bind, "
+                  f"{run.rate(run.running_s):.1f} pods/s until Running")
+            if scale_run is not None:
+                print(f"  with the scale run's {scale_run.pods} pods in place: scale end to end / this ceiling "
+                      f"{scale_run.rate(scale_run.running_s) / ceiling_rate:.2f}")
+        elif workload == "scale":
+            run = await suite(api, measure, workload, args.scale_pods, args.concurrency, args.timeout, keep=kept)
+            report(run, ceiling_rate)
+            scale_run = run
+        elif workload == "backlog":
+            for size in (int(s) for s in args.backlog.split(",") if s.strip()):
+                run = await backlog(api, measure, size, args.concurrency, args.settle, args.window)
+                report(run, None)
+                runs.append(run)
+            continue
+        else:
+            run = await suite(api, measure, workload, args.pods, args.concurrency, args.timeout)
+            report(run, ceiling_rate)
+        runs.append(run)
+    for path in kept:
+        await delete_and_wait(api, path, timeout=1800)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,15 @@ log = logging.getLogger("binder")
 
 STRATEGIC_MERGE: Final = "application/strategic-merge-patch+json"
 COMPONENT: Final = "binder"
+GROUP_SYNC_WORKERS: Final = 4
+
+
+def requests_in_flight(workers: int) -> int:
+    """The API requests the binder has in flight at once with `workers` per bind queue: one per plain and
+    fraction bind worker, per background report (`workers // 2`) and per GPU-group sync (two, rarely: a group with
+    something to delete is LISTed by both label forms at once). Its client has that many connections, so a bind
+    does not wait for another's (client-go multiplexes requests over HTTP/2: no such wait)."""
+    return 2 * workers + max(workers // 2, 1) + GROUP_SYNC_WORKERS
 
 BIND_LATENCY = Histogram("kai_binder_bind_latency_milliseconds", "Time to bind one BindRequest's pod",
                          buckets=[5 * 2**k for k in range(10)])
@@ -92,7 +101,8 @@ class Binder:
         # workers queued every plain bind behind them (at 1,000 nodes, 2 s plain binds waited 2 minutes).
         self.fraction_binds = WorkQueue(self.reconcile, workers=config.workers, base_delay=config.base_delay,
                                         max_delay=config.max_delay, name="bindrequests-fraction", kind="BindRequest")
-        self.group_syncs = WorkQueue(lambda group: self.gpu_reservations.sync_group(str(group)), workers=4,
+        self.group_syncs = WorkQueue(lambda group: self.gpu_reservations.sync_group(str(group)),
+                                     workers=GROUP_SYNC_WORKERS,
                                      base_delay=config.base_delay, max_delay=config.max_delay, name="gpu-groups")
         # Successful binds whose event and status are still being written (see `_report_bound`).
         self._reporting: set[str] = set()

@@ -15,7 +15,7 @@ import json
 import logging
 from typing import Any
 
-from operators.binder.binding import Binder
+from operators.binder.binding import Binder, requests_in_flight
 from operators.binder.common import BinderConfig
 from operators.core import component, keys
 from operators.core.booleans import add_bool_flag
@@ -88,7 +88,8 @@ async def build(args: argparse.Namespace, api: Any, life: component.Lifecycle) -
 
 
 COMPONENT = component.Component("binder", parser, build, caches=lambda b: [i.run() for i in b.informers],
-                                work=lambda b: [b.work()], ready=lambda b: b.ready)
+                                work=lambda b: [b.work()], ready=lambda b: b.ready,
+                                pool=lambda args: requests_in_flight(max(1, args.max_concurrent_reconciles)))
 
 
 def main(argv: list[str]) -> int:

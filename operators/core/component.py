@@ -153,6 +153,9 @@ class Component(Generic[T]):
     leader_election: bool = True  # False: active-active (admission); --leader-elect is then ignored
     lease_name: Callable[[argparse.Namespace], str] | None = None
     synced: Callable[[T], Awaitable[Any]] | None = None  # awaited before contending for the Lease
+    # Connections of the API client `build` gets (default `kube.POOL_SIZE`): at least the requests its work has
+    # in flight at once, or they wait for one another's connections.
+    pool: Callable[[argparse.Namespace], int] | None = None
 
     def main(self, argv: list[str]) -> int:
         """`kai run <name> ARGS`: parse the flags, set up logging, run until SIGTERM/SIGINT; the exit code."""
@@ -177,7 +180,8 @@ class Component(Generic[T]):
         elect = self.elected(args)
         try:
             await serve_probes(args, ready=lambda: False, elect=elect)
-            api = await api_client(args.kubeconfig)
+            api = await (api_client(args.kubeconfig) if self.pool is None else
+                         api_client(args.kubeconfig, pool=self.pool(args)))
             life.on_close(api.close)
             built = await self.build(args, api, life)
             await serve_probes(args, ready=lambda: self.ready(built), elect=elect)

@@ -10,13 +10,17 @@ import asyncio
 import logging
 import os
 import sys
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client import Histogram
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -29,6 +33,14 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # Every client of the process names its component (`set_user_agent`), as client-go's binaries do, so the API
 # server's logs and audit events tell the components' requests apart.
 _user_agent = "kai-scheduler-py"
+# The default size of a client's connection pool (see `api_client`).
+POOL_SIZE = 64
+
+# A request beyond the pool's size waits for a connection before it is sent; this is that wait (requests that
+# found a free connection are not observed).
+POOL_WAIT = Histogram("kai_client_connection_wait_seconds",
+                      "Time a request waited for one of its API client's pooled connections (waits only)",
+                      buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120))
 
 
 def set_user_agent(component: str) -> None:
@@ -50,8 +62,9 @@ def merge_patched(target: Any, patch: Any) -> Any:
     return out
 
 
-async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """A client for the cluster: in-cluster config when running in a pod, else the kubeconfig."""
+async def api_client(kubeconfig: str | None = None, *, pool: int = POOL_SIZE) -> client.ApiClient:
+    """A client for the cluster: in-cluster config when running in a pod, else the kubeconfig. At most `pool`
+    requests are in flight at once (one per connection); more wait for a connection (`POOL_WAIT`)."""
     cfg = client.Configuration()
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
         config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
@@ -59,7 +72,7 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
         await config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"),
                                       client_configuration=cfg)
     # Controllers issue many small concurrent requests; the default pool of 4 serialises them.
-    cfg.connection_pool_maxsize = 64
+    cfg.connection_pool_maxsize = pool
     if not cfg.proxy:
         cfg.proxy = env_proxy(cfg.host or "")
     api = client.ApiClient(configuration=cfg)
@@ -70,8 +83,30 @@ async def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     session = api.rest_client.pool_manager
     if hasattr(session, "_trust_env"):
         session._trust_env = False
+    if isinstance(getattr(session, "_trace_configs", None), list):
+        session._trace_configs.append(_POOL_WAIT_TRACE)
     exit_on_unauthorized(api)
     return api
+
+
+async def _queued(_: Any, ctx: SimpleNamespace, __: Any) -> None:
+    ctx.queued_at = time.monotonic()
+
+
+async def _dequeued(_: Any, ctx: SimpleNamespace, __: Any) -> None:
+    POOL_WAIT.observe(time.monotonic() - ctx.queued_at)
+
+
+def _pool_wait_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_queued_start.append(_queued)
+    trace.on_connection_queued_end.append(_dequeued)
+    trace.freeze()
+    return trace
+
+
+# Added to every client's session after construction (kubernetes_asyncio builds the session itself).
+_POOL_WAIT_TRACE = _pool_wait_trace()
 
 
 def unauthorized(method: str, url: str) -> None:
@@ -170,6 +205,18 @@ async def raw(api: client.ApiClient, method: str, path: str, *, query: dict[str,
     return json.loads(data)
 
 
+def server_deadline(timeout: float | tuple[float, float] | None) -> aiohttp.ClientTimeout | None:
+    """A request timeout that bounds the API server's part only: `timeout` (or `(connect, read)`) seconds to open
+    a connection and then between the request going out and each part of the answer, none for the wait for a
+    pooled connection. kubernetes_asyncio turns a number into aiohttp's `total`, which counts that wait too: a
+    busy client (the binder's 128 workers on 64 connections) then failed requests the API server was never
+    sent, or answered in time."""
+    if timeout is None:
+        return None
+    connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+    return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect, sock_read=read)
+
+
 async def raw_stream(api: client.ApiClient, method: str, path: str, *, query: dict[str, Any] | None = None,
                      body: Any = None, content_type: str = "application/json",
                      timeout: float | tuple[float, float] | None = 30) -> Any:
@@ -181,7 +228,7 @@ async def raw_stream(api: client.ApiClient, method: str, path: str, *, query: di
     resp = await api.call_api(path, method, query_params=params, header_params=headers, body=body,
                               auth_settings=["BearerToken"], _preload_content=False,
                               _return_http_data_only=True,
-                              _request_timeout=timeout)  # type: ignore[arg-type]
+                              _request_timeout=server_deadline(timeout))
     if not 200 <= resp.status <= 299:
         text = (await resp.read()).decode(errors="replace")
         resp.release()
