@@ -1,7 +1,8 @@
 """Shared fixtures: the local control plane (one per test session) and a namespace per test.
 
 Set KAI_TEST_REUSE=1 to use (and keep) an already running cluster named by KAI_TEST_CLUSTER (default `test`),
-started with `kai dev up --name test --port-base 17000 --detach`.
+started with `kai dev up --name test --port-base 17000 --audit-policy tests/audit-policy.yaml --detach`. The audit
+log is how the tests count the requests of one namespace or one component (`tests.support.audited`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import TEST_LABEL, Cluster
+from tests.support import AUDIT_POLICY, TEST_LABEL, Cluster
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +27,7 @@ def cluster() -> Iterator[Cluster]:
     started = False
     if not (reuse and state is not None and dev.is_running(state)):
         state = dev.up(dev.Options(name=name, port_base=int(os.environ.get("KAI_TEST_PORT_BASE", "17000")),
-                                   autoscaler=True, timeout=300))
+                                   autoscaler=True, timeout=300, audit_policy=AUDIT_POLICY.read_text()))
         started = True
     assert state is not None
     yield Cluster(name=name, kubeconfig=state.kubeconfig, kubectl_bin=state.kubectl, state_dir=state.dir)

@@ -27,7 +27,8 @@ def _dev_up(args: argparse.Namespace) -> int:
                            port_base=args.port_base, components=not args.no_components,
                            kuberay=not args.no_kuberay, autoscaler=args.autoscaler, timeout=args.timeout, dra=args.dra,
                            shards=args.shards, shard_nodes=args.shard_nodes, topology=args.topology,
-                           real_node=args.real_node, suite=args.suite, usage_db=args.usage_db)
+                           real_node=args.real_node, suite=args.suite, usage_db=args.usage_db,
+                           audit_policy=args.audit_policy.read_text() if args.audit_policy else "")
     started = time.monotonic()
     try:
         state = cluster.up(opts)
@@ -250,6 +251,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--suite", choices=["host", "chart"], default="host",
                     help="host: the components as host processes (the fast inner loop); chart: the image built "
                          "here, installed with the seed's helm command, every component a pod on the real node")
+    up.add_argument("--audit-policy", type=Path, default=None, metavar="FILE",
+                    help="the API server's audit policy (the integration tests' is tests/audit-policy.yaml); "
+                         "the log goes to <state>/logs/audit.log")
     up.set_defaults(func=_dev_up)
     down = dev.add_parser("down", help="stop everything `up` started and remove its state")
     down.add_argument("--name", default=os.environ.get("KAI_DEV_CLUSTER", "default"))

@@ -66,6 +66,68 @@ def api_requests(cluster: Cluster) -> Counter[str]:
     return out
 
 
+# The test clusters' audit policy (conftest.py): what `audited` can count.
+AUDIT_POLICY = Path(__file__).resolve().parent / "audit-policy.yaml"
+# The audit log's verbs as apiserver_request_total names them (an apply is a PATCH here: the log does not say).
+AUDIT_VERBS = {"create": "POST", "get": "GET", "list": "LIST", "update": "PUT", "patch": "PATCH",
+               "delete": "DELETE", "deletecollection": "DELETE"}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the API server answered, from its audit log."""
+
+    key: str  # "VERB resource[/subresource]", as `api_requests` counts
+    namespace: str  # "" for cluster-scoped objects
+    name: str  # "" for a LIST or a collection
+    agent: str  # the client's User-Agent up to its first "/": "kai-binder", "kwok", "kubectl", ...
+
+
+def audit_log(cluster: Cluster) -> Path:
+    path = Path(cluster.state_dir) / "logs" / "audit.log"
+    assert path.exists(), (f"{path} missing: the cluster runs without the tests' audit policy (start it with "
+                           f"`kai dev up --audit-policy tests/audit-policy.yaml`)")
+    return path
+
+
+def audit_mark(cluster: Cluster) -> int:
+    """Where the audit log ends now: `audited` counts the requests answered after it."""
+    return audit_log(cluster).stat().st_size
+
+
+def audited(cluster: Cluster, since: int, *, namespace: str | None = None, agent: str | None = None,
+            name: str | None = None, where: Callable[[Request], bool] | None = None) -> Counter[str]:
+    """The requests the API server answered since the mark `since` (`audit_mark`), by "VERB resource[/sub]": only
+    those on objects of `namespace` ("" for cluster-scoped ones), on objects named `name`, by the client `agent`
+    (User-Agent without its version) and for which `where` holds, when given. Exact where `api_requests` (the
+    server's counters) also counts other tests' leftovers, kwok and the test's own polling."""
+    return Counter(r.key for r in audited_requests(cluster, since)
+                   if (namespace is None or r.namespace == namespace) and (agent is None or r.agent == agent)
+                   and (name is None or r.name == name) and (where is None or where(r)))
+
+
+def by_product(request: Request) -> bool:
+    """A request of one of the KAI components (User-Agent `kai-<component>`), not kwok's, kubectl's or
+    Kubernetes' own controllers'."""
+    return request.agent.startswith("kai-")
+
+
+def audited_requests(cluster: Cluster, since: int) -> list[Request]:
+    with audit_log(cluster).open("rb") as log:
+        log.seek(since)
+        text = log.read()
+    out = []
+    for line in text[:text.rfind(b"\n") + 1].splitlines():  # a line still being written is left for later
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if event.get("stage") != "ResponseComplete" or not ref.get("resource") or event["verb"] not in AUDIT_VERBS:
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        out.append(Request(key=f"{AUDIT_VERBS[event['verb']]} {resource}", namespace=ref.get("namespace", ""),
+                           name=ref.get("name", ""), agent=event.get("userAgent", "").split("/")[0]))
+    return out
+
+
 def reconciles(metrics_port: int, work_queue: str) -> int:
     """How many reconciles a component's work queue ran (`kai_controller_reconcile_total`, any result), read from
     the component's /metrics on 127.0.0.1."""

@@ -23,6 +23,13 @@ RECONCILE_SECONDS = Histogram("kai_controller_reconcile_duration_seconds", "Reco
 DEPTH = Gauge("kai_controller_workqueue_depth", "Keys waiting in the work queue", ["queue"])
 
 
+def key_text(key: Hashable) -> str:
+    """A work queue key as logged: "namespace/name" for a (namespace, name) pair, else the key itself."""
+    if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key):
+        return f"{key[0]}/{key[1]}"
+    return str(key)
+
+
 class WorkQueue:
     def __init__(self, reconcile: Callable[[Hashable], Awaitable[None]], *, workers: int = 10,
                  base_delay: float = 1.0, max_delay: float = 60.0, name: str = "queue", kind: str = "") -> None:
@@ -81,6 +88,8 @@ class WorkQueue:
                     await self.reconcile(key)
                 self._failures.pop(key, None)
                 RECONCILES.labels(self.name, "success").inc()
+                # Which object each reconcile was for (the counter cannot say): what tests count per object.
+                log.debug("%s: reconciled %s", self.name, key_text(key))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -89,7 +98,8 @@ class WorkQueue:
                 self._failures[key] = count
                 delay = min(self.base_delay * 2 ** (count - 1), self.max_delay)
                 with logs.working_on(self.kind or self.name, key):
-                    log.warning("%s: reconciling %s failed (%s); retry in %.0fs", self.name, key, exc, delay)
+                    log.warning("%s: reconciling %s failed (%s); retry in %.0fs", self.name, key_text(key), exc,
+                                delay)
                 log.debug("%s: failure detail", self.name, exc_info=True)
                 self.add_after(key, delay)
             finally:

@@ -29,7 +29,7 @@ from tests.integration.test_disruption import (
     wait_for,
 )
 from tests.integration.test_kai_cli import _env
-from tests.support import Cluster, api_requests
+from tests.support import Cluster, audit_mark, audited
 
 pytestmark = pytest.mark.cluster
 
@@ -87,7 +87,7 @@ def test_reclaim_takes_at_most_the_budget_of_replicas_and_the_rest_from_unprotec
     wait_for("4 replicas to run", lambda: len(running(pods(cluster, namespace, "app=serve"))) == 4 or None,
              timeout=120)
     wait_for("the budget to allow 1 disruption", lambda: budget_settled(cluster, namespace, "serve", 4, 1))
-    before = api_requests(cluster)
+    mark = audit_mark(cluster)
 
     # B submits 2 GPUs (two one-GPU pods), within its quota: reclaim takes 2 GPUs from A.
     apply(cluster, namespace, [deployment("owner", qb, 2, 1, "train")])
@@ -105,8 +105,7 @@ def test_reclaim_takes_at_most_the_budget_of_replicas_and_the_rest_from_unprotec
     for name in replicas:
         assert f"PodDisruptionBudget {namespace}/serve (1 disruption allowed) covers it" in evicted[name]
     # Each victim cost one eviction request (no delete by the scheduler).
-    spent = api_requests(cluster)
-    assert spent["POST pods/eviction"] - before.get("POST pods/eviction", 0) == 2
+    assert audited(cluster, mark, namespace=namespace)["POST pods/eviction"] == 2
 
 
 def test_a_refused_eviction_leaves_the_preemptor_pending_and_evicts_nothing_else_for_it(

@@ -14,7 +14,7 @@ import pytest
 from tests.integration.test_disruption import apply, events, isolated_nodes, pod_spec, pods, queue, running, wait_for
 from tests.integration.test_gentle import bare_pod
 from tests.integration.test_kai_cli import kai
-from tests.support import Cluster, api_requests
+from tests.support import Cluster, audit_mark, audited
 
 pytestmark = pytest.mark.cluster
 
@@ -43,7 +43,7 @@ def test_an_opted_in_job_is_suspended_whole_and_resumed_whole(cluster: Cluster, 
     wait_for("the Job's two pods to run", lambda: len(running(pods(cluster, namespace, "app=train"))) == 2 or None,
              timeout=120)
     group = podgroup_of(cluster, namespace)["metadata"]["name"]
-    before = api_requests(cluster)
+    mark = audit_mark(cluster)
 
     # A higher-priority pod needs the whole node: the Job's gang is the victim, and it is suspended.
     apply(cluster, namespace, [bare_pod("urgent", q, 4, "build-preemptible", selector)])
@@ -51,9 +51,9 @@ def test_an_opted_in_job_is_suspended_whole_and_resumed_whole(cluster: Cluster, 
         "suspend") is True or None, timeout=60)
     wait_for("the preemptor to run", lambda: running(pods(cluster, namespace, "app=urgent")) or None, timeout=90)
     assert pods(cluster, namespace, "app=train") == []  # the Job controller removed them all
-    spent = api_requests(cluster)
-    assert spent["PATCH jobs"] - before.get("PATCH jobs", 0) == 1  # one patch for the whole Job
-    assert spent["POST pods/eviction"] - before.get("POST pods/eviction", 0) == 0  # its pods were not evicted
+    spent = audited(cluster, mark, namespace=namespace)
+    assert spent["PATCH jobs"] == 1  # one patch for the whole Job
+    assert spent["POST pods/eviction"] == 0  # its pods were not evicted
     [suspended] = [e["message"] for e in events(cluster, namespace, "SuspendedByScheduler")
                    if e["involvedObject"]["kind"] == "Job"]
     assert f"(preempt for {namespace}/pg-urgent-" in suspended, suspended  # the action and the preemptor

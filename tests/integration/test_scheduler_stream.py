@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from operators.scheduler.decide.provisioning import ProvisioningRequestRecord
 from operators.scheduler.decide.session import Carry
 from operators.scheduler.shell import loop as loop_module
 from operators.scheduler.shell.loop import SchedulerLoop
-from tests.support import Cluster, api_requests
+from tests.support import Cluster, audit_mark, audited
 
 pytestmark = pytest.mark.cluster
 
@@ -63,14 +62,15 @@ def scheduler(api: Any, objs: list[dict[str, Any]]) -> SchedulerLoop:
     return loop
 
 
-def created(cluster: Cluster, since: Counter[str], wait: float) -> int:
-    """BindRequest creates the API server answered since `since`, once there is one or `wait` seconds passed.
+def created(cluster: Cluster, namespace: str, since: int, wait: float) -> int:
+    """BindRequest creates in `namespace` the API server answered since the audit mark `since`, once there is one
+    or `wait` seconds passed.
 
     Counted rather than listed: the cluster's binder and scheduler may fail and delete these BindRequests (their
     pods exist only in the test's caches) as soon as they appear."""
     deadline = time.monotonic() + wait
     while True:
-        count = api_requests(cluster)["POST bindrequests"] - since["POST bindrequests"]
+        count = audited(cluster, since, namespace=namespace)["POST bindrequests"]
         if count or time.monotonic() > deadline:
             return count
         time.sleep(0.2)
@@ -88,12 +88,12 @@ async def test_bindrequests_are_created_while_the_cycle_still_runs_and_only_once
         cluster: Cluster, namespace: str, api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     loop = scheduler(api, objects(namespace, {"a": (2, 1), "b": (2, 1), "too-big": (2, 4)}))
     during: list[int] = []
-    before = api_requests(cluster)
+    before = audit_mark(cluster)
 
     def slow_cycle(*args: Any, **kwargs: Any) -> tuple[Decisions, Carry]:
         decisions, carry = run_carried_cycle(*args, **kwargs)
         # Still inside the cycle's thread: the committed jobs' BindRequests are already on the server.
-        during.append(created(cluster, before, wait=20))
+        during.append(created(cluster, namespace, before, wait=20))
         return decisions, carry
 
     monkeypatch.setattr(loop_module, "run_carried_cycle", slow_cycle)
@@ -102,7 +102,7 @@ async def test_bindrequests_are_created_while_the_cycle_still_runs_and_only_once
     assert {b.pod for b in decisions.binds} == {"a-0", "a-1", "b-0", "b-1"}
     assert during and during[0], "nothing was created before the cycle returned"
     # Each exactly once: the commit skipped those streamed while the cycle ran.
-    assert created(cluster, before, wait=0) == 4
+    assert created(cluster, namespace, before, wait=0) == 4
     assert set(loop.bindrequests.store) == {f"{namespace}/{p}" for p in ("a-0", "a-1", "b-0", "b-1")}
 
 
@@ -113,11 +113,11 @@ async def test_a_gang_with_a_provisioning_request_waits_for_the_cycles_end(
         namespace=namespace, name="a-provisioning-1", uid="u", pod_group="a", attempt=1, class_name="c",
         templates=()), "ADDED")
     during: list[int] = []
-    before = api_requests(cluster)
+    before = audit_mark(cluster)
 
     def watched_cycle(*args: Any, **kwargs: Any) -> tuple[Decisions, Carry]:
         decisions, carry = run_carried_cycle(*args, **kwargs)
-        during.append(created(cluster, before, wait=3))  # what a streamed bind would have had time to create
+        during.append(created(cluster, namespace, before, wait=3))  # what a streamed bind would have had time to create
         return decisions, carry
 
     monkeypatch.setattr(loop_module, "run_carried_cycle", watched_cycle)
@@ -125,5 +125,5 @@ async def test_a_gang_with_a_provisioning_request_waits_for_the_cycles_end(
     await written(loop)
     assert during == [0], "streamed although the provisioning plan may still hold the gang"
     # Provisioning is off here, so the binds go out at commit.
-    assert created(cluster, before, wait=0) == 2
+    assert created(cluster, namespace, before, wait=0) == 2
     assert set(loop.bindrequests.store) == {f"{namespace}/a-0", f"{namespace}/a-1"}

@@ -8,11 +8,13 @@ validating webhooks' denials, as a user would with kubectl.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Mapping
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -21,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from operators.core.resources import parse_quantity
 from tests.conftest import Cluster, labelled
-from tests.support import EXAMPLES, api_requests, load_yaml, poll, reconciles, settled
+from tests.support import EXAMPLES, audit_mark, audited, audited_requests, load_yaml, poll, reconciles, settled
 
 pytestmark = pytest.mark.cluster
 
@@ -391,18 +393,22 @@ def test_missing_grandparent_is_reported_down_the_subtree_and_clears(cluster: Cl
 
 # --- what makes a controller reconcile ------------------------------------------------------------------------
 # A status write comes back through the controller's own watch. The echo must not reconcile again: the property is
-# counted live, at the API server (`apiserver_request_total`) and by the controller's work queue
-# (`kai_controller_reconcile_total`).
+# counted live, for the test's object only (other tests' leftovers and kwok change other objects meanwhile), at the
+# API server (its audit log) and by the controller's work queue (a DEBUG line per reconcile, with its object).
+DEBUG = "--log-level=DEBUG"
 
-def restart_component(cluster: Cluster, name: str) -> int:
-    """Restart the dev cluster's process of component `name` (same arguments and ports) and return its metrics
-    port once it is ready: its periodic resync (every minute or more) is then not due during the test."""
+
+def restart_component(cluster: Cluster, name: str, debug: bool = False) -> int:
+    """Restart the dev cluster's process of component `name` (same arguments and ports; logging each reconcile's
+    object when `debug`) and return its metrics port once it is ready: its periodic resync (every minute or more)
+    is then not due during the test."""
     from operators.devcluster import cluster as dev
 
     state = dev.load_state(cluster.name)
     assert state is not None and name in state.pids, f"the cluster runs no {name}"
     ports = dev.component_ports(state.ports["apiserver"] - 443)[name]
-    dev.start_component(state, name, dev.stop_component(state, name))
+    argv = [arg for arg in dev.stop_component(state, name) if arg != DEBUG]
+    dev.start_component(state, name, [*argv, DEBUG] if debug else argv)
 
     def ready() -> bool:
         try:
@@ -415,9 +421,10 @@ def restart_component(cluster: Cluster, name: str) -> int:
     return ports["metrics"]
 
 
-def writes_since(cluster: Cluster, before: Counter[str]) -> dict[str, int]:
-    return {k: v - before.get(k, 0) for k, v in api_requests(cluster).items()
-            if v != before.get(k, 0) and k.split()[0] not in ("GET", "LIST", "WATCH")}
+def writes_since(cluster: Cluster, mark: int) -> dict[str, int]:
+    """Every write since the audit mark `mark`, by "VERB resource namespace/name agent": what else happened."""
+    return dict(Counter(f"{r.key} {r.namespace}/{r.name} {r.agent}" for r in audited_requests(cluster, mark)
+                        if r.key.split()[0] not in ("GET", "LIST")))
 
 
 def clobber_status(cluster: Cluster, kind: str, name: str, status: dict[str, Any],
@@ -428,22 +435,46 @@ def clobber_status(cluster: Cluster, kind: str, name: str, status: dict[str, Any
 
 
 def corrected_once(cluster: Cluster, component: str, writes: str, clobber: Callable[[], None],
-                   corrected: Callable[[], None]) -> None:
+                   corrected: Callable[[], None], name: str, namespace: str = "") -> None:
     """After `clobber` (another writer's status) and until `corrected` returns, `component` reconciles once and
-    writes once (`writes`: "VERB resource/status"), and the echo of its write reconciles nothing."""
-    port = restart_component(cluster, component)
+    writes once (`writes`: "VERB resource/status", of the object `name` in `namespace`), and the echo of its write
+    reconciles nothing."""
+    port = restart_component(cluster, component, debug=True)
+    log, start = component_log(cluster, component), audit_mark(cluster)
+    since = log.stat().st_size
+    key = f"{namespace}/{name}" if namespace else name
+    try:
+        def counts() -> tuple[int, int, int]:
+            written = audited(cluster, start, namespace=namespace, name=name)[writes]
+            return reconciles_of(log, since, component, key), written, reconciles(port, component)
 
-    def counts() -> tuple[int, int]:
-        return reconciles(port, component), api_requests(cluster)[writes]
-
-    requests_before = api_requests(cluster)
-    reconciled, written = settled(counts, f"the {component}'s reconciles and {writes}")
-    clobber()
-    corrected()
-    now_reconciled, now_written = settled(counts, f"the {component} after the correction")
+        reconciled, written, everything = settled(counts, f"the {component}'s reconciles and {writes}")
+        clobber()
+        corrected()
+        now_reconciled, now_written, now_everything = settled(counts, f"the {component} after the correction")
+    finally:
+        restart_component(cluster, component)  # back to the cluster's log level
     assert (now_reconciled - reconciled, now_written - written) == (1, 2), (
-        f"{component}: reconciles {now_reconciled - reconciled} (1 expected), {writes} {now_written - written} "
-        f"(the test's and one correction expected); writes meanwhile: {writes_since(cluster, requests_before)}")
+        f"{component}: reconciles of {key} {now_reconciled - reconciled} (1 expected; of every object "
+        f"{now_everything - everything}), {writes} {now_written - written} (the test's and one correction "
+        f"expected); writes meanwhile: {writes_since(cluster, start)}")
+
+
+def component_log(cluster: Cluster, component: str) -> Path:
+    from operators.devcluster import cluster as dev
+
+    state = dev.load_state(cluster.name)
+    assert state is not None
+    return Path(state.logs[component])
+
+
+def reconciles_of(log: Path, since: int, component: str, key: str) -> int:
+    """How many reconciles of the object `key` ("namespace/name" or a cluster-scoped name) the component's log
+    shows after offset `since`, successful or failed (it logs each at DEBUG)."""
+    done = re.compile(rf"{component}: (reconciled {re.escape(key)}( \[|$)|reconciling {re.escape(key)} failed)")
+    with log.open("rb") as text:
+        text.seek(since)
+        return sum(1 for line in text.read().decode(errors="replace").splitlines() if done.search(line))
 
 
 def one_running_pod(cluster: Cluster, namespace: str, queue: str) -> None:
@@ -462,7 +493,7 @@ def test_queue_controller_corrects_a_foreign_status_once_and_ignores_its_own_ech
 
     allocating()
     corrected_once(cluster, "queue-controller", "PATCH queues/status", lambda: clobber_status(
-        cluster, "queues.scheduling.run.ai", name, {"allocated": {"cpu": "7"}}), allocating)
+        cluster, "queues.scheduling.run.ai", name, {"allocated": {"cpu": "7"}}), allocating, name)
 
 
 def test_podgroup_controller_corrects_a_foreign_status_once_and_ignores_its_own_echo(cluster: Cluster,
@@ -479,4 +510,4 @@ def test_podgroup_controller_corrects_a_foreign_status_once_and_ignores_its_own_
     # status to write (in case its pods were still undecided; a reconcile that then writes nothing).
     corrected_once(cluster, "podgroup-controller", "PATCH podgroups/status", lambda: clobber_status(
         cluster, "podgroups.scheduling.run.ai", group, {"resourcesStatus": {"allocated": {"cpu": "7"}}}, namespace),
-        allocating)
+        allocating, group, namespace)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+
+import pytest
 
 from operators.core.workqueue import WorkQueue
 
@@ -118,3 +121,20 @@ async def test_one_failing_key_does_not_hold_up_the_others() -> None:
             queue.add(i)
         await until(lambda: len(done) == 20)
         await until(lambda: bad_attempts >= 3)
+
+
+async def test_each_reconcile_logs_its_object_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    # What the status controllers' integration tests count per object (the reconcile counter has no object label).
+    async def reconcile(key: Hashable) -> None:
+        if key == "bad":
+            raise RuntimeError("refused")
+
+    caplog.set_level(logging.DEBUG, logger="operators.core.workqueue")
+    async with running(reconcile) as queue:
+        queue.add(("ns", "pg"))
+        queue.add("q")
+        queue.add("bad")
+        await until(lambda: sum("reconcil" in r.getMessage() for r in caplog.records) >= 3)
+    lines = {r.getMessage() for r in caplog.records}
+    assert {"test: reconciled ns/pg", "test: reconciled q"} <= lines, lines
+    assert any(line.startswith("test: reconciling bad failed (refused)") for line in lines), lines
