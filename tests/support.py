@@ -55,17 +55,6 @@ def apiserver_samples(cluster: Cluster, family: str) -> list[tuple[str, dict[str
             for sample in found.samples]
 
 
-def api_requests(cluster: Cluster) -> Counter[str]:
-    """apiserver_request_total by "VERB resource[/subresource]", leases and non-resource paths left out."""
-    out: Counter[str] = Counter()
-    for name, labels, value in apiserver_samples(cluster, "apiserver_request"):
-        if not name.endswith("_total") or not labels.get("resource") or labels["resource"] == "leases":
-            continue
-        resource = labels["resource"] + (f"/{labels['subresource']}" if labels.get("subresource") else "")
-        out[f"{labels.get('verb')} {resource}"] += int(value)
-    return out
-
-
 # The test clusters' audit policy (conftest.py): what `audited` can count.
 AUDIT_POLICY = Path(__file__).resolve().parent / "audit-policy.yaml"
 # The audit log's verbs as apiserver_request_total names them (an apply is a PATCH here: the log does not say).
@@ -77,7 +66,7 @@ AUDIT_VERBS = {"create": "POST", "get": "GET", "list": "LIST", "update": "PUT", 
 class Request:
     """One request the API server answered, from its audit log."""
 
-    key: str  # "VERB resource[/subresource]", as `api_requests` counts
+    key: str  # "VERB resource[/subresource]", as apiserver_request_total names them
     namespace: str  # "" for cluster-scoped objects
     name: str  # "" for a LIST or a collection
     agent: str  # the client's User-Agent up to its first "/": "kai-binder", "kwok", "kubectl", ...
@@ -99,8 +88,9 @@ def audited(cluster: Cluster, since: int, *, namespace: str | None = None, agent
             name: str | None = None, where: Callable[[Request], bool] | None = None) -> Counter[str]:
     """The requests the API server answered since the mark `since` (`audit_mark`), by "VERB resource[/sub]": only
     those on objects of `namespace` ("" for cluster-scoped ones), on objects named `name`, by the client `agent`
-    (User-Agent without its version) and for which `where` holds, when given. Exact where `api_requests` (the
-    server's counters) also counts other tests' leftovers, kwok and the test's own polling."""
+    (User-Agent without its version) and for which `where` holds, when given. Exact where the server's own counters
+    (apiserver_request_total, without namespace or client) also count other tests' leftovers, kwok and the test's
+    own polling."""
     return Counter(r.key for r in audited_requests(cluster, since)
                    if (namespace is None or r.namespace == namespace) and (agent is None or r.agent == agent)
                    and (name is None or r.name == name) and (where is None or where(r)))
