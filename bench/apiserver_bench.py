@@ -22,6 +22,7 @@ verb and resource (the delta of the API server's `apiserver_request_total` over 
 and the CPU seconds per bound pod of every process of the cluster. It plots progress over time. Run:
 python bench/apiserver_bench.py [--cluster apibench] [--pods 1000] [--workloads ceiling,single,gangs,mixed,backlog]
 For the e2e at scale: kai dev up ... --nodes 1000, then --workloads scale,ceiling [--scale-pods 20000] --timeout 3600.
+A suite prints a progress line every 60 s; stopped (SIGINT/SIGTERM) or failed, it prints what it reached, labelled.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ def kubeconfig(tmp_path: Path, server: str) -> str:
 
 
 def pool_waits() -> float:
-    return next(s.value for s in kube.POOL_WAIT.collect()[0].samples
-                if s.name == "kai_client_connection_wait_seconds_count")
+    return float(next(s.value for family in kube.POOL_WAIT.collect() for s in family.samples
+                      if s.name == "kai_client_connection_wait_seconds_count"))
 
 
 async def test_the_wait_for_a_connection_does_not_count_against_the_timeout(tmp_path: Path, slow_server: str) -> None:
