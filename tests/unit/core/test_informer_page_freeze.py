@@ -1,5 +1,5 @@
-"""A list page's records leave the cyclic GC's view as the page is taken (`freeze_records`, or `freeze_first_list`
-until the first list is done), and young cyclic garbage from before the page is collected first, not frozen."""
+"""A list page's records leave the cyclic GC's view as the page is taken (`freeze_records`), and young cyclic
+garbage from before the page is collected first, not frozen with them."""
 
 from __future__ import annotations
 
@@ -73,16 +73,3 @@ def test_young_cyclic_garbage_is_collected_not_frozen(thawed: None) -> None:
         assert gone() is None  # collected before the page's freeze (frozen, it would live on)
     finally:
         gc.enable()
-
-
-def test_only_the_first_list_is_frozen_with_freeze_first_list(thawed: None) -> None:
-    informer: Informer[Record] = Informer(None, PODS, parse, freeze_first_list=True)  # type: ignore[arg-type]
-    first: dict[str, Record | None] = {}
-    informer.take_page(page(["a"]), first)
-    assert not in_collector_view(first["ns/a"])
-    informer.synced.set()  # listed: a relist (after 410 Gone) runs beside the cycles, whose state must stay collectable
-    gc.unfreeze()
-    again: dict[str, Record | None] = {}
-    informer.take_page(page(["b"]), again)
-    assert in_collector_view(again["ns/b"])
-    assert gc.get_freeze_count() == 0
