@@ -175,20 +175,12 @@ class Informer(Generic[R]):
         installs); returns the list's metadata. The page is decoded and parsed with the cyclic GC paused: its
         objects are acyclic and short-lived, and collections triggered by them would traverse the growing record
         heap again and again (at 150,000 pods that was four fifths of the list's CPU)."""
-        if self.freeze_records:
-            self._freeze()  # what is young now (small: since the last page) is collected before the freeze below
         with paused_gc():
             page = json.loads(body)
             parse = self.parse
             for obj in page.get("items") or []:
                 fresh[object_key(obj)] = parse(obj)
             meta: dict[str, Any] = page.get("metadata") or {}
-            if self.freeze_records:
-                # The page's records leave the collector's view before it runs again: its first young collection
-                # would otherwise traverse every record just made (a fifth of a 150,000-pod list's CPU). The
-                # page's own objects are acyclic and already freed by reference counting.
-                del page
-                gc.freeze()
             return meta
 
     def replace_all(self, fresh: dict[str, R | None]) -> None:

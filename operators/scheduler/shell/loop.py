@@ -72,12 +72,9 @@ class SchedulerLoop(Writer):
         self.overlay = PodGroupOverlay()
         self._assumed_annotations = self.overlay.assumed  # the PodGroup annotations being written
 
-        # The large stores' records leave the collector's view after every list page (and every few thousand
-        # watch events): a full collection during a 150,000-pod list would otherwise traverse every record
-        # taken so far, again and again (a fifth of the list's CPU).
-        self.nodes = Informer(api, NODES, node_record, freeze_records=True)
-        self.pods = Informer(api, PODS, partial(pod_transform, name), freeze_records=True)
-        self.podgroups = Informer(api, PODGROUPS, self.overlay.parse, freeze_records=True)
+        self.nodes = Informer(api, NODES, node_record)
+        self.pods = Informer(api, PODS, partial(pod_transform, name))
+        self.podgroups = Informer(api, PODGROUPS, self.overlay.parse)
         self.queues = Informer(api, QUEUES, queue_record)
         self.bindrequests = Informer(api, BINDREQUESTS, parse_decision)
         self.priority_classes = Informer(api, PRIORITY_CLASSES, priorityclass_record)
