@@ -186,7 +186,6 @@ def start_up(loop: SchedulerLoop, pages: dict[str, list[bytes]], legacy: bool = 
                 legacy_page(inf, body, fresh)
             else:
                 inf.take_page(body, fresh)
-                inf._freeze()  # as `Informer._list` does after each page
         inf.replace_all(fresh)
     out.update(list_cpu_s=cpu() - c0, list_wall_s=time.perf_counter() - w0)
     return out

@@ -77,7 +77,7 @@ class Informer(Generic[R]):
                  namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, page_size: int = 500,
                  indexes: dict[str, Callable[[R], Iterable[Hashable]]] | None = None,
-                 freeze_records: bool = False, freeze_first_list: bool = False) -> None:
+                 freeze_records: bool = False) -> None:
         self.api = api
         self.resource = resource
         self.parse = parse
@@ -93,10 +93,6 @@ class Informer(Generic[R]):
         self._listeners: list[Listener[R]] = []
         self.synced = asyncio.Event()
         self.freeze_records = freeze_records
-        # Only the first list's pages are frozen as they are taken (nothing else runs beside a start-up list);
-        # later lists and the watch leave the collector alone (a component whose long-lived cyclic state is built
-        # while it watches, the scheduler's cycle, must not have it frozen: its cycles would never be freed).
-        self.freeze_first_list = freeze_first_list
 
     # --- reading -----------------------------------------------------------------------------------
     def get(self, key: str) -> R | None:
@@ -179,21 +175,12 @@ class Informer(Generic[R]):
         installs); returns the list's metadata. The page is decoded and parsed with the cyclic GC paused: its
         objects are acyclic and short-lived, and collections triggered by them would traverse the growing record
         heap again and again (at 150,000 pods that was four fifths of the list's CPU)."""
-        freeze = self.freeze_records or (self.freeze_first_list and not self.synced.is_set())
-        if freeze:
-            gc.collect(1)  # young garbage from before the page (small: since the last page) is not frozen below
         with paused_gc():
             page = json.loads(body)
             parse = self.parse
             for obj in page.get("items") or []:
                 fresh[object_key(obj)] = parse(obj)
             meta: dict[str, Any] = page.get("metadata") or {}
-            if freeze:
-                # The page's records leave the collector's view before it runs again: its first young collection
-                # would otherwise traverse every record just made (a fifth of a 150,000-pod list's CPU). The
-                # page's own objects are acyclic and already freed by reference counting.
-                del page
-                gc.freeze()
             return meta
 
     def replace_all(self, fresh: dict[str, R | None]) -> None:

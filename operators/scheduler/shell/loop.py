@@ -72,11 +72,9 @@ class SchedulerLoop(Writer):
         self.overlay = PodGroupOverlay()
         self._assumed_annotations = self.overlay.assumed  # the PodGroup annotations being written
 
-        # The large stores' first list is frozen page by page (`freeze_first_list`): a 150,000-pod list's young
-        # collections would otherwise traverse every record just taken. Not the watch: a cycle runs beside it.
-        self.nodes = Informer(api, NODES, node_record, freeze_first_list=True)
-        self.pods = Informer(api, PODS, partial(pod_transform, name), freeze_first_list=True)
-        self.podgroups = Informer(api, PODGROUPS, self.overlay.parse, freeze_first_list=True)
+        self.nodes = Informer(api, NODES, node_record)
+        self.pods = Informer(api, PODS, partial(pod_transform, name))
+        self.podgroups = Informer(api, PODGROUPS, self.overlay.parse)
         self.queues = Informer(api, QUEUES, queue_record)
         self.bindrequests = Informer(api, BINDREQUESTS, parse_decision)
         self.priority_classes = Informer(api, PRIORITY_CLASSES, priorityclass_record)
