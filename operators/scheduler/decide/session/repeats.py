@@ -132,8 +132,7 @@ class Repeating:
             self.clean, self.previous, self.jobs = False, None, None
             return False
         self.snapshot = session.snapshot
-        d = session.decisions
-        self.clean = not (d.binds or d.pipelined or d.evictions)
+        self.clean = _clean(session)
         prev = self.previous
         if prev is not None and not (self.clean and self.same_snapshot(session)):
             self.previous = prev = None
@@ -222,9 +221,7 @@ class Repeating:
         if seen is None or deadlines is None or not _clean(session):
             return
         d = session.decisions
-        summaries = session._summaries
-        added = len(summaries) - seen.summaries
-        new = tuple(reversed(list(islice(reversed(summaries.items()), added)))) if added > 0 else ()
+        new = _added_since(session._summaries, seen.summaries)
         counters = tuple((k, n - seen.counters.get(k, 0)) for k, n in d.counters.items()
                          if n != seen.counters.get(k, 0))
         self.runs[seen.action] = ActionRun(seen.jobs, session.now, tuple(sorted(set(deadlines))), seen.failed,
@@ -305,15 +302,18 @@ def _replay(session: Accounting, job: Job, seen: Watch) -> Replay | None:
         if index is None:
             return None
         failure = (index, f.found, f.required, f.subgroup, f.gang, f.summary)
-    summaries = session._summaries
-    added = len(summaries) - seen.summaries
-    # Dicts keep insertion order: the attempt's fit summaries are the last `added` entries.
-    new = tuple(reversed(list(islice(reversed(summaries.items()), added)))) if added > 0 else ()
+    new = _added_since(session._summaries, seen.summaries)
     failed = session.placer.failed
     shapes = tuple(k for k in seen.missing if k in failed)
     if len(failed) - seen.failed != len(shapes):
         return None
     return Replay(out is not None, tuple(out.errors) if out is not None else (), failure, new, shapes)
+
+
+def _added_since(summaries: dict[Shape, str], count: int) -> tuple[tuple[Shape, str], ...]:
+    """The entries added to the fit summaries since they held `count` (dicts keep insertion order: the last ones)."""
+    added = len(summaries) - count
+    return tuple(reversed(list(islice(reversed(summaries.items()), added)))) if added > 0 else ()
 
 
 def _index(tasks: Sequence[object], task: object) -> int | None:
