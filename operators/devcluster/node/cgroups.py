@@ -12,7 +12,7 @@ import signal
 import time
 from pathlib import Path
 
-CGROUP_FS = Path("/sys/fs/cgroup")
+CGROUP_FS = Path("/sys/fs/cgroup")  # the kernel's cgroup v2 mount point: the same on every Linux host
 
 
 def _unified() -> bool:

@@ -14,7 +14,7 @@ from operators.devcluster.node.configs import CONTAINERD_NAMESPACE, PAUSE_IMAGE,
 from operators.devcluster.node.ociimage import ImageSpec, write_archive
 
 BUSYBOX_IMAGE = "kai.local/busybox:1"
-BUSYBOX = Path("/bin/busybox")
+BUSYBOX = Path("/bin/busybox")  # where Debian's busybox-static package (hostpackages installs it) puts the binary
 
 
 class ImageError(RuntimeError):
