@@ -67,9 +67,8 @@ def install(*, helm: str, kubectl: list[str], kubeconfig: str, values: Path, tim
             "--wait", f"--timeout={int(timeout)}s"]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
-        pods = subprocess.run(kubectl + ["get", "pods", "-n", NAMESPACE, "-o", "wide"], capture_output=True,
-                              text=True).stdout
-        raise DeployError(f"helm {' '.join(SEED[:2])} failed: {(proc.stderr or proc.stdout).strip()}\n{pods}")
+        raise DeployError(f"helm {' '.join(SEED[:2])} failed: {(proc.stderr or proc.stdout).strip()}\n"
+                          f"{diagnosis(kubectl)}")
     wait_rendered(kubectl, deadline=began + timeout)
     return time.monotonic() - began
 
@@ -103,7 +102,8 @@ def wait_rendered(kubectl: list[str], *, deadline: float) -> None:
                for c in (config.get("status") or {}).get("conditions") or []):
             break
         if time.monotonic() > deadline:
-            raise DeployError(f"the kai-operator did not report the Config Available: {config.get('status')}")
+            raise DeployError(f"the kai-operator did not report the Config Available: {config.get('status')}\n"
+                              f"{diagnosis(kubectl)}")
         time.sleep(1)
     for item in (_json(kubectl, "get", "deployments", "-n", NAMESPACE) or {}).get("items") or []:
         name = item["metadata"]["name"]
@@ -111,7 +111,29 @@ def wait_rendered(kubectl: list[str], *, deadline: float) -> None:
         proc = subprocess.run(kubectl + ["rollout", "status", f"deployment/{name}", "-n", NAMESPACE,
                                          f"--timeout={left}s"], capture_output=True, text=True)
         if proc.returncode != 0:
-            raise DeployError(f"Deployment {name} not rolled out: {(proc.stderr or proc.stdout).strip()}")
+            raise DeployError(f"Deployment {name} not rolled out: {(proc.stderr or proc.stdout).strip()}\n"
+                              f"{diagnosis(kubectl)}")
+
+
+def diagnosis(kubectl: list[str], log_lines: int = 20) -> str:
+    """What a failed install leaves to look at: the Deployments and pods, the namespace's latest events, and the
+    last log lines (and the previous container's, after a restart) of every pod not ready and of the operator."""
+    def run(*args: str) -> str:
+        proc = subprocess.run(kubectl + list(args), capture_output=True, text=True)
+        return (proc.stdout or proc.stderr).rstrip()
+
+    parts = [run("get", "deployments,pods", "-n", NAMESPACE, "-o", "wide"),
+             "\n".join(run("get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp").splitlines()[-20:])]
+    for pod in (_json(kubectl, "get", "pods", "-n", NAMESPACE) or {}).get("items") or []:
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        name = pod["metadata"]["name"]
+        if statuses and all(s.get("ready") for s in statuses) and not name.startswith("kai-operator"):
+            continue
+        parts.append(f"--- {name}: {json.dumps(statuses)}\n{run('logs', name, '-n', NAMESPACE, f'--tail={log_lines}')}")
+        if any(s.get("restartCount") for s in statuses):
+            parts.append(f"--- {name}, previous container:\n"
+                         f"{run('logs', name, '-n', NAMESPACE, '--previous', f'--tail={log_lines}')}")
+    return "\n".join(parts)
 
 
 def prepare(state_dir: Path, built: Image) -> Path:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -44,6 +44,10 @@ MANAGED = {"app.kubernetes.io/managed-by": render.MANAGED_BY}
 WRITES = Counter("kai_operator_writes_total", "Writes of the operator to the API server", ["kind", "verb"])
 
 Body = Mapping[str, Any]
+# The conditions to write, computed when the write is made: from the indexes as they are then, not as they were
+# when the handler started (see `Operator.report`).
+Wanted = Callable[[], Sequence[Mapping[str, Any]]]
+REPORT_ATTEMPTS = 5
 
 
 def _path(obj: Mapping[str, Any]) -> str:
@@ -67,6 +71,7 @@ class Operator:
         self.api = api
         self.version = version
         self.events = EventRecorder(api, FIELD_MANAGER)
+        self._reporting: dict[str, asyncio.Lock] = {}
 
     async def apply(self, obj: dict[str, Any], owner: Body) -> None:
         obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [_owner(owner)]}}
@@ -113,32 +118,40 @@ class Operator:
                 out[key] = ca
         return out
 
-    async def report(self, body: Body, wanted: list[dict[str, Any]]) -> None:
-        """Write the operator's conditions when one changed (a merge patch of the list, other writers' kept)."""
+    async def report(self, body: Body, wanted: Wanted) -> None:
+        """Write the operator's conditions when one changed (a merge patch of the list, other writers' kept).
+
+        Handlers of different Deployments run concurrently, each reading the Deployments index. A write computed
+        from the index before another handler's newer write landed would put a stale `Available=False` back with
+        no later event to correct it. So the writes to one object are serialised, and `wanted` is computed after
+        each read of the object: the last write always reflects the index as it was last seen."""
         plural = "configs" if body["kind"] == "Config" else "schedulingshards"
         path = f"/apis/{GROUP}/{VERSION}/{plural}/{body['metadata']['name']}"
-        for _attempt in range(3):
-            try:
-                # The conditions as stored now (the scheduler writes its own there), and a write that fails
-                # (409) if they changed meanwhile, so no other writer's condition is lost.
-                fresh = await raw(self.api, "GET", path)
-                existing = (fresh.get("status") or {}).get("conditions") or []
-                merged = merge_conditions(existing, wanted, rfc3339())
-                if merged is None:
+        async with self._reporting.setdefault(path, asyncio.Lock()):
+            for _attempt in range(REPORT_ATTEMPTS):
+                try:
+                    # The conditions as stored now (the scheduler writes its own there), and a write that fails
+                    # (409) if they changed meanwhile, so no other writer's condition is lost.
+                    fresh = await raw(self.api, "GET", path)
+                    existing = (fresh.get("status") or {}).get("conditions") or []
+                    merged = merge_conditions(existing, wanted(), rfc3339())
+                    if merged is None:
+                        return
+                    patch = {"metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]},
+                             "status": {"conditions": merged}}
+                    await raw(self.api, "PATCH", f"{path}/status", body=patch, content_type=MERGE_PATCH,
+                              query={"fieldManager": FIELD_MANAGER})
+                    WRITES.labels(body["kind"], "status").inc()
                     return
-                patch = {"metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]},
-                         "status": {"conditions": merged}}
-                await raw(self.api, "PATCH", f"{path}/status", body=patch, content_type=MERGE_PATCH,
-                          query={"fieldManager": FIELD_MANAGER})
-                WRITES.labels(body["kind"], "status").inc()
-                return
-            except RawError as exc:
-                if exc.status == 409:
-                    continue
-                if not is_not_found(exc):
-                    log.warning("status of %s %s not written: %s", body["kind"], body["metadata"]["name"],
-                                exc.status)
-                return
+                except RawError as exc:
+                    if exc.status == 409:
+                        continue
+                    if not is_not_found(exc):
+                        log.warning("status of %s %s not written: %s", body["kind"], body["metadata"]["name"],
+                                    exc.status)
+                    return
+            log.warning("status of %s %s not written: changed by another writer %d times in a row", body["kind"],
+                        body["metadata"]["name"], REPORT_ATTEMPTS)
 
     async def withdraw(self) -> None:
         """On a leader's way out: remove its conditions from the Config and every shard, so that no stale
@@ -171,8 +184,8 @@ class Operator:
         message = "; ".join(str(p) for p in problems)
         await self.events.emit(ObjectRef.of(dict(body)), "Warning", "InvalidSpec", message)
         generation = int(body["metadata"].get("generation") or 0)
-        await self.report(body, status.conditions(generation, problems, applied=False,
-                                                  state=status.Rollout(0, 0, 0)))
+        refused = status.conditions(generation, problems, applied=False, state=status.Rollout(0, 0, 0))
+        await self.report(body, lambda: refused)
         raise kopf.PermanentError(f"{body['kind']} {body['metadata']['name']} refused: {message}")
 
 
@@ -248,10 +261,11 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
 
     async def report_config(body: Body, s: render.Settings, deployments: kopf.Index[str, Any]) -> None:
         names = [c.name for c in COMPONENTS if s.enabled(c)]
-        state = status.rollout(_deployments(deployments, names), names)
         generation = int(body["metadata"].get("generation") or 0)
-        await op().report(body, status.conditions(generation, [], applied=True, state=state,
-                                                  unhonoured=unhonoured.config_fields(body.get("spec") or {})))
+        fields = unhonoured.config_fields(body.get("spec") or {})
+        await op().report(body, lambda: status.conditions(
+            generation, [], applied=True, state=status.rollout(_deployments(deployments, names), names),
+            unhonoured=fields))
 
     @kopf.on.resume(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config, id="config-resume")
     @kopf.on.create(GROUP, VERSION, "configs", registry=registry, when=_is_kai_config, id="config-create")
@@ -296,9 +310,9 @@ def register(registry: kopf.OperatorRegistry, op_ref: dict[str, Operator]) -> No
         scheduler = BY_KEY["scheduler"]
         wanted = [] if not config.enabled(scheduler) else [
             scheduler.name if name == render.DEFAULT_SHARD else render.shard_name(name)]
-        state = status.rollout(_deployments(deployments, wanted), wanted)
         generation = int(body["metadata"].get("generation") or 0)
-        await op().report(body, status.conditions(generation, [], applied=True, state=state))
+        await op().report(body, lambda: status.conditions(
+            generation, [], applied=True, state=status.rollout(_deployments(deployments, wanted), wanted)))
 
     def config_settings(configs: kopf.Index[str, Any]) -> render.Settings:
         config = _one(configs, CONFIG_NAME)
