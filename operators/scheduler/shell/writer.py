@@ -408,7 +408,10 @@ class Writer:
                                u.message)
         for pod, new in u.pod_messages.items():
             pod_key = f"{u.namespace}/{pod}"
-            said = self._pod_explained[pod_key] = chosen(self._pod_explained.get(pod_key), new, now)
+            record = self.pods.get(pod_key)
+            uid = record.uid if record else ""
+            last = self._pod_explained.get(pod_key)  # a pod of the same name created since is news
+            said = self._pod_explained[pod_key] = chosen(last if last and last.value == uid else None, new, now, uid)
             message = said.text
             await self.events.emit(self._pod_ref(u.namespace, pod), "Warning", keys.EVENT_UNSCHEDULABLE, message)
             if u.mark_unschedulable:
@@ -418,9 +421,10 @@ class Writer:
 
     async def pod_condition(self, namespace: str, pod: str, reason: str, message: str) -> None:
         key = f"{namespace}/{pod}"
-        if self._pod_condition.get(key) == f"{reason}:{message}":
-            return
         record = self.pods.get(key)
+        written = f"{record.uid if record else ''}:{reason}:{message}"  # per pod uid: a recreated pod is written
+        if self._pod_condition.get(key) == written:
+            return
         if reason == keys.REASON_UNSCHEDULABLE and (
                 record is None or record.node_name or key in self.bindrequests.store):
             return  # bound or being bound since the cycle decided: an explanation written late would be wrong
@@ -429,7 +433,7 @@ class Writer:
         try:
             await raw(self.api, "PATCH", f"{PODS.path(namespace)}/{pod}/status",
                       body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
-            self._pod_condition[key] = f"{reason}:{message}"
+            self._pod_condition[key] = written
         except Exception as exc:
             if not is_not_found(exc):
                 raise
