@@ -123,8 +123,13 @@ async def bounded(concurrency: int, calls: list[Callable[[], Awaitable[None]]]) 
 
 
 # --- what the cluster reports ----------------------------------------------------------------------------
+REFUSED = " -> "  # "VERB resource -> CODE": the requests of a kind the API server answered with an error
+
+
 async def request_counts(api: Any) -> Counter[str]:
-    """apiserver_request_total summed by verb and resource[/subresource] (leases under `lease`)."""
+    """apiserver_request_total summed by verb and resource[/subresource] (leases under `lease`), and apart (keys
+    with REFUSED) those answered 4xx/5xx: a client retrying a write the server refuses (kwok's 422s on a stale pod)
+    shows up there, not as work of the suite."""
     resp = await raw_stream(api, "GET", "/metrics")
     async with resp:
         text = (await resp.read()).decode()
@@ -139,7 +144,10 @@ async def request_counts(api: Any) -> Counter[str]:
             resource = labels.get("resource", "") or "(non-resource)"
             if labels.get("subresource"):
                 resource += "/" + labels["subresource"]
-            out[f"{labels.get('verb', '?')} {resource}"] += int(sample.value)
+            key = f"{labels.get('verb', '?')} {resource}"
+            out[key] += int(sample.value)
+            if labels.get("code", "").isdigit() and int(labels["code"]) >= 400:
+                out[f"{key}{REFUSED}{labels['code']}"] += int(sample.value)
     return out
 
 
@@ -576,7 +584,8 @@ async def backlog(api: Any, measure: Measure, count: int, concurrency: int, sett
         before = await measure()
         await asyncio.sleep(window)
         Measure.delta(run, before, await measure())
-        run.write_rate = {k: v / window for k, v in run.requests.items() if k.split()[0] not in READS}
+        run.write_rate = {k: v / window for k, v in run.requests.items()
+                          if k.split()[0] not in READS and REFUSED not in k}
     finally:
         await delete_and_wait(api, f"/api/v1/namespaces/{namespace}", timeout=600)
         await delete_and_wait(api, f"/apis/scheduling.run.ai/v2/queues/{queue}")
@@ -621,12 +630,18 @@ def report(run: Run, ceiling_rate: float | None) -> None:
             print("    {:34} p50 {:6.2f} s  p90 {:6.2f} s  p99 {:6.2f} s  (n={})".format(
                 stage, *percentiles(values), len(values)))
     if bound:
-        total = sum(v for k, v in run.requests.items() if not is_lease(k))
+        kinds = {k: v for k, v in run.requests.items() if REFUSED not in k}
+        total = sum(v for k, v in kinds.items() if not is_lease(k))
         print(f"  API requests per bound pod: {total / bound:.2f} (leases apart: "
-              f"{sum(v for k, v in run.requests.items() if is_lease(k)) / bound:.2f})")
-        for key, value in sorted(run.requests.items(), key=lambda kv: -kv[1]):
+              f"{sum(v for k, v in kinds.items() if is_lease(k)) / bound:.2f})")
+        for key, value in sorted(kinds.items(), key=lambda kv: -kv[1]):
             if not is_lease(key) and value / bound >= 0.005:
                 print(f"    {key:40} {value / bound:6.2f}")
+        refused = sorted(((k, v) for k, v in run.requests.items() if REFUSED in k and v / bound >= 0.005),
+                         key=lambda kv: -kv[1])
+        if refused:
+            print("  of which answered with an error, per bound pod: " + ", ".join(
+                f"{k} {v / bound:.2f}" for k, v in refused))
         print("  CPU seconds per bound pod: " + ", ".join(
             f"{name} {sec / bound * 1000:.1f} ms" for name, sec in sorted(run.cpu.items(), key=lambda kv: -kv[1])
             if sec > 0))
@@ -650,7 +665,7 @@ def plot(runs: list[Run], path: str) -> None:
     left.set_title("progress")
     left.legend(fontsize=7)
     suites = [r for r in flowing if r.requests and not r.name.startswith("ceiling")]
-    kinds = sorted({k for r in suites for k in r.requests if not is_lease(k)},
+    kinds = sorted({k for r in suites for k in r.requests if not is_lease(k) and REFUSED not in k},
                    key=lambda k: -sum(r.requests.get(k, 0) / max(len(r.bound), 1) for r in suites))[:12]
     width = 0.8 / max(len(suites), 1)
     for i, r in enumerate(suites):

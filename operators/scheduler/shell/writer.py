@@ -30,6 +30,7 @@ from operators.scheduler.decide.records import RefusedEviction
 from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import Assumed, PodGroupOverlay
 from operators.scheduler.shell.eviction import Refusals, guarded_by, per_preemptor, refusal_message
+from operators.scheduler.shell.explained import Written, chosen
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
 from operators.scheduler.shell.suspension import Suspender
 
@@ -67,6 +68,10 @@ class Writer:
         # What this process wrote last, so unchanged explanations cost no API call.
         self._pod_condition: dict[str, str] = {}
         self._pg_condition: dict[str, tuple[Any, ...]] = {}
+        # The explanation last shown per pending pod and PodGroup (events and conditions): a change of its numbers
+        # alone is shown at most once per explained.REFRESH (explained.py).
+        self._pod_explained: dict[str, Written] = {}
+        self._pg_explained: dict[str, Written] = {}
         self._evicted: dict[str, float] = {}
         self._deleted_bindrequests: dict[str, float] = {}
         self._explaining: asyncio.Task[None] | None = None
@@ -193,6 +198,8 @@ class Writer:
             return
         self._pod_condition = {k: v for k, v in self._pod_condition.items() if k in self.pods.store}
         self._pg_condition = {k: v for k, v in self._pg_condition.items() if k in self.podgroups.store}
+        self._pod_explained = {k: v for k, v in self._pod_explained.items() if k in self.pods.store}
+        self._pg_explained = {k: v for k, v in self._pg_explained.items() if k in self.podgroups.store}
         horizon = time.monotonic() - 300
         self._evicted = {k: t for k, t in self._evicted.items() if t > horizon}
         self._deleted_bindrequests = {k: t for k, t in self._deleted_bindrequests.items() if t > horizon}
@@ -243,6 +250,7 @@ class Writer:
             message = f"Failed to bind pod {b.namespace}/{b.pod} to node {b.node}. {getattr(exc, 'body', exc)}"
             await self.events.emit(self._pod_ref(b.namespace, b.pod), "Warning", "FailedBinding", message)
             await self.pod_condition(b.namespace, b.pod, "BindingError", message)
+            self._pod_explained.pop(key, None)  # the next Unschedulable is news, not a recount
             return
         metrics.TASK_LATENCY.observe(max(time.time() - pod.created, 0) * MS_PER_SECOND)
         pool = self.config.node_pool_name
@@ -387,9 +395,24 @@ class Writer:
                 log.warning("lifting the quota gate of %s/%s failed: %s", namespace, pod, exc)
 
     async def explain(self, u: Unschedulable) -> None:
+        """The PodGroup's and each pending pod's event and condition, as last shown when only their numbers
+        changed since (explained.py)."""
+        now = time.monotonic()
+        key = f"{u.namespace}/{u.pod_group}"
+        shown = self._pg_explained[key] = chosen(
+            self._pg_explained.get(key), repr((u.node_pool, u.message, [r.to_dict() for r in u.reasons])), now,
+            (u.message, u.reasons))
+        if shown.value != (u.message, u.reasons):
+            u = replace(u, message=shown.value[0], reasons=shown.value[1])
         await self.events.emit(self._pg_ref(u.namespace, u.pod_group), "Normal", keys.EVENT_UNSCHEDULABLE,
                                u.message)
-        for pod, message in u.pod_messages.items():
+        for pod, new in u.pod_messages.items():
+            pod_key = f"{u.namespace}/{pod}"
+            record = self.pods.get(pod_key)
+            uid = record.uid if record else ""
+            last = self._pod_explained.get(pod_key)  # a pod of the same name created since is news
+            said = self._pod_explained[pod_key] = chosen(last if last and last.value == uid else None, new, now, uid)
+            message = said.text
             await self.events.emit(self._pod_ref(u.namespace, pod), "Warning", keys.EVENT_UNSCHEDULABLE, message)
             if u.mark_unschedulable:
                 await self.pod_condition(u.namespace, pod, keys.REASON_UNSCHEDULABLE, message)
@@ -398,9 +421,10 @@ class Writer:
 
     async def pod_condition(self, namespace: str, pod: str, reason: str, message: str) -> None:
         key = f"{namespace}/{pod}"
-        if self._pod_condition.get(key) == f"{reason}:{message}":
-            return
         record = self.pods.get(key)
+        written = f"{record.uid if record else ''}:{reason}:{message}"  # per pod uid: a recreated pod is written
+        if self._pod_condition.get(key) == written:
+            return
         if reason == keys.REASON_UNSCHEDULABLE and (
                 record is None or record.node_name or key in self.bindrequests.store):
             return  # bound or being bound since the cycle decided: an explanation written late would be wrong
@@ -409,7 +433,7 @@ class Writer:
         try:
             await raw(self.api, "PATCH", f"{PODS.path(namespace)}/{pod}/status",
                       body={"status": {"conditions": [condition]}}, content_type=STRATEGIC_MERGE)
-            self._pod_condition[key] = f"{reason}:{message}"
+            self._pod_condition[key] = written
         except Exception as exc:
             if not is_not_found(exc):
                 raise
