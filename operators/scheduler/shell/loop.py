@@ -51,6 +51,7 @@ from operators.scheduler.decide.snapshot import (
 from operators.scheduler.shell import metrics
 from operators.scheduler.shell.assume import PodGroupOverlay, pod_transform
 from operators.scheduler.shell.dra import DraShell
+from operators.scheduler.shell.explained import REFRESH
 from operators.scheduler.shell.provisioning_shell import ProvisioningShell
 from operators.scheduler.shell.shard import ShardWatcher
 from operators.scheduler.shell.snapshotview import SnapshotViews
@@ -64,8 +65,9 @@ class SchedulerLoop(Writer):
     """Informers -> snapshot -> `run_cycle` in a worker thread -> the writer, every period and on change."""
 
     def __init__(self, api: Any, config: SchedulerConfig, *, concurrency: int = 32,
-                 shard: ShardWatcher | None = None) -> None:
+                 shard: ShardWatcher | None = None, explanation_refresh: float = REFRESH) -> None:
         self.api = api
+        self.explanation_refresh = explanation_refresh
         self.config = config
         self.shard = shard  # when set, `config` follows the instance's SchedulingShard at every cycle
         name = config.scheduler_name

@@ -14,6 +14,7 @@ from typing import Any
 
 from operators.core import component
 from operators.scheduler.decide.config import add_arguments, config_from_args, random_group_id
+from operators.scheduler.shell.explained import REFRESH
 from operators.scheduler.shell.loop import SchedulerLoop
 from operators.scheduler.shell.shard import ShardWatcher
 
@@ -23,6 +24,9 @@ def parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.add_argument("--shard-name", default="default",
                    help="the SchedulingShard this instance serves (read live); its Lease is kai-scheduler-<name>")
+    p.add_argument("--explanation-refresh", type=float, default=REFRESH, metavar="SECONDS",
+                   help="a pending pod's or PodGroup's explanation whose numbers alone changed is rewritten at most "
+                        "this often (a new reason at once); 0 rewrites on every change, as KAI does")
     p.set_defaults(lease_name=None)
     return p
 
@@ -30,7 +34,8 @@ def parser() -> argparse.ArgumentParser:
 async def build(args: argparse.Namespace, api: Any, life: component.Lifecycle) -> SchedulerLoop:
     """The loop of this shard: its configuration follows the shard's SchedulingShard from the first cycle on."""
     config = replace(config_from_args(args), scheduler_name=args.scheduler_name, group_id=random_group_id)
-    return SchedulerLoop(api, config, shard=ShardWatcher(api, args.shard_name, config))
+    return SchedulerLoop(api, config, shard=ShardWatcher(api, args.shard_name, config),
+                         explanation_refresh=args.explanation_refresh)
 
 
 def lease_name(args: argparse.Namespace) -> str:

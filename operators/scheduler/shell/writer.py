@@ -49,6 +49,7 @@ class Writer:
 
     api: Any
     config: SchedulerConfig
+    explanation_refresh: float  # seconds (explained.py)
     nodes: Informer[Any]
     pods: Informer[Any]
     podgroups: Informer[Any]
@@ -69,7 +70,7 @@ class Writer:
         self._pod_condition: dict[str, str] = {}
         self._pg_condition: dict[str, tuple[Any, ...]] = {}
         # The explanation last shown per pending pod and PodGroup (events and conditions): a change of its numbers
-        # alone is shown at most once per explained.REFRESH (explained.py).
+        # alone is shown at most once per `explanation_refresh` seconds (explained.py; 0: every change, as KAI).
         self._pod_explained: dict[str, Written] = {}
         self._pg_explained: dict[str, Written] = {}
         self._evicted: dict[str, float] = {}
@@ -401,7 +402,7 @@ class Writer:
         key = f"{u.namespace}/{u.pod_group}"
         shown = self._pg_explained[key] = chosen(
             self._pg_explained.get(key), repr((u.node_pool, u.message, [r.to_dict() for r in u.reasons])), now,
-            (u.message, u.reasons))
+            (u.message, u.reasons), self.explanation_refresh)
         if shown.value != (u.message, u.reasons):
             u = replace(u, message=shown.value[0], reasons=shown.value[1])
         await self.events.emit(self._pg_ref(u.namespace, u.pod_group), "Normal", keys.EVENT_UNSCHEDULABLE,
@@ -411,7 +412,8 @@ class Writer:
             record = self.pods.get(pod_key)
             uid = record.uid if record else ""
             last = self._pod_explained.get(pod_key)  # a pod of the same name created since is news
-            said = self._pod_explained[pod_key] = chosen(last if last and last.value == uid else None, new, now, uid)
+            said = self._pod_explained[pod_key] = chosen(last if last and last.value == uid else None, new, now, uid,
+                                                         self.explanation_refresh)
             message = said.text
             await self.events.emit(self._pod_ref(u.namespace, pod), "Warning", keys.EVENT_UNSCHEDULABLE, message)
             if u.mark_unschedulable:

@@ -87,3 +87,23 @@ async def test_the_writer_rewrites_a_pod_for_a_new_reason_or_a_new_pod_not_for_n
     loop.pods._put("ns/p-1", loop.pods.parse(pending_pod("uid-2")), "MODIFIED")
     await loop.explain(unschedulable(TAINT.format(6, 1)))
     assert api.conditions() == 3
+
+
+async def test_with_no_refresh_interval_every_change_of_counts_is_written_as_kai_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    api = Recorder()
+    for module in (writer_module, events_module):
+        monkeypatch.setattr(module, "raw", api.raw)
+    loop = SchedulerLoop(object(), SchedulerConfig(), explanation_refresh=0)
+    loop.pods._put("ns/p-1", loop.pods.parse(pending_pod("uid-1")), "ADDED")
+    for nodes in (3, 4, 5, 5):
+        await loop.explain(Unschedulable("ns", "pg-1", "default", GPUS.format(nodes), (),
+                                         {"p-1": GPUS.format(nodes)}, False))
+    assert api.conditions() == 3  # every new text, the repeated one not
+
+
+def test_the_scheduler_flag_sets_the_interval() -> None:
+    from operators.scheduler.shell.main import parser
+
+    assert parser().parse_args([]).explanation_refresh == REFRESH
+    assert parser().parse_args(["--explanation-refresh", "0"]).explanation_refresh == 0
