@@ -3,11 +3,13 @@
 Builds an envelope profile (`envelope_cluster`), runs the cold cycle, then `--cycles` warm cycles, each on the
 cluster the previous cycle left (its binds running, its evictions pending again: `apply_decisions`, as `kai
 simulate --cycles` does) with `--churn` of the pods replaced by equal records that are new objects (as a watch
-update or a re-parse gives them). Each cycle gets the previous cycle's carry, as the live loop runs it (`--fresh`:
-none, as before the carry replayed allocate's repeated failures). Prints each cycle's CPU seconds and its phases
-(wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU), what it replayed and the
+update or a re-parse gives them), or with `--real-churn`: that share of the pods really changes, half of it running
+single-pod jobs that finish (pod and PodGroup gone) and half new single-pod jobs that arrive pending (copies of the
+finished ones), on top of the binds that land. Each cycle gets the previous cycle's carry, as the live loop runs
+it (`--fresh`: none, as before the carry replayed allocate's repeated failures). Prints each cycle's CPU seconds and
+its phases (wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU), what it replayed and the
 explanations it reused from the carry.
-Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--fresh] [--check]
+Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--fresh] [--check]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
-from operators.scheduler.decide.snapshot import snapshot_from_objects
+from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
 
 NOW = 1.7e9
 
@@ -39,11 +41,37 @@ def _text(d: Decisions) -> str:
     return json.dumps(d.to_dict(), sort_keys=True)
 
 
+def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
+    """`share` of the pods really changed: half finish (running single-pod jobs, their PodGroups deleted), half
+    arrive (new pending single-pod jobs, copies of those that finished, with new names)."""
+    rng = random.Random(n)
+    members: dict[tuple[str, str], int] = {}
+    for p in snapshot.pods:
+        members[(p.namespace, p.pod_group)] = members.get((p.namespace, p.pod_group), 0) + 1
+    alone = [p for p in snapshot.pods if p.node_name and p.phase == "Running" and not p.is_reservation
+             and p.pod_group and members[(p.namespace, p.pod_group)] == 1]
+    finished = rng.sample(alone, min(len(alone), int(len(snapshot.pods) * share / 2)))
+    gone = {(p.namespace, p.name) for p in finished}
+    groups = {(p.namespace, p.pod_group) for p in finished}
+    podgroups = {(g.namespace, g.name): g for g in snapshot.podgroups}
+    pods = [p for p in snapshot.pods if (p.namespace, p.name) not in gone]
+    kept = [g for g in snapshot.podgroups if (g.namespace, g.name) not in groups]
+    for p in finished:
+        suffix = f"-a{n}"
+        pods.append(replace(p, name=p.name + suffix, uid=p.uid + suffix, created=NOW + 10 * n, phase="Pending",
+                            node_name="", gpu_groups=(), pod_group=p.pod_group + suffix))
+        g = podgroups[(p.namespace, p.pod_group)]
+        kept.append(replace(g, name=g.name + suffix, uid=g.uid + suffix))
+    return replace(snapshot, pods=tuple(pods), podgroups=tuple(kept))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envelope2x", action="store_true", help="10,000 nodes / 150,000 pods (else the envelope)")
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--churn", type=float, default=0.01, help="share of the pods re-made between cycles")
+    parser.add_argument("--real-churn", action="store_true",
+                        help="the churned pods really change (jobs finish and arrive) instead of being re-made equal")
     parser.add_argument("--fresh", action="store_true", help="no carry between cycles")
     parser.add_argument("--check", action="store_true",
                         help="also run each cycle fresh (no carry) and compare the decisions, byte for byte")
@@ -70,6 +98,9 @@ def main() -> int:
               f"reused{same}; {phases}; "
               f"load1={os.getloadavg()[0]:.2f}", flush=True)
         snapshot = apply_decisions(snapshot, decisions)
+        if args.real_churn:
+            snapshot = real_churn(snapshot, args.churn, n + 1)
+            continue
         pods = list(snapshot.pods)
         for k in random.Random(n).sample(range(len(pods)), int(len(pods) * args.churn)):
             pods[k] = replace(pods[k])  # equal, a new object
