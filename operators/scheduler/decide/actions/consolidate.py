@@ -18,11 +18,11 @@ from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver, cluster_free
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
+    QueueOrder,
     consolidation_message,
     preempt_min_runtime,
     protected,
     victim_chunks,
-    within_queue_order,
 )
 from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 from operators.scheduler.decide.units import AXES
@@ -117,8 +117,8 @@ class Consolidation:
 
     @staticmethod
     def _victims(session: Session, job: Job, candidates: list[Job]) -> MergedVictims:
-        """order_chunks() of every candidate's chunks, merged across queues lazily (a search that stops after a
-        few hundred scenarios sees a short prefix of the cluster's victims)."""
+        """order_chunks() of every candidate's chunks, merged across queues and ordered within each queue
+        lazily (a search that stops after a few hundred scenarios sees a short prefix of the cluster's victims)."""
         by_queue: dict[QueueState, list[Chunk]] = {}
         for other in candidates:
             assert other.queue is not None
@@ -128,4 +128,4 @@ class Consolidation:
             chunks = victim_chunks(other, False)
             if chunks:
                 by_queue.setdefault(other.queue, []).extend(chunks)
-        return MergedVictims(session, [(q, within_queue_order(chunks, session)) for q, chunks in by_queue.items()])
+        return MergedVictims(session, [(q, QueueOrder(chunks, session)) for q, chunks in by_queue.items()])

@@ -14,12 +14,12 @@ from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
+    QueueOrder,
     protected,
     reclaim_message,
     reclaim_min_runtime,
     releasable,
     victim_chunks,
-    within_queue_order,
 )
 from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 from operators.scheduler.decide.units import AXES
@@ -60,8 +60,8 @@ class Reclaim:
         for other in candidates:
             assert other.queue is not None
             self._by_queue.setdefault(other.queue, []).append(other)
-        self._per_reclaimer: dict[tuple[QueueState, QueueState], list[Chunk]] = {}
-        self._shared: dict[tuple[QueueState, float], tuple[int, list[Chunk]]] = {}
+        self._per_reclaimer: dict[tuple[QueueState, QueueState], QueueOrder] = {}
+        self._shared: dict[tuple[QueueState, float], tuple[int, QueueOrder]] = {}
         self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
@@ -129,13 +129,13 @@ class Reclaim:
         assert mine is not None
         contested = [r for r in AXES if request[r] > 0]
         may_take_from = session.framework.reclaim_rules.may_take_from
-        per_queue: list[tuple[QueueState, list[Chunk]]] = []
+        per_queue: list[tuple[QueueState, QueueOrder]] = []
         for victim in self._by_queue:
             if victim is not mine and may_take_from(session, mine, victim, contested, self._sides):
                 per_queue.append((victim, self._queue_chunks(session, mine, victim)))
         return MergedVictims(session, per_queue)
 
-    def _queue_chunks(self, session: Session, mine: QueueState, victim: QueueState) -> list[Chunk]:
+    def _queue_chunks(self, session: Session, mine: QueueState, victim: QueueState) -> QueueOrder:
         hit = self._per_reclaimer.get((victim, mine))
         if hit is not None:
             return hit
@@ -145,9 +145,9 @@ class Reclaim:
         if shared is not None and shared[0] == epoch:
             hit = shared[1]
         else:
-            hit = within_queue_order([c for other in self._by_queue[victim]
-                                      for c in victim_chunks(other, protected(session, other, runtime))],
-                                     session)
+            # Ordered lazily: a search reads a prefix of each queue's chunks (QueueOrder).
+            hit = QueueOrder([c for other in self._by_queue[victim]
+                              for c in victim_chunks(other, protected(session, other, runtime))], session)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit

@@ -34,7 +34,9 @@ class NodeIndex:
         self.cpu_gpu_list: list[tuple[float, int]] = []  # GPU nodes, by CPU key (for CPU-only tasks)
         self.cpu_only_list: list[tuple[float, int]] = []  # CPU-only nodes, by CPU key
         self.shared_list: list[tuple[float, int]] = []  # nodes with a shared GPU that has room, by GPU key
-        self.releasing: set[int] = set()  # nodes with resources still being released
+        self._releasing: set[int] = set()  # nodes with resources still being released
+        # Nodes whose free resources changed since the lists were last read: re-keyed when the order is next read.
+        self._dirty: dict[int, NodeState] = {}
         for node in nodes:
             if not node.ok:
                 continue
@@ -50,7 +52,7 @@ class NodeIndex:
                 self.in_shared[i] = 1
                 self.shared_list.append((self.gpu_key[i], i))
             if self._is_releasing(node):
-                self.releasing.add(i)
+                self._releasing.add(i)
         for lst in (self.gpu_list, self.cpu_gpu_list, self.cpu_only_list, self.shared_list):
             lst.sort()
 
@@ -75,7 +77,27 @@ class NodeIndex:
             g.releasing > 0 for g in node.groups.values())
 
     def update(self, node: NodeState) -> None:
-        """Re-key one node after its free resources changed."""
+        """Note that a node's free resources changed; it is re-keyed when the order is next read.
+
+        A simulation evicts a scenario's pods, places the job, and rolls back, node by node: deferred, a node
+        touched several times between two reads is re-keyed once, and one left as it was is not moved. The lists
+        hold (key, index) pairs, unique, so they read the same whatever order the nodes are re-keyed in."""
+        self._dirty[node.idx] = node
+
+    def flush(self) -> None:
+        """Re-key the nodes changed since the last read (every reader calls this first)."""
+        if self._dirty:
+            for node in self._dirty.values():
+                self._rekey(node)
+            self._dirty.clear()
+
+    @property
+    def releasing(self) -> set[int]:
+        """Nodes with resources still being released."""
+        self.flush()
+        return self._releasing
+
+    def _rekey(self, node: NodeState) -> None:
         if not node.ok:
             return
         i = node.idx
@@ -96,24 +118,27 @@ class NodeIndex:
         self.in_shared[i] = shareable
         self.gpu_key[i], self.cpu_key[i] = gk, ck
         if self._is_releasing(node):
-            self.releasing.add(i)
+            self._releasing.add(i)
         else:
-            self.releasing.discard(i)
+            self._releasing.discard(i)
 
     # --- iteration in score order --------------------------------------------------------------
 
     def gpu_order(self, min_free: float) -> Iterator[int]:
         """GPU nodes, best first. Binpack starts at the first node with enough free GPUs."""
+        self.flush()
         lst = self.gpu_list
         start = 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
         for pos in range(start, len(lst)):
             yield lst[pos][1]
 
     def shared_order(self) -> Iterator[int]:
+        self.flush()
         for _, i in self.shared_list:
             yield i
 
     def cpu_order(self, min_free: float, cpu_only_nodes: bool) -> Iterator[int]:
+        self.flush()
         lst = self.cpu_only_list if cpu_only_nodes else self.cpu_gpu_list
         start = 0 if self.cpu_spread else bisect_left(lst, (min_free, -1))
         for pos in range(start, len(lst)):
@@ -121,6 +146,7 @@ class NodeIndex:
 
     def sort_key(self, node: NodeState, cpu_task: bool) -> tuple[float, int]:
         """Within one score tier: the placement key, then name (index) order."""
+        self.flush()
         key = self.cpu_key[node.idx] if cpu_task else self.gpu_key[node.idx]
         return key, node.idx
 

@@ -187,9 +187,10 @@ class Placer:
         gpu = rec.gpu
         cpu, mem, whole = rec.cpu, rec.memory, gpu.whole
         nodes = self.nodes
+        releasing = self.index.releasing  # brings the index's keys up to date (read below)
         keys = self.index.cpu_key if cpu_task else self.index.gpu_key
         tiered: list[tuple[int, int, float, int]] = []
-        for i in self.index.releasing:
+        for i in releasing:
             if not mask[i]:
                 continue
             node = nodes[i]
