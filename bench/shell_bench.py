@@ -173,6 +173,17 @@ def legacy_page(inf: Informer[Any], body: bytes, fresh: dict[str, Any]) -> None:
         fresh[object_key(obj)] = inf.parse(obj)
 
 
+def verify_stores(loop: SchedulerLoop, pages: dict[str, list[bytes]]) -> int:
+    """Every kind's store after the list equals each object of its pages decoded and parsed on its own, record
+    for record and in order (what `take_page`'s batching and GC pause must not change); returns the count."""
+    for kind, kind_pages in pages.items():
+        inf = informer(loop, kind)
+        alone = {object_key(o): r for body in kind_pages for o in json.loads(body)["items"]
+                 if (r := inf.parse(o)) is not None}
+        assert inf.store == alone and list(inf.store) == list(alone), f"{kind}: the listed store differs"
+    return sum(len(informer(loop, kind).store) for kind in pages)
+
+
 def start_up(loop: SchedulerLoop, pages: dict[str, list[bytes]], legacy: bool = False) -> dict[str, float]:
     """List every kind through its informer: each page decoded and parsed by `take_page`, then the store
     installed by `replace_all`."""
@@ -273,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--churn", type=float, default=0.01, help="watch events per cycle, as a share of the pods")
     parser.add_argument("--no-first-cycle", action="store_true", help="skip the first scheduling cycle")
     parser.add_argument("--legacy", action="store_true", help="list as before `take_page` (the GC on)")
+    parser.add_argument("--verify", action="store_true",
+                        help="check every store against each listed object parsed alone (after the timings)")
     parser.add_argument("--dra", action="store_true",
                         help="GPUs of nodes as ResourceSlices, 20%% of GPU pods' as ResourceClaims (scheduler_bench)")
     args = parser.parse_args(argv)
@@ -286,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     w0 = time.perf_counter()
     row = start_up(loop, pages, args.legacy)
     rss1 = rss_mib()
+    kept = pages if args.verify else {}
     del pages
     gc.collect()
     rss2 = rss_mib()
@@ -303,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB; RSS {rss0:.0f} MiB before the list "
           f"(pages held), {rss1:.0f} after it, {rss2:.0f} with the pages dropped",
           flush=True)
+    if args.verify:  # the first cycle only reads the stores
+        print(f"stores verified: {verify_stores(loop, kept)} records equal to each object parsed alone", flush=True)
+        del kept
     cluster, churn = Cluster(pad(generate(args.nodes, dra=args.dra), args.pods)), Churn()
     n = max(int(len(cluster.of("Pod")) * args.churn), 3)
     for cycle in range(args.cycles):
