@@ -16,7 +16,7 @@ from operators.scheduler.decide.explain import humanize
 from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, QueueState, Task
 from operators.scheduler.decide.ordering import podset_order_key
 from operators.scheduler.decide.records import parse_time
-from operators.scheduler.decide.units import AXES, GPU, WHOLE, as_vector
+from operators.scheduler.decide.units import AXES, WHOLE, as_vector
 
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
@@ -41,27 +41,19 @@ def releasable(session: Session, candidates: Iterable[Job]) -> dict[QueueState, 
     """
     # Summed per job queue first, then each sum added along that queue's lineage once: the same totals, with
     # one lineage walk per queue instead of one per candidate (tens of thousands at 5,000 nodes).
-    # The live tasks' vectors are summed in one pass per job (`job_request(live_tasks(job))`, inlined as
-    # `job_request` inlines `task_vector` for whole-GPU and CPU-only pods).
     per_queue: dict[QueueState, list[int]] = {}
-    task_vector = session.task_vector
     for job in candidates:
         queue = job.queue
         if queue is None:
             continue
+        v0, v1, v2 = session.job_request(live_tasks(job))
         acc = per_queue.get(queue)
         if acc is None:
-            acc = per_queue[queue] = [0, 0, 0]
-        for t in job.tasks:
-            if t.status in VICTIM_STATUSES and t.node >= 0:
-                rec = t.rec
-                if rec.gpu.is_shared:
-                    v0, v1, v2 = task_vector(t)
-                else:
-                    v0, v1, v2 = rec.gpu.whole * GPU, rec.cpu, rec.memory
-                acc[0] += v0
-                acc[1] += v1
-                acc[2] += v2
+            per_queue[queue] = [v0, v1, v2]
+        else:
+            acc[0] += v0
+            acc[1] += v1
+            acc[2] += v2
     out: dict[QueueState, list[int]] = {}
     for queue, (gpu, cpu, mem) in per_queue.items():
         for q in queue.lineage():
