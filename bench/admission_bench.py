@@ -196,6 +196,14 @@ def histogram(text: str, family_name: str, match: dict[str, str]) -> dict[float,
     return dict(out)
 
 
+def condition_seconds(text: str) -> float:
+    """Seconds the API server spent evaluating the pod webhooks' matchConditions (it times only the evaluations
+    that exclude a call)."""
+    return sum(s.value for f in text_string_to_metric_families(text)
+               if f.name == "apiserver_admission_match_condition_evaluation_seconds" for s in f.samples
+               if s.name.endswith("_sum") and s.labels.get("name") == POD_HOOK)
+
+
 def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
     """The q-quantile of the observations between two scrapes, interpolated linearly within its bucket."""
     buckets = sorted((le, after.get(le, 0) - before.get(le, 0)) for le in after)
@@ -220,6 +228,7 @@ class Result:
         self.apiserver_cpu = 0.0
         self.server_hist: tuple[dict[float, float], dict[float, float]] = ({}, {})
         self.own_hist: tuple[dict[float, float], dict[float, float]] = ({}, {})
+        self.condition_seconds = 0.0  # the API server's time evaluating the pod webhooks' matchConditions
 
     @property
     def rate(self) -> float:
@@ -248,8 +257,10 @@ async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: st
         result.webhook_cpu = cpu_after["admission"] - cpu["admission"]
         result.apiserver_cpu = cpu_after.get("kube-apiserver", 0.0) - cpu.get("kube-apiserver", 0.0)
         family = "apiserver_admission_webhook_admission_duration_seconds"
+        server_after = await scrape(api)
         result.server_hist = (histogram(server, family, {"name": POD_HOOK}),
-                              histogram(await scrape(api), family, {"name": POD_HOOK}))
+                              histogram(server_after, family, {"name": POD_HOOK}))
+        result.condition_seconds = condition_seconds(server_after) - condition_seconds(server)
         mine = "kai_webhook_review_duration_seconds"
         result.own_hist = (histogram(own, mine, {}), histogram(await own_scrape(admission), mine, {}))
     finally:
@@ -318,7 +329,8 @@ def report(results: list[Result]) -> None:
     for mode, rs in by_mode.items():
         rounds = ", ".join(f"{r.rate:.1f}" for r in rs)
         print(f"  {what[mode]:36} {rates[mode]:7.1f} pods/s  (rounds: {rounds})  "
-              f"API server CPU {sum(r.apiserver_cpu for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
+              f"API server CPU {sum(r.apiserver_cpu for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod, "
+              f"matchConditions {sum(r.condition_seconds for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
     if "on" in rates and "off" in rates:
         print(f"  ratio on / off: {rates['on'] / rates['off']:.2f}  (target >= 0.80)")
     for mode in ("fraction", "fraction2", "kai"):
