@@ -14,14 +14,17 @@ that drift in the machine's load does not favour one mode):
 
 on        plain `kai-scheduler` pods, webhook configurations installed (their matchConditions let no plain pod
           through: nothing to admit, no review)
-fraction  `kai-scheduler` pods with `gpu-fraction: 0.5`, webhook configurations installed (one mutating and one
-          validating review each: the GPU-sharing wiring)
+fraction  `kai-scheduler` pods with `gpu-fraction: 0.5`, webhook configurations installed (one mutating review
+          each, the GPU-sharing wiring: the validating condition proves them valid)
+fraction2 the same pods with the validating configuration as before that proof (`not-a-proven-valid-create`
+          left out: one mutating and one validating review each); not run unless named in --modes
 off       plain `kai-scheduler` pods, webhook configurations removed
 foreign   pods of another scheduler, webhook configurations installed (the matchCondition keeps them away)
 kai       plain `kai-scheduler` pods with KAI's configurations (`scheduler-name-match` only: both webhooks called
           for every pod, as before issue 26's pass); not run unless named in --modes
 
-It prints pods/s per mode and the ratios on/off (the target is >= 0.80) and fraction/off; for the modes with
+It prints pods/s per mode (and the load average after each round) and the ratios on/off (the target is >= 0.80)
+and fraction/off; for the modes with
 reviews the reviews per pod,
 the admission process's CPU per review (`/proc/<pid>/stat`), the API server's CPU per pod in every mode, the
 latency of the webhook calls as the API server measured them (`apiserver_admission_webhook_admission_duration_seconds`,
@@ -53,6 +56,7 @@ import aiohttp
 from apiserver_bench import bounded, cpu_seconds, delete_and_wait, percentiles, pod
 from prometheus_client.parser import text_string_to_metric_families
 
+from operators.core import podwebhooks
 from operators.core.kube import api_client, is_not_found, raw, raw_stream
 from operators.devcluster import pki, webhooks
 from operators.devcluster.cluster import State, load_state
@@ -61,6 +65,7 @@ REGISTRATIONS = "/apis/admissionregistration.k8s.io/v1"
 PLURAL = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
           "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 POD_HOOK = "admission.kai-scheduler.svc"
+ADMISSION_FLAGS = ["--gpu-sharing-enabled=true"]  # what the bench's admission process is told, and registered for
 
 
 # --- the admission process and its registration ---------------------------------------------------------------
@@ -81,7 +86,7 @@ class Admission:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "operators.cli", "run", "admission", f"--webhook-addr=127.0.0.1:{self.webhook}",
              f"--cert-dir={self.dir}", f"--metrics-bind-address=127.0.0.1:{self.metrics}",
-             f"--health-probe-bind-address=127.0.0.1:{self.probe}", "--gpu-sharing-enabled=true"],
+             f"--health-probe-bind-address=127.0.0.1:{self.probe}", *ADMISSION_FLAGS],
             env={**os.environ, "KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"},
             stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -120,8 +125,18 @@ class Admission:
 def registrations(admission: Admission) -> list[dict[str, Any]]:
     """The pod webhook configurations `kai dev up` registers (the topology one is left out: no Topology here)."""
     configs = webhooks.configurations(ca_pem=admission.ca_pem, admission_port=admission.webhook, queue_port=None,
-                                      podgroup_port=None)
+                                      podgroup_port=None, admission_args=ADMISSION_FLAGS)
     return [c for c in configs if c["webhooks"][0]["name"] == POD_HOOK]
+
+
+def two_call_registrations(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The configurations without the proven-valid CREATE skip: a GPU-sharing pod reviewed by both webhooks."""
+    out = copy.deepcopy(configs)
+    for config in out:
+        for webhook in config["webhooks"]:
+            webhook["matchConditions"] = [c for c in webhook["matchConditions"]
+                                          if c["name"] != podwebhooks.PROVEN_VALID_CREATE["name"]]
+    return out
 
 
 def kai_registrations(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -181,6 +196,14 @@ def histogram(text: str, family_name: str, match: dict[str, str]) -> dict[float,
     return dict(out)
 
 
+def condition_seconds(text: str) -> float:
+    """Seconds the API server spent evaluating the pod webhooks' matchConditions (it times only the evaluations
+    that exclude a call)."""
+    return sum(s.value for f in text_string_to_metric_families(text)
+               if f.name == "apiserver_admission_match_condition_evaluation_seconds" for s in f.samples
+               if s.name.endswith("_sum") and s.labels.get("name") == POD_HOOK)
+
+
 def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float | None:
     """The q-quantile of the observations between two scrapes, interpolated linearly within its bucket."""
     buckets = sorted((le, after.get(le, 0) - before.get(le, 0)) for le in after)
@@ -205,6 +228,7 @@ class Result:
         self.apiserver_cpu = 0.0
         self.server_hist: tuple[dict[float, float], dict[float, float]] = ({}, {})
         self.own_hist: tuple[dict[float, float], dict[float, float]] = ({}, {})
+        self.condition_seconds = 0.0  # the API server's time evaluating the pod webhooks' matchConditions
 
     @property
     def rate(self) -> float:
@@ -217,7 +241,7 @@ async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: st
     await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
     scheduler = "other-scheduler" if mode == "foreign" else "kai-scheduler"
     base = f"/api/v1/namespaces/{namespace}/pods"
-    bodies = [pod(f"p-{i:05d}", scheduler, fraction="0.5" if mode == "fraction" else "") for i in range(count)]
+    bodies = [pod(f"p-{i:05d}", scheduler, fraction="0.5" if mode.startswith("fraction") else "") for i in range(count)]
 
     async def create(body: dict[str, Any]) -> None:
         await raw(api, "POST", base, body=body)
@@ -233,8 +257,10 @@ async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: st
         result.webhook_cpu = cpu_after["admission"] - cpu["admission"]
         result.apiserver_cpu = cpu_after.get("kube-apiserver", 0.0) - cpu.get("kube-apiserver", 0.0)
         family = "apiserver_admission_webhook_admission_duration_seconds"
+        server_after = await scrape(api)
         result.server_hist = (histogram(server, family, {"name": POD_HOOK}),
-                              histogram(await scrape(api), family, {"name": POD_HOOK}))
+                              histogram(server_after, family, {"name": POD_HOOK}))
+        result.condition_seconds = condition_seconds(server_after) - condition_seconds(server)
         mine = "kai_webhook_review_duration_seconds"
         result.own_hist = (histogram(own, mine, {}), histogram(await own_scrape(admission), mine, {}))
     finally:
@@ -298,19 +324,21 @@ def report(results: list[Result]) -> None:
     print("\ncreate rate (all rounds: pods / seconds of creating)")
     what = {"on": "kai-scheduler pods, webhook on ", "off": "kai-scheduler pods, webhook off",
             "fraction": "fraction pods, webhook on", "foreign": "other scheduler's pods, webhook on",
+            "fraction2": "fraction pods, two calls (before)",
             "kai": "kai-scheduler pods, KAI's conditions"}
     for mode, rs in by_mode.items():
         rounds = ", ".join(f"{r.rate:.1f}" for r in rs)
         print(f"  {what[mode]:36} {rates[mode]:7.1f} pods/s  (rounds: {rounds})  "
-              f"API server CPU {sum(r.apiserver_cpu for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
+              f"API server CPU {sum(r.apiserver_cpu for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod, "
+              f"matchConditions {sum(r.condition_seconds for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
     if "on" in rates and "off" in rates:
         print(f"  ratio on / off: {rates['on'] / rates['off']:.2f}  (target >= 0.80)")
-    for mode in ("fraction", "kai"):
+    for mode in ("fraction", "fraction2", "kai"):
         if mode in rates and "off" in rates:
             print(f"  ratio {mode} / off: {rates[mode] / rates['off']:.2f}")
     if "foreign" in rates and "off" in rates:
         print(f"  ratio foreign (webhook on) / off: {rates['foreign'] / rates['off']:.2f}")
-    for mode in ("on", "fraction", "kai"):
+    for mode in ("on", "fraction", "fraction2", "kai"):
         latencies(mode, by_mode.get(mode, []))
     foreign = sum(r.reviews for r in by_mode.get("foreign", []))
     print(f"reviews of the other scheduler's pods: {foreign:.0f}")
@@ -354,7 +382,7 @@ async def main() -> None:
     admission = Admission(state)
     api = await api_client(state.kubeconfig)
     configs = registrations(admission)
-    kai_configs = kai_registrations(configs)
+    by_mode = {"off": None, "kai": kai_registrations(configs), "fraction2": two_call_registrations(configs)}
     results: list[Result] = []
     try:
         async with api:
@@ -365,7 +393,7 @@ async def main() -> None:
             installed: list[dict[str, Any]] | None = None
             for rnd in range(args.rounds):
                 for mode in modes if rnd % 2 == 0 else list(reversed(modes)):
-                    want = None if mode == "off" else kai_configs if mode == "kai" else configs
+                    want = by_mode.get(mode, configs)
                     if want is not installed:
                         if installed is not None:
                             await uninstall(api, installed)
@@ -375,8 +403,9 @@ async def main() -> None:
                             await settle(api, admission, probe_ns, reviewed=True)
                         installed = want
                     result = await creates(api, admission, dict(state.pids), mode, args.pods, args.concurrency)
-                    print(f"round {rnd + 1} {mode:8} {result.rate:7.1f} pods/s  "
-                          f"({result.pods} pods in {result.seconds:.1f} s, {result.reviews:.0f} reviews)", flush=True)
+                    print(f"round {rnd + 1} {mode:9} {result.rate:7.1f} pods/s  "
+                          f"({result.pods} pods in {result.seconds:.1f} s, {result.reviews:.0f} reviews)  "
+                          f"load {os.getloadavg()[0]:.1f}", flush=True)
                     results.append(result)
             if installed is not None:
                 await uninstall(api, installed)

@@ -8,7 +8,9 @@ without the conditions (KAI's) behaves the same.
 
 - validating: denies only a pod carrying a GPU-sharing annotation (`gpu-fraction`, `gpu-memory`,
   `gpu-fraction-num-devices`, `mps`) or a `kai.scheduler/preemption-delay` label or annotation; a plain pod
-  always passes, whether GPU sharing is enabled or not;
+  always passes, whether GPU sharing is enabled or not. With GPU sharing surely on, a CREATE that CEL proves
+  valid skips it too (`PROVEN_VALID_CREATE`, below): a well-formed GPU-sharing pod then costs one call (the
+  mutating one), not two;
 - mutating: fills the namespace (never needed: the API server sets it from the request path before admission),
   wires GPU sharing and the fraction runtime class (pods with `gpu-fraction` / `gpu-memory`), sets the GPU-pod
   runtime class (`--gpu-pod-runtime-class-name`: pods with an `nvidia.com/gpu` request or limit too) and adds the
@@ -56,6 +58,50 @@ REQUESTS_GPU: Final = {
 }
 
 
+# A GPU-sharing pod the validation surely admits on CREATE (GPU sharing on, the scheduler name checked before): a
+# sufficient condition, never a necessary one, so each clause is a narrower form of one of `validate_pod`'s checks
+# and anything it does not prove (a fraction written `5e-1`, a preemption delay) still reaches the webhook, which
+# decides as before. It is evaluated on the object after every mutating webhook, so another vendor's webhook that
+# changes the pod after ours is judged too, and it reads nothing a user could forge to vouch for a pod.
+# The numbers are bounded so Go's parsing cannot round them out of range: a fraction of at most 15 decimals with a
+# non-zero digit lies in [1e-15, 1 - 1e-15], hence in (0, 1); at most 18 digits never overflow a uint64.
+_FRACTION: Final = f"{_ANNOTATIONS}['{keys.GPU_FRACTION}']"
+_MEMORY: Final = f"{_ANNOTATIONS}['{keys.GPU_MEMORY}']"
+_NUM_DEVICES: Final = f"{_ANNOTATIONS}['{keys.GPU_FRACTION_NUM_DEVICES}']"
+_CONTAINER_NAME: Final = f"{_ANNOTATIONS}['{keys.GPU_FRACTION_CONTAINER_NAME}']"
+_POSITIVE_UINT: Final = "'^[1-9][0-9]{0,17}$'"
+_WHOLE_GPU_LIMIT: Final = f"has(c.resources) && has(c.resources.limits) && '{keys.GPU_RESOURCE}' in c.resources.limits"
+_PROVEN_VALID: Final = " && ".join((
+    f"has({_ANNOTATIONS})",
+    f"(('{keys.GPU_FRACTION}' in {_ANNOTATIONS}) != ('{keys.GPU_MEMORY}' in {_ANNOTATIONS}))",
+    f"(!('{keys.GPU_FRACTION}' in {_ANNOTATIONS}) || ({_FRACTION}.matches('^0?[.][0-9]{{1,15}}$')"
+    f" && {_FRACTION}.matches('[1-9]')))",
+    f"(!('{keys.GPU_MEMORY}' in {_ANNOTATIONS}) || {_MEMORY}.matches({_POSITIVE_UINT}))",
+    f"(!('{keys.GPU_FRACTION_NUM_DEVICES}' in {_ANNOTATIONS}) || {_NUM_DEVICES}.matches({_POSITIVE_UINT}))",
+    f"!('{keys.PREEMPTION_DELAY}' in {_ANNOTATIONS})",
+    f"!(has({_LABELS}) && '{keys.PREEMPTION_DELAY}' in {_LABELS})",
+    "has(object.spec.containers) && size(object.spec.containers) > 0",
+    f"!object.spec.containers.exists(c, {_WHOLE_GPU_LIMIT})",
+    f"!(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {_WHOLE_GPU_LIMIT}))",
+    f"(!('{keys.GPU_FRACTION_CONTAINER_NAME}' in {_ANNOTATIONS})"
+    f" || object.spec.containers.exists(c, c.name == {_CONTAINER_NAME})"
+    f" || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, c.name == {_CONTAINER_NAME})))",
+))
+# The webhook is called unless the request is a CREATE proven valid (UPDATE is validated as before).
+PROVEN_VALID_CREATE: Final = {
+    "name": "not-a-proven-valid-create",
+    "expression": f"request.operation != 'CREATE' || !({_PROVEN_VALID})",
+}
+
+GPU_SHARING_FLAG: Final = "--gpu-sharing-enabled"
+
+
+def shares_gpus(*, enabled: bool, extra_args: Sequence[str] = ()) -> bool:
+    """The admission surely runs with GPU sharing on: its setting is on and no extra argument mentions the flag
+    (one might turn it off; then the validating condition stays wide, which only costs calls)."""
+    return enabled and not any(str(a).startswith(GPU_SHARING_FLAG) for a in extra_args)
+
+
 class Mutates(Enum):
     """Which kai-scheduler pods the mutating webhook changes, by the admission component's flags."""
 
@@ -91,5 +137,8 @@ def mutating_conditions(scheduler_name: str, scope: Mutates) -> list[dict[str, A
     return [scheduler_name_match(scheduler_name), *(dict(c) for c in extra)]
 
 
-def validating_conditions(scheduler_name: str) -> list[dict[str, Any]]:
-    return [scheduler_name_match(scheduler_name), dict(MAY_BE_DENIED)]
+def validating_conditions(scheduler_name: str, *, gpu_sharing: bool) -> list[dict[str, Any]]:
+    """`gpu_sharing`: the admission surely validates with GPU sharing on (`shares_gpus`); otherwise every
+    GPU-sharing pod is refused, so none may skip the webhook."""
+    extra = [PROVEN_VALID_CREATE] if gpu_sharing else []
+    return [scheduler_name_match(scheduler_name), dict(MAY_BE_DENIED), *(dict(c) for c in extra)]

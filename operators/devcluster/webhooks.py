@@ -46,18 +46,24 @@ def configurations(*, ca_pem: bytes, admission_port: int | None, queue_port: int
     pods its mutating webhook is called for."""
     out: list[dict[str, Any]] = []
     if admission_port:
-        scope = podwebhooks.mutates(quota_gates=False, args=admission_args or [])
+        args = admission_args or []
+        scope = podwebhooks.mutates(quota_gates=False, args=args)
+        # The admission's own flag turns sharing on; any other mention of it leaves the validating condition wide.
+        sharing_on = f"{podwebhooks.GPU_SHARING_FLAG}=true"
+        sharing = podwebhooks.shares_gpus(enabled=sharing_on in args,
+                                          extra_args=[a for a in args if a != sharing_on])
         mutating = _pod_webhook("admission.kai-scheduler.svc", admission_port, "/mutate--v1-pod", ca_pem,
                                 ["CREATE"], podwebhooks.mutating_conditions(keys.SCHEDULER_NAME, scope))
         mutating["reinvocationPolicy"] = "IfNeeded"
         out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                     "metadata": {"name": "mutating-kai-admission", "labels": {"app": "admission"}},
                     "webhooks": [mutating]})
+        validating = _pod_webhook("admission.kai-scheduler.svc", admission_port, "/validate--v1-pod", ca_pem,
+                                  ["CREATE", "UPDATE"],
+                                  podwebhooks.validating_conditions(keys.SCHEDULER_NAME, gpu_sharing=sharing))
         out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                     "metadata": {"name": "validating-kai-admission", "labels": {"app": "admission"}},
-                    "webhooks": [_pod_webhook("admission.kai-scheduler.svc", admission_port, "/validate--v1-pod",
-                                              ca_pem, ["CREATE", "UPDATE"],
-                                              podwebhooks.validating_conditions(keys.SCHEDULER_NAME))]})
+                    "webhooks": [validating]})
         out.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                     "metadata": {"name": TOPOLOGY_CONFIG, "labels": {"app": "admission"}},
                     "webhooks": [{

@@ -477,14 +477,17 @@ def webhook_configurations(s: Settings, ca_bundles: Mapping[str, str]) -> list[O
         ca = ca_bundles[a.key]
         # KAI's schedulerName condition, narrowed to the pods each webhook can change or deny (core.podwebhooks).
         scheduler = str(s.glob("schedulerName", "kai-scheduler"))
+        extra_args = [str(x) for x in s.comp(a, "service", "args", default=[])]
         scope = podwebhooks.mutates(quota_gates=flag_text(s.comp(a, "quotaGates", default=False)) == "true",
-                                    args=[str(x) for x in s.comp(a, "service", "args", default=[])])
+                                    args=extra_args)
+        sharing = podwebhooks.shares_gpus(enabled=flag_text(s.comp(a, "gpuSharing", default=False)) == "true",
+                                          extra_args=extra_args)
         out.append(registration("MutatingWebhookConfiguration", "mutating-kai-admission", a.name, [
             {**hook(a, "admission.kai-scheduler.svc", "/mutate--v1-pod", pod_rules(["CREATE"]), ca),
              "reinvocationPolicy": "IfNeeded", **pod_selectors(podwebhooks.mutating_conditions(scheduler, scope))}]))
         out.append(registration("ValidatingWebhookConfiguration", "validating-kai-admission", a.name, [
             {**hook(a, "admission.kai-scheduler.svc", "/validate--v1-pod", pod_rules(["CREATE", "UPDATE"]), ca),
-             **pod_selectors(podwebhooks.validating_conditions(scheduler))}]))
+             **pod_selectors(podwebhooks.validating_conditions(scheduler, gpu_sharing=sharing))}]))
         out.append(registration("ValidatingWebhookConfiguration", "kai-topology-validation-v1alpha1", a.name, [
             hook(a, "topology-validation.kai.scheduler", "/validate-kai-scheduler-v1alpha1-topology",
                  [{"apiGroups": ["kai.scheduler"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"],

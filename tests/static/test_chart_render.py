@@ -307,7 +307,7 @@ def test_webhooks_are_registered_like_kai_with_the_chart_certificates(default_do
                                                      "expression": "object.spec.schedulerName == 'kai-scheduler'"}
             assert webhook["matchConditions"] == (
                 podwebhooks.mutating_conditions("kai-scheduler", podwebhooks.Mutates.SHARING)
-                if path.startswith("/mutate") else podwebhooks.validating_conditions("kai-scheduler"))
+                if path.startswith("/mutate") else podwebhooks.validating_conditions("kai-scheduler", gpu_sharing=True))
     assert mutating["mutating-kai-admission"]["webhooks"][0]["reinvocationPolicy"] == "IfNeeded"
     (topology,) = validating["kai-topology-validation-v1alpha1"]["webhooks"]
     assert topology["rules"] == [{"apiGroups": ["kai.scheduler"], "apiVersions": ["v1alpha1"],
@@ -595,6 +595,29 @@ def test_schema_accepts_the_keys_of_shards_and_config() -> None:
              "actions": {"consolidation": {"enabled": False}}}
     render(values={"schedulingShards": [shard], "config": {"create": False},
                    "global": {"nodePoolLabelKey": "example.com/pool"}})
+
+
+@pytest.mark.parametrize(("sets", "proven_valid_skip"), [
+    ((), False),
+    (("global.gpuSharing=true",), True),
+    (("global.gpuSharingMode=HamiCore",), True),
+    (("global.gpuSharing=true", "global.gpuSharingMode=Disabled"), False),
+    (("global.gpuSharing=true", "admission.extraArgs[0]=--gpu-sharing-enabled=false"), False),
+], ids=["sharing off", "sharing on", "sharing mode", "sharing mode disabled", "sharing flag in extra arguments"])
+def test_a_proven_valid_create_skips_the_validating_webhook_only_with_sharing_surely_on(
+        sets: tuple[str, ...], proven_valid_skip: bool) -> None:
+    docs = render(*sets)
+    (validating,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"
+                     and d["metadata"]["name"] == "validating-kai-admission"]
+    (webhook,) = validating["webhooks"]
+    assert webhook["matchConditions"] == podwebhooks.validating_conditions("kai-scheduler",
+                                                                           gpu_sharing=proven_valid_skip)
+    args = [a for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "admission"
+            for a in d["spec"]["template"]["spec"]["containers"][0]["args"]]
+    # The process is told sharing is on whenever the skip is rendered (the last mention of the flag wins).
+    flags = [a for a in args if a.startswith(podwebhooks.GPU_SHARING_FLAG)]
+    if proven_valid_skip:
+        assert flags[-1] == f"{podwebhooks.GPU_SHARING_FLAG}=true", flags
 
 
 @pytest.mark.parametrize(("sets", "scope"), [

@@ -275,6 +275,12 @@ matchConditions:
 {{- if eq $which "validate" }}
   - name: may-be-denied
     expression: {{ printf "(has(%s) && ['gpu-fraction', 'gpu-memory', 'gpu-fraction-num-devices', 'mps', 'kai.scheduler/preemption-delay'].exists(k, k in %s)) || (has(object.metadata.labels) && 'kai.scheduler/preemption-delay' in object.metadata.labels)" $a $a | quote }}
+{{- /* GPU sharing surely on (no extra argument mentions its flag): a CREATE proven valid in CEL skips the call. */}}
+{{- $sharingFlag := false }}{{ range .Values.admission.extraArgs }}{{ if hasPrefix "--gpu-sharing-enabled" (toString .) }}{{ $sharingFlag = true }}{{ end }}{{ end }}
+{{- if and (eq (include "kai.gpuSharing" .) "true") (not $sharingFlag) }}
+  - name: not-a-proven-valid-create
+    expression: {{ printf "request.operation != 'CREATE' || !(has(%[1]s) && (('gpu-fraction' in %[1]s) != ('gpu-memory' in %[1]s)) && (!('gpu-fraction' in %[1]s) || (%[1]s['gpu-fraction'].matches('^0?[.][0-9]{1,15}$') && %[1]s['gpu-fraction'].matches('[1-9]'))) && (!('gpu-memory' in %[1]s) || %[1]s['gpu-memory'].matches('^[1-9][0-9]{0,17}$')) && (!('gpu-fraction-num-devices' in %[1]s) || %[1]s['gpu-fraction-num-devices'].matches('^[1-9][0-9]{0,17}$')) && !('kai.scheduler/preemption-delay' in %[1]s) && !(has(object.metadata.labels) && 'kai.scheduler/preemption-delay' in object.metadata.labels) && has(object.spec.containers) && size(object.spec.containers) > 0 && !object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits) && !(has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources) && has(c.resources.limits) && 'nvidia.com/gpu' in c.resources.limits)) && (!('gpu-fraction-container-name' in %[1]s) || object.spec.containers.exists(c, c.name == %[1]s['gpu-fraction-container-name']) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, c.name == %[1]s['gpu-fraction-container-name']))))" $a | quote }}
+{{- end }}
 {{- else }}
 {{- $scope := include "kai.admissionMutates" . }}
 {{- if eq $scope "sharing" }}

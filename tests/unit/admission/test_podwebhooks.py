@@ -29,7 +29,22 @@ def test_kais_condition_comes_first_and_every_pod_drops_ours() -> None:
     for scope in Mutates:
         assert podwebhooks.mutating_conditions("kai-scheduler", scope)[0] == kai
     assert podwebhooks.mutating_conditions("kai-scheduler", Mutates.EVERY_POD) == [kai]
-    assert podwebhooks.validating_conditions("kai-scheduler") == [kai, podwebhooks.MAY_BE_DENIED]
+    assert podwebhooks.validating_conditions("kai-scheduler", gpu_sharing=False) == [kai, podwebhooks.MAY_BE_DENIED]
+    assert podwebhooks.validating_conditions("kai-scheduler", gpu_sharing=True) == [
+        kai, podwebhooks.MAY_BE_DENIED, podwebhooks.PROVEN_VALID_CREATE]
+
+
+@pytest.mark.parametrize(("enabled", "extra_args", "sure"), [
+    (True, [], True),
+    (False, [], False),
+    (True, ["--log-level=DEBUG"], True),
+    (True, ["--gpu-sharing-enabled=false"], False),
+    (True, ["--gpu-sharing-enabled", "false"], False),  # the value may be the next argument
+    (True, ["--gpu-sharing-enabled=true"], False),  # any mention: only sure from the setting itself
+])
+def test_sharing_is_sure_only_from_the_setting_without_a_mention_in_extra_arguments(
+        enabled: bool, extra_args: list[str], sure: bool) -> None:
+    assert podwebhooks.shares_gpus(enabled=enabled, extra_args=extra_args) is sure
 
 
 def test_the_admission_takes_no_abbreviated_flags() -> None:
