@@ -1,6 +1,7 @@
 """A topology-bound gang whose first pod's shape fits no node tries one domain, not each (actions/common.py
 `subsets_to_try`): the same decisions and explanations as trying every domain, and a shape that fits some domain
-is still tried domain after domain."""
+is still tried domain after domain. And a job's domain plan is made again only when a domain total of a level it
+reads changed value (plugins/topology/plugin.py), with the same decisions as planning every time."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from sched_builders import podgroup, queue
+from sched_builders import node, podgroup, queue
 from test_sched_topology import binds, gang, racks, running, simulate, unschedulable
 
 from operators.scheduler.decide.actions import common
@@ -81,3 +82,58 @@ def test_the_rule_keeps_every_subset_unless_the_first_shape_failed() -> None:
     assert common.subsets_to_try({("other",)}, [task], subsets) == subsets
     assert common.subsets_to_try({("shape",)}, [task], subsets) == [range(4, 6)]
     assert common.subsets_to_try({("shape",)}, [task], subsets[:1]) == subsets[:1]
+
+
+# --- the plans a session makes again on unchanged domain totals ----------------------------------------------------
+
+
+def _counting_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from operators.scheduler.decide.plugins.topology import plugin
+
+    made = [0]
+    real = plugin.plan_domains
+
+    def plan_domains(*args: Any, **kwargs: Any) -> Any:
+        made[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plugin, "plan_domains", plan_domains)
+    return made
+
+
+def _split_racks(between: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Two racks of two 4-GPU nodes, each rack with 3 + 1 GPUs free: a 2 x 2-GPU gang fits each rack's total, places
+    # its first pod and fails at the second (rolled back: the totals are the same again). `between` is tried after
+    # gang a and before gang b (same shape and constraint); one 4-GPU node carries no topology label.
+    objs = [*racks(4, zones=1, per_zone=2, per_rack=2), node("loose", gpus=4), queue("q")]
+    for r in range(2):
+        objs += running(f"h{r}a", f"z0-r{r}-0", 1) + running(f"h{r}b", f"z0-r{r}-1", 3)
+    return [*objs, *gang("a", 2, 2, required="rack", created="2025-01-02T00:00:00Z"), *between,
+            *gang("b", 2, 2, required="rack", created="2025-01-04T00:00:00Z")]
+
+
+def test_a_plan_is_made_again_only_when_a_domain_total_of_its_level_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = _counting_plans(monkeypatch)
+    alone = simulate(_split_racks([]), actions=["allocate"])
+    assert made[0] == 1 and not {"a-0", "b-0"} & set(binds(alone))  # b reuses a's plan: no total changed
+    made[0] = 0
+    outside = simulate(_split_racks(gang("c", 1, 4, created="2025-01-03T00:00:00Z")), actions=["allocate"])
+    assert binds(outside).get("c-0") == "loose" and made[0] == 1  # a node in no rack changed: still reused
+    made[0] = 0
+    inside = simulate(_split_racks(gang("c", 1, 1, created="2025-01-03T00:00:00Z")), actions=["allocate"])
+    assert binds(inside)["c-0"].startswith("z0-r") and made[0] == 2  # a rack's total changed: b plans again
+
+
+def test_reused_plans_decide_as_plans_made_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from operators.scheduler.decide.plugins.topology import plugin
+
+    cases = [_split_racks([]), _split_racks(gang("c", 1, 1, created="2025-01-03T00:00:00Z")), _cluster()]
+    memo = [json.dumps(simulate(c), sort_keys=True) for c in cases]
+    real = plugin.Topology._plan
+
+    def every(self: plugin.Topology, *args: Any) -> Any:
+        self._plans.clear()
+        return real(self, *args)
+
+    monkeypatch.setattr(plugin.Topology, "_plan", every)
+    assert [json.dumps(simulate(c), sort_keys=True) for c in cases] == memo
