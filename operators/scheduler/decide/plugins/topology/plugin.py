@@ -377,14 +377,10 @@ class Topology(Plugin):
             self._plans[key] = (seen, made)
             return made
 
-        def domains_at(level: int) -> Sequence[Domain]:
-            if within is None:
-                return self._domains_free(session, resolved, level, free)
-            domains = self._domains(session, resolved, level)
-            if within is not None:
-                domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,
-                                       order=tuple(n for n in d.order if n in within))
-                                for d in domains if d.nodes & within)
+        def domains_at(level: int) -> Sequence[Domain]:  # a sub-group's plan inside its parent's domain
+            domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,
+                                   order=tuple(n for n in d.order if n in within))
+                            for d in self._domains(session, resolved, level) if d.nodes & within)
             return with_free(domains, free)
         return plan_domains(resolved, domains_at, request, placed)
 
