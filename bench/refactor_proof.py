@@ -4,7 +4,9 @@ Generates the scheduler benchmark's synthetic clusters (`scheduler_bench.generat
 (`operators.scheduler.shell.simulate`) for every action alone and for all actions together (and, on the smallest size,
 all actions over two cycles), once with the scheduler code of git revision `--baseline` (extracted to a temporary
 directory) and once with the working tree, and compares the JSON outputs byte for byte. Up to `--mixed-max`
-nodes the same cluster is also run with work for every action (`mixed`: preemptors, stale gangs, min-runtime).
+nodes the same cluster is also run with work for every action (`mixed`: preemptors, stale gangs, min-runtime), and
+so is its topology variant (`topo`: racks and zones, half the pending gangs constrained to one) and the envelope's
+mix at that size (`envel`, `envelope_cluster`: topology-bound gangs whose shape already failed unconstrained).
 Prints one row per run (size, actions, bytes, sha256 before/after, identical) and exits 1 on any difference.
 
 Then, up to `--mixed-max` nodes, `--churn-cycles` live cycles with churn between them (`churn_proof`): the mixed
@@ -30,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
+    from envelope_cluster import Profile, generate_envelope
     from scheduler_bench import generate
+
+    from operators.scheduler.decide.simulation import with_implicit_podgroups
 
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=HERE, check=True, capture_output=True,
                                text=True).stdout.strip())
@@ -271,7 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         inputs: dict[tuple[int, str], Path] = {}
         for size in sorted(set(sizes)):
             objects = generate(size)
-            variants = [("bench", objects)] + ([("mixed", mixed(objects))] if size <= args.mixed_max else [])
+            variants: list[tuple[str, Sequence[Mapping[str, Any]]]] = [("bench", objects)]
+            if size <= args.mixed_max:
+                variants.append(("mixed", mixed(objects)))
+            if size <= args.mixed_max:  # racks and zones, half the pending gangs bound to one (the domain attempts)
+                variants.append(("topo", mixed(generate(size, topology=True))))
+                # The envelope's mix at this size (15 pods and 3 workloads per node): topology-bound gangs whose
+                # shape already failed unconstrained, fractions, elastic jobs, a 1,000-pod gang.
+                variants.append(("envel", with_implicit_podgroups(
+                    generate_envelope(Profile(f"proof{size}", size, size * 15, size * 3)))))
             for name, objs in variants:
                 path = tmp / f"cluster-{size}-{name}.json"
                 path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
@@ -281,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         for (size, name), path in inputs.items():
             if args.churn_only:
                 break
-            runs = [r for r in _runs() if name == "mixed" or size == min(sizes) or r[0] != "all --cycles 2"]
+            runs = [r for r in _runs() if name != "bench" or size == min(sizes) or r[0] != "all --cycles 2"]
             before = _simulate(base, path, [e for _, e in runs], tmp / f"before-{size}-{name}")
             after = _simulate(root, path, [e for _, e in runs], tmp / f"after-{size}-{name}")
             for (label, _), b, a in zip(runs, before, after, strict=True):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.model import Job, Task
@@ -46,7 +46,7 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
     if subsets is None:
         return _attempt(session, stmt, job, tasks, pipeline_only)
     placer = session.placer
-    for subset in subsets:
+    for subset in subsets_to_try(placer.failed, tasks, subsets):
         placer.restrict(subset)
         try:
             if _attempt(session, stmt, job, tasks, pipeline_only):
@@ -54,6 +54,18 @@ def allocate_job(session: Session, stmt: Statement, job: Job, *, pipeline_only: 
         finally:
             placer.restrict(None)
     return False
+
+
+def subsets_to_try(failed: set[tuple[object, ...]], tasks: list[Task], subsets: list[Iterable[int]],
+                   ) -> list[Iterable[int]]:
+    """The node subsets whose attempts can differ. When the first pod's shape is in the placer's failed memory
+    (no node of this action's state fits it; an attempt inside a subset never adds to it), the search refuses that
+    pod before anything else in every subset: each attempt fails at it with nothing placed, on the same state (a
+    failed attempt is rolled back), so with the same failure. One attempt, on the last subset (the failure the loop
+    would leave), stands for them all: a topology-bound gang whose shape fits nowhere tries one domain, not each."""
+    if len(subsets) > 1 and tasks[0].fit_key in failed:
+        return subsets[-1:]
+    return subsets
 
 
 def _with_choices(session: Session, stmt: Statement, job: Job, pipeline_only: bool,

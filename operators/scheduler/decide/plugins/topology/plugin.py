@@ -114,6 +114,12 @@ class Topology(Plugin):
         self._domain_free: dict[tuple[str, int], tuple[list[Domain], dict[str, int], int]] = {}
         self._changes: list[str] = []
         self._binding: frozenset[tuple[str, str]] | None = None
+        # Each level's domain totals get a new generation when one of them changes value (or all are summed anew);
+        # a plan is a function of its constraint, request, placed nodes and the totals of the levels it reads, so
+        # one made on the same generations is the same plan (most attempts fail and change no total).
+        self._generation = 0
+        self._generations: dict[tuple[str, int], int] = {}
+        self._plans: dict[tuple[object, ...], tuple[tuple[int, ...], Plan]] = {}
 
     # --- what a job asks ------------------------------------------------------------------------
 
@@ -282,13 +288,21 @@ class Topology(Plugin):
             domains = list(with_free(self._domains(session, resolved, level), free))
             where = {n: i for i, d in enumerate(domains) for n in d.nodes}
             self._domain_free[key] = (domains, where, len(self._changes))
+            self._generation += 1
+            self._generations[key] = self._generation
             return domains
         domains, where, seen = hit
         if seen < len(self._changes):
             stale = {i for n in self._changes[seen:] if (i := where.get(n)) is not None}
+            changed = False
             for i in stale:
-                domains[i] = with_free((domains[i],), free)[0]
+                summed = with_free((domains[i],), free)[0]
+                changed = changed or summed.free != domains[i].free
+                domains[i] = summed
             self._domain_free[key] = (domains, where, len(self._changes))
+            if changed:
+                self._generation += 1
+                self._generations[key] = self._generation
         return domains
 
     def filter_node(self, session: Session, task: Task, node: NodeState) -> str | None:
@@ -341,14 +355,32 @@ class Topology(Plugin):
 
     def _plan(self, session: Session, resolved: Resolved, within: frozenset[str] | None,
               free: Mapping[str, Resources], request: Resources, placed: Iterable[str]) -> Plan:
-        def domains_at(level: int) -> Sequence[Domain]:
-            if within is None:
-                return self._domains_free(session, resolved, level, free)
-            domains = self._domains(session, resolved, level)
-            if within is not None:
-                domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,
-                                       order=tuple(n for n in d.order if n in within))
-                                for d in domains if d.nodes & within)
+        if within is None:  # a job-level plan: the same as one made on the same generations of its levels
+            if resolved.preferred is None:
+                assert resolved.required is not None
+                levels: Sequence[int] = (resolved.required,)
+            else:
+                stop = resolved.required if resolved.required is not None else 0
+                levels = range(resolved.preferred, stop - 1, -1)
+            name = resolved.topology.name
+            generations = []
+            for level in levels:
+                self._domains_free(session, resolved, level, free)  # brings the level's totals up to date
+                generations.append(self._generations[(name, level)])
+            seen = tuple(generations)
+            key = (name, resolved.required, resolved.preferred, request, tuple(placed))
+            hit = self._plans.get(key)
+            if hit is not None and hit[0] == seen:
+                return hit[1]
+            made = plan_domains(resolved, lambda level: self._domains_free(session, resolved, level, free), request,
+                                key[4])
+            self._plans[key] = (seen, made)
+            return made
+
+        def domains_at(level: int) -> Sequence[Domain]:  # a sub-group's plan inside its parent's domain
+            domains = tuple(Domain(d.level, d.level_name, d.values, d.nodes & within,
+                                   order=tuple(n for n in d.order if n in within))
+                            for d in self._domains(session, resolved, level) if d.nodes & within)
             return with_free(domains, free)
         return plan_domains(resolved, domains_at, request, placed)
 
