@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -69,6 +70,7 @@ class Run:
     bindrequests: dict[str, float] = field(default_factory=dict)  # pod -> wall time its BindRequest was seen
     server_stages: list[tuple[str, list[float]]] = field(default_factory=list)  # from the objects' timestamps
     retries: int = 0  # creates answered 500, or not in time, and retried
+    writers: Counter[str] = field(default_factory=Counter)  # "client VERB resource" -> writes (audit log), the run's ns
 
     def rate(self, seconds: float) -> float:
         return self.pods / seconds if seconds > 0 else 0.0
@@ -177,10 +179,33 @@ def peak_rss_mib(pids: dict[str, int]) -> dict[str, float]:
 
 
 class Measure:
-    """Request counts and CPU before/after a run."""
+    """Request counts and CPU before/after a run; who wrote, when the cluster keeps an audit log."""
 
-    def __init__(self, api: Any, pids: dict[str, int]) -> None:
-        self.api, self.pids = api, pids
+    def __init__(self, api: Any, pids: dict[str, int], audit_log: Path | None = None) -> None:
+        self.api, self.pids, self.audit_log = api, pids, audit_log
+
+    def audit_mark(self) -> int:
+        return self.audit_log.stat().st_size if self.audit_log and self.audit_log.exists() else -1
+
+    def writers(self, mark: int, namespace: str) -> Counter[str]:
+        """The writes answered since `mark` on objects of `namespace`, by client (User-Agent up to its first "/"),
+        verb and resource: which component (or kwok, the kubelet's double) makes the writes apiserver_request_total
+        counts. Only with `kai dev up --audit-policy tests/audit-policy.yaml`; a blocking audit log costs the API
+        server CPU, so CPU per pod is read from runs without it."""
+        out: Counter[str] = Counter()
+        if mark < 0 or self.audit_log is None:
+            return out
+        with self.audit_log.open("rb") as log:
+            log.seek(mark)
+            text = log.read()
+        for line in text[:text.rfind(b"\n") + 1].splitlines():
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if (event.get("stage") == "ResponseComplete" and ref.get("namespace") == namespace
+                    and event.get("verb") in ("create", "update", "patch", "delete")):
+                resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                out[f"{event.get('userAgent', '').split('/')[0]} {event['verb']} {resource}"] += 1
+        return out
 
     async def __call__(self) -> tuple[Counter[str], dict[str, float]]:
         return await request_counts(self.api), cpu_seconds(self.pids)
@@ -390,6 +415,7 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
                       "ray.io/group": "headgroup" if head else "workers"}
             calls.append(partial(create, pod(f"g{b:05d}-{i:02d}", "kai-scheduler", queue, labels=labels, owner=ref)))
     before = await measure()
+    mark = measure.audit_mark()
     run.started = time.time()
     stage_watchers = [
         asyncio.create_task(watch_first_seen(api, f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups",
@@ -423,6 +449,7 @@ async def suite(api: Any, measure: Measure, workload: str, count: int, concurren
         run.running_s = max(run.running.values()) - run.started
         await asyncio.sleep(5)  # trailing status writes (coalesced a few seconds) belong to the run
         Measure.delta(run, before, await measure())
+        run.writers = measure.writers(mark, namespace)
         await server_stages(api, namespace, run)
     except asyncio.CancelledError:
         # Stopped by a signal: what the run reached is printed, the cluster is left to `kai dev down`.
@@ -642,6 +669,9 @@ def report(run: Run, ceiling_rate: float | None) -> None:
         if refused:
             print("  of which answered with an error, per bound pod: " + ", ".join(
                 f"{k} {v / bound:.2f}" for k, v in refused))
+        if run.writers:
+            print("  writes per bound pod by client (audit log): " + ", ".join(
+                f"{k} {v / bound:.2f}" for k, v in run.writers.most_common() if v / bound >= 0.005))
         print("  CPU seconds per bound pod: " + ", ".join(
             f"{name} {sec / bound * 1000:.1f} ms" for name, sec in sorted(run.cpu.items(), key=lambda kv: -kv[1])
             if sec > 0))
@@ -726,7 +756,7 @@ async def main() -> None:
 
 async def run_workloads(api: Any, args: argparse.Namespace, state: Any, runs: list[Run]) -> None:
     """The workloads in order; the namespaces `scale` keeps are deleted once every workload ran."""
-    measure = Measure(api, dict(state.pids))
+    measure = Measure(api, dict(state.pids), Path(state.dir) / "logs" / "audit.log")
     ceiling_rate = None
     kept: list[str] = []
     scale_run: Run | None = None

@@ -305,7 +305,9 @@ def _start(state: State, bins: build.Binaries, opts: Options) -> None:
         # Nodes are fake and never heartbeat (no node-lifecycle controller): do not taint new ones not-ready.
         "--disable-admission-plugins=TaintNodesByCondition",
         "--max-requests-inflight=1600", "--max-mutating-requests-inflight=800",
-        "--profiling=false", "--event-ttl=2h",
+        # /debug/pprof on (served only to authorized clients, costs nothing until asked): where the API server's
+        # CPU goes at a backlog is read from its CPU profile (bench/README.md, the e2e at 20,000 pods).
+        "--profiling=true", "--event-ttl=2h",
         FEATURE_GATES,
         *audit,
     ])

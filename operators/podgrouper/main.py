@@ -74,6 +74,19 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
 
 
+def _pod_key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _shows(pod: dict[str, Any], patch: dict[str, Any]) -> bool:
+    """Whether the pod carries every annotation and label of the merge patch."""
+    meta = pod.get("metadata") or {}
+    wanted = patch.get("metadata") or {}
+    return all((meta.get(field) or {}).get(k) == v
+               for field in ("annotations", "labels") for k, v in (wanted.get(field) or {}).items())
+
+
 class GroupingProblem(Exception):
     """A user-facing grouping failure (already reported as an event); retried with backoff."""
 
@@ -106,6 +119,10 @@ class PodGrouper:
         # PodGroup are serialised so that a gang's second pod finds the PodGroup its first pod created.
         self.podgroups: Informer[dict[str, Any]] = Informer(api, PODGROUPS, _strip)
         self._written: dict[str, dict[str, Any]] = {}
+        # Pod -> the merge patch this process sent it, until the pod watch shows it: a reconcile of a copy the
+        # watch has not brought up to date (the 5-minute resync at a backlog, when the watch lags by minutes) would
+        # send the same patch again, a write and two webhook reviews for nothing.
+        self._patched: dict[str, dict[str, Any]] = {}
         self._group_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self.informers = (self.pods, self.priority_classes, self.podgroups)
         self.pods.add_listener(self._on_pod)
@@ -113,8 +130,12 @@ class PodGrouper:
         self._rayjob_done: set[str] = set()  # uids of RayJobs already looked at past the grace period
 
     def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        key = _pod_key(new or old or {})
         if new is None or new["metadata"].get("deletionTimestamp"):
+            self._patched.pop(key, None)
             return
+        if key in self._patched and _shows(new, self._patched[key]):
+            del self._patched[key]  # the watch caught up with our patch
         if old is None or self._grouping_inputs(old) != self._grouping_inputs(new):
             self.work.add(f"{new['metadata']['namespace']}/{new['metadata']['name']}")
 
@@ -275,14 +296,19 @@ class PodGrouper:
 
     async def _patch_pod(self, pod: dict[str, Any], result: Any) -> None:
         patch = pod_patch(pod, result)
-        if patch is not None:
-            meta = pod["metadata"]
-            try:
-                await self._call("PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=patch,
-                                 content_type=MERGE_PATCH)
-            except Exception as exc:
-                if not is_not_found(exc):
-                    raise
+        key = _pod_key(pod)
+        if patch is None or self._patched.get(key) == patch:
+            return  # as wanted, or our same patch already went out and the watch has not shown it yet
+        meta = pod["metadata"]
+        try:
+            await self._call("PATCH", f"{PODS.path(meta['namespace'])}/{meta['name']}", body=patch,
+                             content_type=MERGE_PATCH)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            return
+        if not _shows(self.pods.get(key) or pod, patch):
+            self._patched[key] = patch
 
     def podgroup(self, key: str) -> dict[str, Any] | None:
         """The newest known copy of a PodGroup: the watched one, or our own write's answer while it is newer."""
