@@ -23,7 +23,7 @@ from typing import Any
 
 from operators.core import component, keys, slim
 from operators.core.booleans import add_bool_flag
-from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource, run_when_synced
+from operators.core.cache import PODGROUPS, PODS, PRIORITY_CLASSES, Informer, Resource, object_key, run_when_synced
 from operators.core.discovery import Discovery
 from operators.core.events import EventRecorder, ObjectRef
 from operators.core.kube import MERGE_PATCH, is_conflict, is_not_found, raw, status_of
@@ -72,11 +72,6 @@ def _strip(obj: dict[str, Any]) -> dict[str, Any]:
     """The PodGroup without managedFields and status (an update leaves both as they are on the server)."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
-
-
-def _pod_key(pod: dict[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 def _shows(pod: dict[str, Any], patch: dict[str, Any]) -> bool:
@@ -130,7 +125,9 @@ class PodGrouper:
         self._rayjob_done: set[str] = set()  # uids of RayJobs already looked at past the grace period
 
     def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        key = _pod_key(new or old or {})
+        current = new if new is not None else old
+        assert current is not None  # the informer never reports a change from nothing to nothing
+        key = object_key(current)
         if new is None or new["metadata"].get("deletionTimestamp"):
             self._patched.pop(key, None)
             return
@@ -296,7 +293,7 @@ class PodGrouper:
 
     async def _patch_pod(self, pod: dict[str, Any], result: Any) -> None:
         patch = pod_patch(pod, result)
-        key = _pod_key(pod)
+        key = object_key(pod)
         if patch is None or self._patched.get(key) == patch:
             return  # as wanted, or our same patch already went out and the watch has not shown it yet
         meta = pod["metadata"]

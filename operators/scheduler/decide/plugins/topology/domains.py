@@ -247,6 +247,16 @@ def plan(resolved: Resolved, labels: Mapping[str, Mapping[str, str]], free: Mapp
     return plan_domains(resolved, lambda level: domains_of(resolved.topology, level, labels, free), request, placed)
 
 
+def plan_levels(resolved: Resolved) -> Sequence[int]:
+    """The levels a plan reads: the required level alone, or from the preferred level up to the required one (the
+    root level when none is required)."""
+    if resolved.preferred is None:
+        assert resolved.required is not None
+        return (resolved.required,)
+    stop = resolved.required if resolved.required is not None else 0
+    return range(resolved.preferred, stop - 1, -1)
+
+
 def plan_domains(resolved: Resolved, domains_at: Callable[[int], Sequence[Domain]], request: Resources,
                  placed: Iterable[str] = ()) -> Plan:
     """`plan` over domains given per level (with their free resources), e.g. from a per-session cache."""
@@ -266,9 +276,8 @@ def plan_domains(resolved: Resolved, domains_at: Callable[[int], Sequence[Domain
         if pinned and not domains:
             return Plan((), f"the job's placed pods span more than one {name}; no {name} holds all of them")
         return Plan((), shortfall(name, domains, request))
-    stop = resolved.required if resolved.required is not None else 0
     out: list[Candidate] = []
-    for level in range(resolved.preferred, stop - 1, -1):
+    for level in plan_levels(resolved):
         out += [Candidate(d, d.nodes) for d in _fullest_first(allowed(domains_at(level)), request)]
     if resolved.required is None:
         out.append(Candidate(None, None))

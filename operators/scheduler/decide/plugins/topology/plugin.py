@@ -38,6 +38,7 @@ from operators.scheduler.decide.plugins.topology.domains import (
     domains_of,
     level_label,
     plan_domains,
+    plan_levels,
     resolve,
     with_free,
 )
@@ -356,15 +357,9 @@ class Topology(Plugin):
     def _plan(self, session: Session, resolved: Resolved, within: frozenset[str] | None,
               free: Mapping[str, Resources], request: Resources, placed: Iterable[str]) -> Plan:
         if within is None:  # a job-level plan: the same as one made on the same generations of its levels
-            if resolved.preferred is None:
-                assert resolved.required is not None
-                levels: Sequence[int] = (resolved.required,)
-            else:
-                stop = resolved.required if resolved.required is not None else 0
-                levels = range(resolved.preferred, stop - 1, -1)
             name = resolved.topology.name
             generations = []
-            for level in levels:
+            for level in plan_levels(resolved):
                 self._domains_free(session, resolved, level, free)  # brings the level's totals up to date
                 generations.append(self._generations[(name, level)])
             seen = tuple(generations)
