@@ -101,6 +101,9 @@ class JobTree:
         # (tasks, request) of each job's next attempt, by id(job); a job changes only between pop and push.
         self._requests: dict[int, tuple[list[Task], Sequence[int]]] = {}
         self._roots: list[QueueState] = []
+        # The last pop's path (leaf first) with each queue's allocation then, and the popped job's request: the
+        # next pop may repeat it without comparing any queue (`_repeat`). None after a push or an invalidate.
+        self._last: tuple[list[tuple[QueueState, tuple[int, ...]]], Sequence[int]] | None = None
         by_leaf: dict[str, list[Job]] = {}
         for job in jobs:
             assert job.queue is not None
@@ -138,6 +141,7 @@ class JobTree:
         q = job.queue
         assert q is not None
         self._link(q)
+        self._last = None
         self._requests.pop(id(job), None)
         _insert_descending(self._stacks.setdefault(q, []), (self._job_key(job), next(self._seq), job))
         count = self._count
@@ -149,6 +153,7 @@ class JobTree:
 
     def invalidate(self, q: QueueState | None) -> None:
         """Forget cached comparator facts on the path of q (its allocation or jobs changed)."""
+        self._last = None
         cache = self._eval
         while q is not None:
             cache.pop(q, None)
@@ -206,6 +211,12 @@ class JobTree:
         return (ev if ev is not None else self._evaluate(q))[0]
 
     def pop(self) -> Job | None:
+        last = self._last
+        if last is not None:
+            job = self._repeat(last[0], last[1])
+            if job is not None:
+                return job
+            self._last = None
         q = self._best(self._roots)
         if q is None:
             return None
@@ -219,11 +230,48 @@ class JobTree:
             stack = stacks.get(q)
         job = stack.pop()[2]
         count = self._count
+        path: list[tuple[QueueState, tuple[int, ...]]] = []
         node: QueueState | None = q
         while node is not None:
             count[node] -= 1
             cache.pop(node, None)
+            path.append((node, tuple(node.allocated)))
             node = node.parent
+        self._last = (path, self._requests[id(job)][1])
+        return job
+
+    def _repeat(self, path: list[tuple[QueueState, tuple[int, ...]]], request: Sequence[int]) -> Job | None:
+        """The next job when the last pop provably repeats: None when a full pick is needed.
+
+        The rule: a queue's facts are a function of its allocation and of the request of its representative job
+        (every other input of `facts` is fixed for the session). When, since the last pop, nothing was pushed or
+        invalidated, no queue on its path changed its allocation (a failed attempt rolls back to the same
+        amounts), and the leaf's next job asks what the popped one asked, then every queue on that path has the
+        facts it had, every other queue keeps its cached ones, and the same comparisons pick the same leaf. So
+        its next job is popped without re-evaluating or comparing any queue: most pops of a cycle follow a
+        failed attempt in the same queue, with a job of the same shape next.
+        """
+        leaf = path[0][0]
+        stack = self._stacks.get(leaf)
+        if not stack:
+            return None
+        job = stack[-1][2]
+        requests = self._requests
+        key = id(job)
+        known = requests.get(key)
+        if known is None:
+            tasks = self._tasks_of(job)
+            known = requests[key] = (tasks, self._request_of(tasks))
+        if known[1] != request:
+            return None
+        for node, allocated in path:
+            if tuple(node.allocated) != allocated:
+                return None
+        stack.pop()
+        count, cache = self._count, self._eval
+        for node, _ in path:
+            count[node] -= 1
+            cache.pop(node, None)
         return job
 
 
