@@ -31,7 +31,7 @@ from operators.scheduler.decide.model import (
 )
 from operators.scheduler.decide.placement.gpus import portion_on_node
 from operators.scheduler.decide.placement.predicates import PodIndex
-from operators.scheduler.decide.records import PodRecord, SubGroupSpec
+from operators.scheduler.decide.records import PodRecord, QueueRecord, SubGroupSpec
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
 from operators.scheduler.decide.units import GPU
 
@@ -56,28 +56,29 @@ class Opening(Accounting):
     def _open_queues(self) -> None:
         recs = {q.name: q for q in self.snapshot.queues}
         self.queues: dict[str, QueueState] = {}
-
-        def resolve(name: str, seen: frozenset[str]) -> QueueState | None:
-            if name in self.queues:
-                return self.queues[name]
-            rec = recs.get(name)
-            if rec is None or name in seen:
-                return None  # orphans (missing parent, or a cycle) are dropped with their subtree
-            parent = None
-            if rec.parent:
-                parent = resolve(rec.parent, seen | {name})
-                if parent is None:
-                    return None
-            q = QueueState(rec=rec, parent=parent, depth=parent.depth + 1 if parent else 0)
-            if parent is not None:
-                parent.children.append(q)
-            self.queues[name] = q
-            return q
-
         for name in sorted(recs):
-            resolve(name, frozenset())
+            self._resolve_queue(recs, name, frozenset())
         for q in self.queues.values():
             q.children.sort(key=lambda c: (c.rec.created, c.rec.uid, c.name))
+
+    def _resolve_queue(self, recs: dict[str, QueueRecord], name: str, seen: frozenset[str]) -> QueueState | None:
+        # A method, not a recursive closure: such a closure refers to itself and would hold the session in a
+        # reference cycle past `release()`.
+        if name in self.queues:
+            return self.queues[name]
+        rec = recs.get(name)
+        if rec is None or name in seen:
+            return None  # orphans (missing parent, or a cycle) are dropped with their subtree
+        parent = None
+        if rec.parent:
+            parent = self._resolve_queue(recs, rec.parent, seen | {name})
+            if parent is None:
+                return None
+        q = QueueState(rec=rec, parent=parent, depth=parent.depth + 1 if parent else 0)
+        if parent is not None:
+            parent.children.append(q)
+        self.queues[name] = q
+        return q
 
     def _task_status(self, pod: PodRecord, binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]]
                      ) -> tuple[str, str, tuple[str, ...]]:
