@@ -105,10 +105,15 @@ def _ab(snapshot: Snapshot, config: SchedulerConfig, now: float, cut: str, carri
     carry chain; `first_with` says which goes first); prints both sides' CPU, consolidation wall time and counts."""
     owner, attr, identity = CUTS[cut]
     kept = getattr(owner, attr)
+    # Untimed, without a carry: whichever side ran first would otherwise pay for what the new snapshot's records
+    # compute once and keep (the two sides share them).
+    run_cycle(snapshot, config, now)
+    calls.take()
     out: dict[bool, tuple[Decisions, float, dict[str, int]]] = {}
     for with_cut in (first_with, not first_with):
         setattr(owner, attr, kept if with_cut else identity)
         try:
+            gc.collect()  # the garbage of the run before is not this side's
             c0 = time.process_time()
             decisions, carry = run_carried_cycle(snapshot, config, now, carries.get(with_cut))  # type: ignore[arg-type]
             out[with_cut] = (decisions, time.process_time() - c0, calls.take())
@@ -120,6 +125,8 @@ def _ab(snapshot: Snapshot, config: SchedulerConfig, now: float, cut: str, carri
           f"consolidation {d_with.timings.get('consolidation', 0):.0f} / "
           f"{d_without.timings.get('consolidation', 0):.0f} ms, "
           + ", ".join(f"{k} {n_with[k]} / {n_without[k]}" for k in n_with)
+          + "; " + " ".join(f"{k}={v:.0f}/{d_without.timings.get(k, 0):.0f}" for k, v in d_with.timings.items()
+                            if not k.startswith("plugin/") and k != "consolidation") + " ms"
           + f", {'with' if first_with else 'without'} first, identical: "
           f"{'yes' if _text(d_with) == _text(d_without) else 'NO'}; load1={os.getloadavg()[0]:.2f}", flush=True)
     return d_with
@@ -141,6 +148,8 @@ def main() -> int:
     parser.add_argument("--ab", choices=sorted(CUTS),
                         help="run every cycle with the short cut and with its identity, alternating which goes first, "
                              "and compare the decisions (in place of the carried run)")
+    parser.add_argument("--ab-swap", action="store_true", help="with --ab: the side without the cut goes first in the "
+                        "cold cycle (and so in every other cycle)")
     args = parser.parse_args()
     profile = ENVELOPE_2X if args.envelope2x else ENVELOPE
     snapshot = snapshot_from_objects(with_implicit_podgroups(generate_envelope(profile)))
@@ -154,7 +163,7 @@ def main() -> int:
         calls = _Calls()
         for n in range(args.cycles + 1):
             print(f"{'cold' if n == 0 else f'warm {n}'}:", flush=True)
-            decisions = _ab(snapshot, config, NOW + 10 * n, args.ab, carries, n % 2 == 0, calls)
+            decisions = _ab(snapshot, config, NOW + 10 * n, args.ab, carries, (n + args.ab_swap) % 2 == 0, calls)
             snapshot = apply_decisions(snapshot, decisions)
             snapshot = real_churn(snapshot, args.churn, n + 1) if args.real_churn else snapshot
         return 0
