@@ -37,6 +37,7 @@ from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
 
@@ -75,22 +76,25 @@ def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
 CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
     "room": (Solver, "_room_for", lambda self, job, tasks: None),
+    # consolidation: the victims-first order's first move tested on the nodes the job took, not searched
+    "first-move": (Solver, "_find", lambda self, task, only: self.session.placer.find(task)),
 }
 
 
 class _Calls:
-    """Counts the consolidation simulations' placement work (the wrapped calls cost the same on both sides)."""
+    """Counts the consolidation simulations' placement work and the placer's searches in the whole cycle (the
+    wrapped calls cost the same on both sides)."""
 
     def __init__(self) -> None:
-        self.counts = {"place_all": 0, "move": 0}
-        for name in self.counts:
-            original = getattr(Solver, f"_{name}")
+        self.counts = {"place_all": 0, "move": 0, "find": 0}
+        for owner, name in ((Solver, "_place_all"), (Solver, "_move"), (Placer, "find")):
+            original = getattr(owner, name)
 
-            def counted(*a: object, _name: str = name, _original: object = original) -> object:
+            def counted(*a: object, _name: str = name.lstrip("_"), _original: object = original) -> object:
                 self.counts[_name] += 1
                 return _original(*a)  # type: ignore[operator]
 
-            setattr(Solver, f"_{name}", counted)
+            setattr(owner, name, counted)
 
     def take(self) -> dict[str, int]:
         out = dict(self.counts)

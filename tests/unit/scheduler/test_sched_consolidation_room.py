@@ -171,3 +171,41 @@ def test_a_topology_job_keeps_its_attempts(monkeypatch: pytest.MonkeyPatch) -> N
     assert not fast["evictions"]
     # The racks of consolidation's last attempt (on a state with u0 evicted from r1), not allocate's (r0).
     assert "(tried rack r1 (in z0))" in unschedulable(fast, "g")["message"]
+
+
+@pytest.mark.parametrize("actions", [("allocate", "consolidation"), ("consolidation", "allocate")],
+                         ids=["after-allocate", "before-allocate"])
+def test_the_first_victim_tried_only_where_the_job_was_changes_no_decision(
+        monkeypatch: pytest.MonkeyPatch, actions: tuple[str, ...]) -> None:
+    """The victims-first order's first move, after the preemptor-first order placed the job and found that victim no
+    node, is answered by a fit test of the nodes the job took: decisions and counters equal a full search's."""
+    answered = [0]
+    real_find = Solver._find
+
+    def spy_find(self: Solver, task: Any, only: frozenset[int] | None) -> Any:
+        calls = [0]
+        placer = self.session.placer
+        find = placer.find
+
+        def counted(t: Any) -> Any:
+            calls[0] += 1
+            return find(t)
+
+        placer.find = counted  # type: ignore[method-assign]
+        try:
+            out = real_find(self, task, only)
+        finally:
+            del placer.find
+        answered[0] += only is not None and not calls[0]
+        return out
+
+    for seed in range(40):
+        objs = fragmented(seed)
+        with monkeypatch.context() as m:
+            m.setattr(Solver, "_find", spy_find)
+            fast = decided(objs, actions)
+        with monkeypatch.context() as m:
+            m.setattr(Solver, "_find", lambda self, task, only: self.session.placer.find(task))
+            slow = decided(objs, actions)
+        assert fast == slow, seed
+    assert answered[0]
