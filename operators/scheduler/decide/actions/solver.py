@@ -32,7 +32,6 @@ from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, NodeSt
 from operators.scheduler.decide.units import AXES, GPU, GPU_AXIS, queue_amount
 
 if TYPE_CHECKING:
-    from operators.scheduler.decide.placement.search import Placement
     from operators.scheduler.decide.session import Session, Statement
 
 # Scenarios validated or simulated per job and action: a safety valve for huge clusters.
@@ -151,9 +150,6 @@ class Solver:
         self._room: Room | None = None
         self._room_keys: tuple[object, ...] = ()
         self._room_totals: dict[tuple[object, ...], int] = {}
-        # Consolidation: the victim the preemptor-first order could not move right after placing the job, and the
-        # nodes that order's operations had changed (`_place_all`).
-        self._first_refused: tuple[Task, frozenset[int]] | None = None
 
     def changed(self) -> None:
         """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
@@ -676,54 +672,18 @@ class Solver:
         return True
 
     def _place_all(self, stmt: Statement, job: Job, scenario: Sequence[Chunk], preemptor_first: bool) -> bool:
-        first = scenario[0].tasks[0]
-        if preemptor_first:
-            start = stmt.checkpoint()
-            self._first_refused = None
-            if not allocate_job(self.session, stmt, job, pipeline_only=True):
-                return False
-            if not self._move(stmt, first):
-                # The victims-first order moves `first` first, on this state without the job's pods: it can land
-                # only where they differ (`_move`'s `only`).
-                self._first_refused = (first, self._touched(stmt, start)) if self._node_local(first) else None
-                return False
-            return all(self._move(stmt, t) for c in scenario for t in c.tasks if t is not first)
-        refused = self._first_refused
-        self._first_refused = None
-        only = refused[1] if refused is not None and refused[0] is first else None
-        if not self._move(stmt, first, only):
-            return False
-        if not all(self._move(stmt, t) for c in scenario for t in c.tasks if t is not first):
-            return False
-        return allocate_job(self.session, stmt, job, pipeline_only=True)
+        def preemptor() -> bool:
+            return allocate_job(self.session, stmt, job, pipeline_only=True)
 
-    def _node_local(self, task: Task) -> bool:
-        """Whether the placer's answer for `task` on each node depends on that node's state alone (and on
-        what no placement changes): not with inter-pod affinity (another node's pods count), pre-filters or
-        DRA claims (claims and devices are shared state)."""
-        placer = self.session.placer
-        return placer.pod_index is None and not placer.prefilters and not task.rec.claims
+        def victims() -> bool:
+            return all(self._move(stmt, t) for c in scenario for t in c.tasks)
 
-    @staticmethod
-    def _touched(stmt: Statement, start: int) -> frozenset[int]:
-        """The nodes whose state the statement's operations since `start` changed."""
-        nodes: set[int] = set()
-        for op in stmt.ops[start:]:
-            nodes.add(op.task.node)
-            if op.placement is not None:
-                nodes.add(op.placement.node)
-            if op.moved_from is not None:
-                nodes.add(op.moved_from[0])
-        return frozenset(nodes)
+        steps = (preemptor, victims) if preemptor_first else (victims, preemptor)
+        return all(step() for step in steps)
 
-    def _move(self, stmt: Statement, task: Task, only: frozenset[int] | None = None) -> bool:
+    def _move(self, stmt: Statement, task: Task) -> bool:
         """Pipeline an evicted pod elsewhere: a whole-GPU or CPU pod onto another node, a fractional pod onto
-        another node or another GPU of its node (never back onto the devices it is leaving).
-
-        `only`: the search for `task` found no node on a state that differed from this one on these nodes alone
-        (and in their favour on none: this state has less taken), the placer's answer on each node depending on
-        that node alone (`_node_local`). So no other node can take it now: when none of these fits it, the
-        search is not run (a node the search could return passes the fit, idle or releasing)."""
+        another node or another GPU of its node (never back onto the devices it is leaving)."""
         origin = self.session.nodes[task.node]
         blocked = [origin.groups[g] for g in task.groups if g in origin.groups] if task.rec.gpu.is_shared else []
         if blocked:
@@ -733,7 +693,7 @@ class Solver:
                 g.used = 2 * GPU  # no room left on the devices it leaves, for this one search
             origin.rel_gpu -= released
             try:
-                placement = self._find(task, only)
+                placement = self.session.placer.find(task)
             finally:
                 for g, used in zip(blocked, saved_used, strict=True):
                     g.used = used
@@ -742,19 +702,11 @@ class Solver:
             saved = origin.n_pods
             origin.n_pods = origin.max_pods  # makes the origin node refuse the pod for this one search
             try:
-                placement = self._find(task, only)
+                placement = self.session.placer.find(task)
             finally:
                 origin.n_pods = saved
         if placement is None:
             return False
         stmt.pipeline(task, placement)
         return True
-
-    def _find(self, task: Task, only: frozenset[int] | None) -> Placement | None:
-        placer = self.session.placer
-        if only is not None:
-            mask, nodes, fit = placer.mask(task), placer.nodes, placer.fit
-            if not any(mask[n] and fit(placer, task, nodes[n], False) is not None for n in only):
-                return None
-        return placer.find(task)
 
