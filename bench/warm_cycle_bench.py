@@ -76,8 +76,6 @@ def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
 CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
     "room": (Solver, "_room_for", lambda self, job, tasks: None),
-    # consolidation: the victims-first order's first move tested on the nodes the job took, not searched
-    "first-move": (Solver, "_find", lambda self, task, only: self.session.placer.find(task)),
 }
 
 
