@@ -9,15 +9,20 @@ finished ones), on top of the binds that land. Each cycle gets the previous cycl
 it (`--fresh`: none, as before the carry replayed allocate's repeated failures). Prints each cycle's CPU seconds and
 its phases (wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU), what it replayed and the
 explanations it reused from the carry.
+`--profile N` profiles each warm cycle (CPU then includes the profiler's overhead).
 Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--fresh] [--check]
+     [--profile N] [--ab CUT]
+`--ab CUT` runs each cycle with a short cut of the disruptive searches and without it (`CUTS`) and compares them.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import json
 import os
+import pstats
 import random
 import sys
 import time
@@ -28,9 +33,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
+from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
 
@@ -65,6 +72,68 @@ def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
     return replace(snapshot, pods=tuple(pods), podgroups=tuple(kept))
 
 
+# Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
+CUTS: dict[str, tuple[object, str, object]] = {
+    # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
+    "room": (Solver, "_room_for", lambda self, job, tasks: None),
+}
+
+
+class _Calls:
+    """Counts the consolidation simulations' placement work and the placer's searches in the whole cycle (the
+    wrapped calls cost the same on both sides)."""
+
+    def __init__(self) -> None:
+        self.counts = {"place_all": 0, "move": 0, "find": 0}
+        for owner, name in ((Solver, "_place_all"), (Solver, "_move"), (Placer, "find")):
+            original = getattr(owner, name)
+
+            def counted(*a: object, _name: str = name.lstrip("_"), _original: object = original) -> object:
+                self.counts[_name] += 1
+                return _original(*a)  # type: ignore[operator]
+
+            setattr(owner, name, counted)
+
+    def take(self) -> dict[str, int]:
+        out = dict(self.counts)
+        for name in self.counts:
+            self.counts[name] = 0
+        return out
+
+
+def _ab(snapshot: Snapshot, config: SchedulerConfig, now: float, cut: str, carries: dict[bool, object],
+        first_with: bool, calls: _Calls) -> Decisions:
+    """One cycle run twice on the same snapshot, with the short cut and with its identity (each side with its own
+    carry chain; `first_with` says which goes first); prints both sides' CPU, consolidation wall time and counts."""
+    owner, attr, identity = CUTS[cut]
+    kept = getattr(owner, attr)
+    # Untimed, without a carry: whichever side ran first would otherwise pay for what the new snapshot's records
+    # compute once and keep (the two sides share them).
+    run_cycle(snapshot, config, now)
+    calls.take()
+    out: dict[bool, tuple[Decisions, float, dict[str, int]]] = {}
+    for with_cut in (first_with, not first_with):
+        setattr(owner, attr, kept if with_cut else identity)
+        try:
+            gc.collect()  # the garbage of the run before is not this side's
+            c0 = time.process_time()
+            decisions, carry = run_carried_cycle(snapshot, config, now, carries.get(with_cut))  # type: ignore[arg-type]
+            out[with_cut] = (decisions, time.process_time() - c0, calls.take())
+            carries[with_cut] = carry
+        finally:
+            setattr(owner, attr, kept)
+    (d_with, cpu_with, n_with), (d_without, cpu_without, n_without) = out[True], out[False]
+    print(f"  A/B {cut}: CPU with / without {cpu_with:.3f} / {cpu_without:.3f} s ({cpu_with / cpu_without:.2f}), "
+          f"consolidation {d_with.timings.get('consolidation', 0):.0f} / "
+          f"{d_without.timings.get('consolidation', 0):.0f} ms, "
+          + ", ".join(f"{k} {n_with[k]} / {n_without[k]}" for k in n_with)
+          + "; " + " ".join(f"{k}={v:.0f}/{d_without.timings.get(k, 0):.0f}" for k, v in d_with.timings.items()
+                            if not k.startswith("plugin/") and k != "consolidation") + " ms"
+          + f", {'with' if first_with else 'without'} first, identical: "
+          f"{'yes' if _text(d_with) == _text(d_without) else 'NO'}; load1={os.getloadavg()[0]:.2f}", flush=True)
+    return d_with
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envelope2x", action="store_true", help="10,000 nodes / 150,000 pods (else the envelope)")
@@ -75,6 +144,14 @@ def main() -> int:
     parser.add_argument("--fresh", action="store_true", help="no carry between cycles")
     parser.add_argument("--check", action="store_true",
                         help="also run each cycle fresh (no carry) and compare the decisions, byte for byte")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="cProfile the warm cycles and print their N most expensive functions (own and cumulative "
+                             "time) and the search counters")
+    parser.add_argument("--ab", choices=sorted(CUTS),
+                        help="run every cycle with the short cut and with its identity, alternating which goes first, "
+                             "and compare the decisions (in place of the carried run)")
+    parser.add_argument("--ab-swap", action="store_true", help="with --ab: the side without the cut goes first in the "
+                        "cold cycle (and so in every other cycle)")
     args = parser.parse_args()
     profile = ENVELOPE_2X if args.envelope2x else ENVELOPE
     snapshot = snapshot_from_objects(with_implicit_podgroups(generate_envelope(profile)))
@@ -83,9 +160,23 @@ def main() -> int:
     gc.freeze()  # the generated objects are not the cycle's garbage
     print(f"{profile.name}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods; load1={os.getloadavg()[0]:.2f}")
     carry = None
+    if args.ab:
+        carries: dict[bool, object] = {}
+        calls = _Calls()
+        for n in range(args.cycles + 1):
+            print(f"{'cold' if n == 0 else f'warm {n}'}:", flush=True)
+            decisions = _ab(snapshot, config, NOW + 10 * n, args.ab, carries, (n + args.ab_swap) % 2 == 0, calls)
+            snapshot = apply_decisions(snapshot, decisions)
+            snapshot = real_churn(snapshot, args.churn, n + 1) if args.real_churn else snapshot
+        return 0
     for n in range(args.cycles + 1):
+        profiler = cProfile.Profile() if args.profile and n > 0 else None
         c0 = time.process_time()
+        if profiler is not None:
+            profiler.enable()
         decisions, carry = run_carried_cycle(snapshot, config, NOW + 10 * n, None if args.fresh else carry)
+        if profiler is not None:
+            profiler.disable()
         cpu = time.process_time() - c0
         same = ""
         if args.check:
@@ -97,6 +188,11 @@ def main() -> int:
               f"{carry.replayed} attempts and {carry.replayed_actions} actions replayed, {carry.reused} explanations "
               f"reused{same}; {phases}; "
               f"load1={os.getloadavg()[0]:.2f}", flush=True)
+        if profiler is not None:
+            print("  counters:", " ".join(f"{k}={v}" for k, v in sorted(decisions.counters.items())))
+            stats = pstats.Stats(profiler, stream=sys.stdout)
+            stats.sort_stats("tottime").print_stats(args.profile)
+            stats.sort_stats("cumulative").print_stats(args.profile)
         snapshot = apply_decisions(snapshot, decisions)
         if args.real_churn:
             snapshot = real_churn(snapshot, args.churn, n + 1)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from operators.scheduler.decide.actions.common import allocate_job
 from operators.scheduler.decide.actions.victims import moved_note
-from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, Task
+from operators.scheduler.decide.model import VICTIM_STATUSES, Chunk, Job, NodeState, Task
 from operators.scheduler.decide.units import AXES, GPU, GPU_AXIS, queue_amount
 
 if TYPE_CHECKING:
@@ -97,6 +97,37 @@ class Reach:
         self.total = total
 
 
+class Room:
+    """How many of a job's pods the nodes could hold at most (pipelined, as the simulations place them): per node
+    the fewest of its free pod slots and, per axis, its idle plus releasing amount over the smallest request of
+    the job's pods. Placing a pod takes a slot and at least that request from its node's idle plus releasing
+    resources (the fit's first tests refuse a node short of them), evicting frees, moving a victim only takes:
+    so when the nodes' total after a scenario's evictions is below the job's pod count, no order of placing
+    the job and the victims can place the job. Read only through `Solver`, which keeps one total per request
+    and node mask on the committed state."""
+
+    __slots__ = ("cpu", "gpu", "mask", "mem", "need")
+
+    def __init__(self, tasks: Sequence[Task], mask: bytearray) -> None:
+        self.need = len(tasks)
+        self.gpu = min(t.rec.gpu.whole for t in tasks)
+        self.cpu = min(t.rec.cpu for t in tasks)
+        self.mem = min(t.rec.memory for t in tasks)
+        self.mask = mask
+
+    def slots(self, node: NodeState) -> int:
+        if not self.mask[node.idx]:
+            return 0
+        k = node.max_pods - node.n_pods
+        if self.gpu > 0:
+            k = min(k, (node.idle_gpu + node.rel_gpu) // self.gpu)
+        if self.cpu > 0:
+            k = min(k, (node.idle_cpu + node.rel_cpu) // self.cpu)
+        if self.mem > 0:
+            k = min(k, (node.idle_mem + node.rel_mem) // self.mem)
+        return k if k > 0 else 0
+
+
 class Solver:
     def __init__(self, session: Session, action: str) -> None:
         self.session = session
@@ -114,12 +145,18 @@ class Solver:
         self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
         # Per victim list (by identity, the list kept alive here): its Reach. Lists are fixed within an action.
         self._reach: dict[int, tuple[object, Reach]] = {}
+        # Consolidation: the job being solved's Room (None: not used for it) and, per Room key, the nodes' total
+        # slots on the committed state.
+        self._room: Room | None = None
+        self._room_keys: tuple[object, ...] = ()
+        self._room_totals: dict[tuple[object, ...], int] = {}
 
     def changed(self) -> None:
         """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
         victim sets that failed before may work now."""
         self._free = None
         self._failed_sets.clear()
+        self._room_totals.clear()
 
     @property
     def exhausted(self) -> bool:
@@ -209,6 +246,7 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
+        self._room = self._room_for(job, tasks) if move_victims else None
         # The bound is tested once the walk is REACH_AFTER chunks in without a scenario reaching validation: a
         # search that finds scenarios early never pays for it.
         check_at = REACH_AFTER if not move_victims and isinstance(chunks, Sized) else -1
@@ -369,6 +407,35 @@ class Solver:
                     failed_sets.add(key)
         return False
 
+    def _room_for(self, job: Job, tasks: Sequence[Task]) -> Room | None:
+        """The Room of a consolidation search for `job`, or None where a placement attempt that fails leaves
+        something behind: a job asking for an optional feature (the topology plugin records the domains an
+        attempt tried, for the job's explanation). Pods under different node constraints are not bounded
+        (one mask per Room)."""
+        if job.rec.optional_features or not tasks:
+            return None
+        placer = self.session.placer
+        mask = placer.mask(tasks[0])
+        if any(placer.mask(t) is not mask for t in tasks):
+            return None
+        self._room_keys = tuple({t.fit_key: None for t in tasks})
+        return Room(tasks, mask)
+
+    def _room_left(self, room: Room, touched: Iterable[int]) -> int | None:
+        """On the committed state (before a scenario's evictions): the nodes' slots outside `touched`, or None
+        when a failed attempt would compute a pod's fit summary first (a summary is made once per shape and cycle,
+        on the state of its first failure, so the attempt must run to make it)."""
+        session = self.session
+        summaries = session._summaries
+        if not all(k in summaries for k in self._room_keys):
+            return None
+        key = (id(room.mask), room.gpu, room.cpu, room.mem)
+        total = self._room_totals.get(key)
+        if total is None:
+            total = self._room_totals[key] = sum(room.slots(n) for n in session.nodes)
+        nodes = session.nodes
+        return total - sum(room.slots(nodes[n]) for n in touched)
+
     def reach(self, chunks: Iterable[Chunk]) -> Reach:
         """The Reach of a victim list, computed once per list and action."""
         hit = self._reach.get(id(chunks))
@@ -475,9 +542,21 @@ class Solver:
         The job's capacity checks (queue limits) run here, on the state without the victims."""
         session = self.session
         start = stmt.checkpoint()
+        # Consolidation on the committed state: when the nodes cannot hold the job's pods once the scenario's
+        # victims are evicted, no order of placing it and moving them can (`Room`); the attempts are not made.
+        room = self._room if move_victims and start == 0 else None
+        left: int | None = None
+        if room is not None:
+            touched = {t.node for c in scenario for t in c.tasks}
+            left = self._room_left(room, touched)
         for chunk, reason in zip(scenario, reasons, strict=True):
             for task in chunk.tasks:
                 stmt.evict(task, self.action, job.key, describe(task, chunk, reason))
+        if left is not None and room is not None:
+            nodes = session.nodes
+            if left + sum(room.slots(nodes[n]) for n in touched) < room.need:
+                stmt.rollback(start)
+                return False
         if not move_victims:
             if allocate_job(session, stmt, job, pipeline_only=True):
                 return True
