@@ -3,6 +3,7 @@
 schedule the very input `scheduler_bench.py` times.
 
 Run: python bench/kai_snapshot.py --case plain|envelope|envelope2x|gang1000 [--nodes 5000] [--topology] --out F.zip
+     python bench/kai_snapshot.py --shape 4000,140000,28000 --out F.zip   # the envelope generator at another size
 
 The objects are the ones `scheduler_bench.py` generates for the same case (after the pod-grouper's implicit
 PodGroups, as that bench parses them), with what the API server and kubelet would add before KAI reads them: a
@@ -119,11 +120,16 @@ def read(path: str) -> dict[str, Any]:
     return data
 
 
-def bench_objects(case: str, nodes: int, topology: bool = False) -> list[Mapping[str, Any]]:
-    """The objects `scheduler_bench.py --case CASE` parses: its generator's, plus the implicit PodGroups."""
+def bench_objects(case: str, nodes: int, topology: bool = False,
+                  shape: tuple[int, int, int] | None = None) -> list[Mapping[str, Any]]:
+    """The objects `scheduler_bench.py --case CASE` parses: its generator's, plus the implicit PodGroups. `shape`
+    (nodes, pods, workloads): the envelope generator at that size instead of `case`."""
     from scheduler_bench import _objects
 
     from operators.scheduler.decide.simulation import with_implicit_podgroups
+    if shape:
+        from envelope_cluster import Profile, generate_envelope
+        return with_implicit_podgroups(generate_envelope(Profile("shape", *shape)))
     return with_implicit_podgroups(_objects(case, nodes, topology, False))
 
 
@@ -132,9 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", choices=("plain", "envelope", "envelope2x", "gang1000"), default="plain")
     parser.add_argument("--nodes", type=int, default=5000, help="plain and gang1000 only (the envelopes are fixed)")
     parser.add_argument("--topology", action="store_true", help="plain and gang1000: as scheduler_bench --topology")
+    parser.add_argument("--shape", help="NODES,PODS,WORKLOADS: the envelope generator at that size (not --case)")
     parser.add_argument("--out", required=True, help="the zip to write")
     args = parser.parse_args(argv)
-    snap = snapshot(bench_objects(args.case, args.nodes, args.topology))
+    shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
+    if shape is not None and len(shape) != 3:
+        parser.error("--shape takes NODES,PODS,WORKLOADS")
+    snap = snapshot(bench_objects(args.case, args.nodes, args.topology, shape))  # type: ignore[arg-type]
     write(args.out, snap)
     counts = ", ".join(f"{k} {len(v)}" for k, v in snap["rawObjects"].items() if v)
     print(f"{args.out}: {counts}")
