@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 
+from operators.core.cache import paused_gc
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle
 from operators.scheduler.decide.model import Job, Task
@@ -30,9 +31,7 @@ def test_a_cycles_session_is_freed_without_the_cyclic_collector() -> None:
 
     snapshot = snapshot_from_objects(_objects())
     gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():  # as during a cycle
         before = _alive(Job), _alive(Task), _alive(Session)
         decisions, carry = run_carried_cycle(snapshot, SchedulerConfig(), 1e9, None)
         assert len(decisions.binds) == 4 and [u.pod_group for u in decisions.unschedulable] == ["wide"]
@@ -41,9 +40,6 @@ def test_a_cycles_session_is_freed_without_the_cyclic_collector() -> None:
         # The carry still works on the next cycle (it holds no session object).
         again, _ = run_carried_cycle(snapshot, SchedulerConfig(), 1e9 + 1, carry)
         assert again.binds == decisions.binds
-    finally:
-        if was:
-            gc.enable()
 
 
 def test_without_the_release_the_session_waits_for_the_collector() -> None:
@@ -52,9 +48,7 @@ def test_without_the_release_the_session_waits_for_the_collector() -> None:
 
     snapshot = snapshot_from_objects(_objects())
     gc.collect()
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():  # as during a cycle
         before = _alive(Job)
         session = Session(snapshot, SchedulerConfig(), 1e9)
         session.close()
@@ -62,6 +56,3 @@ def test_without_the_release_the_session_waits_for_the_collector() -> None:
         assert _alive(Job) > before
         gc.collect()
         assert _alive(Job) == before
-    finally:
-        if was:
-            gc.enable()
