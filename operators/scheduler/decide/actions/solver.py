@@ -192,9 +192,11 @@ class Solver:
             validate = self._with_plugins(job, validate)
         known = session.outcomes.get(job.key)
         saved = (list(known.errors), known.failure) if known is not None else None
+        was_simulating, session.simulating = session.simulating, True
         try:
             return self._solve(stmt, job, tasks, chunks, describe, validate, move_victims, max_victim_jobs, viable)
         finally:
+            session.simulating = was_simulating
             if saved is None:
                 session.outcomes.pop(job.key, None)
             else:

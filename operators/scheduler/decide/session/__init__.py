@@ -39,6 +39,7 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         self.snapshot = snapshot
         self.decisions = Decisions()
         self.outcomes: dict[str, JobOutcome] = {}
+        self.simulating = False
         self.last_start: dict[str, str] = {}
         self._summaries: dict[tuple[object, ...], str] = {}
         self._unlimited_cache: dict[QueueState, bool] = {}

@@ -61,6 +61,7 @@ class Accounting:
     snapshot: Snapshot
     decisions: Decisions
     outcomes: dict[str, JobOutcome]
+    simulating: bool  # inside a disruptive search's simulations (Solver.solve): attempts there are not allocate's
     last_start: dict[str, str]
     framework: Framework
     nodes: list[NodeState]

@@ -100,7 +100,8 @@ class Topology(Plugin):
         self._structure: dict[tuple[str, int], tuple[Domain, ...]] = {}
         self._labels: dict[str, Mapping[str, str]] | None = None
         self._current: tuple[str, dict[str, frozenset[int]]] | None = None
-        # Jobs whose last attempt had candidate domains of a required level: (level name, domains tried).
+        # Jobs whose last allocate attempt (not a simulation) had candidate domains of a required level: (level name,
+        # domains tried).
         self._tried: dict[str, tuple[str, list[str]]] = {}
         # A domain's nodes -> their indexes, sorted; a tuple, so the placer knows it again by identity.
         self._indexes: dict[frozenset[str], tuple[int, ...]] = {}
@@ -188,7 +189,9 @@ class Topology(Plugin):
                 _explain(session, job, UNSCHEDULABLE_WORKLOAD, job_plan.explanation)
                 return []
             universes = [(c.domain, c.nodes) for c in job_plan.candidates]
-            if rules.job.required is not None and rules.job.preferred is None:
+            # What allocate tried, as the job's explanation says why allocate failed: a disruptive search's
+            # simulations try domains on states with victims evicted, which no one will see.
+            if rules.job.required is not None and rules.job.preferred is None and not session.simulating:
                 self._tried[job.key] = (level_label(rules.job.topology, rules.job.required),
                                         [c.describe() for c in job_plan.candidates])
         else:
