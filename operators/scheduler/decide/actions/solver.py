@@ -410,10 +410,9 @@ class Solver:
         return False
 
     def _room_for(self, job: Job, tasks: Sequence[Task]) -> Room | None:
-        """The Room of a consolidation search for `job`, or None where a placement attempt that fails leaves
-        something behind: a job asking for an optional feature (the topology plugin records the domains an
-        attempt tried, for the job's explanation). Pods under different node constraints are not bounded
-        (one mask per Room)."""
+        """The Room of a consolidation search for `job`, or None: a job asking for an optional feature keeps its
+        attempts (the plugins of those features may act on an attempt; lifting this was not measured), and pods
+        under different node constraints are not bounded (one mask per Room)."""
         if job.rec.optional_features or not tasks:
             return None
         placer = self.session.placer
