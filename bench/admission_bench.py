@@ -19,6 +19,9 @@ fraction  `kai-scheduler` pods with `gpu-fraction: 0.5`, webhook configurations 
 fraction2 the same pods with the validating configuration as before that proof (`not-a-proven-valid-create`
           left out: one mutating and one validating review each); not run unless named in --modes
 off       plain `kai-scheduler` pods, webhook configurations removed
+wired     the `fraction` pods as the webhook leaves them (its mutation applied by the bench), webhook
+          configurations removed: the same stored pods without the call, so fraction / wired is what the call
+          itself costs them; not run unless named in --modes
 foreign   pods of another scheduler, webhook configurations installed (the matchCondition keeps them away)
 kai       plain `kai-scheduler` pods with KAI's configurations (`scheduler-name-match` only: both webhooks called
           for every pod, as before issue 26's pass); not run unless named in --modes
@@ -53,9 +56,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import jsonpatch  # type: ignore[import-untyped]  # kopf's own dependency
 from apiserver_bench import bounded, cpu_seconds, delete_and_wait, percentiles, pod
 from prometheus_client.parser import text_string_to_metric_families
 
+from operators.admission.mutate import mutate_pod
 from operators.core import podwebhooks
 from operators.core.kube import api_client, is_not_found, raw, raw_stream
 from operators.devcluster import pki, webhooks
@@ -241,7 +246,10 @@ async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: st
     await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
     scheduler = "other-scheduler" if mode == "foreign" else "kai-scheduler"
     base = f"/api/v1/namespaces/{namespace}/pods"
-    bodies = [pod(f"p-{i:05d}", scheduler, fraction="0.5" if mode.startswith("fraction") else "") for i in range(count)]
+    sharing = mode.startswith("fraction") or mode == "wired"
+    bodies = [pod(f"p-{i:05d}", scheduler, fraction="0.5" if sharing else "") for i in range(count)]
+    if mode == "wired":
+        bodies = [wired(b, namespace) for b in bodies]
 
     async def create(body: dict[str, Any]) -> None:
         await raw(api, "POST", base, body=body)
@@ -266,6 +274,12 @@ async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: st
     finally:
         await delete_and_wait(api, f"/api/v1/namespaces/{namespace}")
     return result
+
+
+def wired(body: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The pod as the mutating webhook returns it (the bench's admission runs without runtime classes)."""
+    out: dict[str, Any] = jsonpatch.apply_patch(body, mutate_pod(body, namespace, runtime_class_name=None))
+    return out
 
 
 async def own_scrape(admission: Admission) -> str:
@@ -325,7 +339,8 @@ def report(results: list[Result]) -> None:
     what = {"on": "kai-scheduler pods, webhook on ", "off": "kai-scheduler pods, webhook off",
             "fraction": "fraction pods, webhook on", "foreign": "other scheduler's pods, webhook on",
             "fraction2": "fraction pods, two calls (before)",
-            "kai": "kai-scheduler pods, KAI's conditions"}
+            "kai": "kai-scheduler pods, KAI's conditions",
+            "wired": "fraction pods pre-wired, webhook off"}
     for mode, rs in by_mode.items():
         rounds = ", ".join(f"{r.rate:.1f}" for r in rs)
         print(f"  {what[mode]:36} {rates[mode]:7.1f} pods/s  (rounds: {rounds})  "
@@ -336,6 +351,10 @@ def report(results: list[Result]) -> None:
     for mode in ("fraction", "fraction2", "kai"):
         if mode in rates and "off" in rates:
             print(f"  ratio {mode} / off: {rates[mode] / rates['off']:.2f}")
+    if "fraction" in rates and "wired" in rates:
+        print(f"  ratio fraction / wired: {rates['fraction'] / rates['wired']:.2f}  (the call alone, same stored pods)")
+    if "wired" in rates and "off" in rates:
+        print(f"  ratio wired / off: {rates['wired'] / rates['off']:.2f}  (what the wiring itself costs a create)")
     if "foreign" in rates and "off" in rates:
         print(f"  ratio foreign (webhook on) / off: {rates['foreign'] / rates['off']:.2f}")
     for mode in ("on", "fraction", "fraction2", "kai"):
@@ -382,7 +401,8 @@ async def main() -> None:
     admission = Admission(state)
     api = await api_client(state.kubeconfig)
     configs = registrations(admission)
-    by_mode = {"off": None, "kai": kai_registrations(configs), "fraction2": two_call_registrations(configs)}
+    by_mode = {"off": None, "wired": None, "kai": kai_registrations(configs),
+               "fraction2": two_call_registrations(configs)}
     results: list[Result] = []
     try:
         async with api:
