@@ -184,3 +184,23 @@ def test_a_topology_job_is_explained_by_allocates_attempt(monkeypatch: pytest.Mo
     message = unschedulable(fast, "g")["message"]
     assert "(tried rack r0 (in z0))" in message and "r1" not in message, message
 
+
+
+def test_a_topology_job_placed_at_exactly_its_room() -> None:
+    # Rack r0 has 8 GPUs free (2 + 4 + 2: v, preemptible, on z0-r0-0 and w on z0-r0-2), so allocate tries g (2 x 4
+    # GPUs, required rack) there and fails at its second pod (that failure makes the shape's fit summary); rack r1
+    # has 2 free. Consolidation evicts v and moves it to a 2-GPU hole: then the nodes hold exactly g's two pods
+    # (one slot on each of z0-r0-0 and z0-r0-1), so a Room that counted one pod too many for a job asking for a
+    # feature would keep g pending.
+    objs = [*racks(4, zones=1, per_zone=2, per_rack=3), queue("q"),
+            *running("v", "z0-r0-0", 2, priority_class="build-preemptible"),
+            *running("w", "z0-r0-2", 2, priority_class="build"),
+            *running("x", "z0-r1-0", 2, priority_class="build"),
+            *running("y", "z0-r1-1", 4, priority_class="build"),
+            *running("z", "z0-r1-2", 4, priority_class="build"),
+            *topology_gang("g", 2, 4, required="rack", priority_class="build-preemptible",
+                           created="2025-01-02T00:00:00Z")]
+    result = simulate(objs, SchedulerConfig(), actions=["allocate", "consolidation"])
+    assert [(e["pod"], e["action"]) for e in result["evictions"]] == [("v", "consolidation")], result["evictions"]
+    pipelined = {p["pod"]: p["node"] for p in result["pipelined"]}
+    assert {pipelined.get("g-0"), pipelined.get("g-1")} == {"z0-r0-0", "z0-r0-1"}, pipelined
