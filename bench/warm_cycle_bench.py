@@ -27,6 +27,7 @@ import random
 import sys
 import time
 from dataclasses import replace
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,6 +39,8 @@ from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
 from operators.scheduler.decide.placement.search import Placer
+from operators.scheduler.decide.plugins.topology.domains import with_free
+from operators.scheduler.decide.plugins.topology.plugin import Topology
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
 
@@ -72,10 +75,43 @@ def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
     return replace(snapshot, pods=tuple(pods), podgroups=tuple(kept))
 
 
+_room_for = Solver._room_for
+
+
+def _resummed(self: Topology, session: Any, resolved: Any, level: int, free: Any) -> Any:
+    """`Topology._domains_free` as it was before the differences: a domain holding a changed node summed again."""
+    key = (resolved.topology.name, level)
+    hit = self._domain_free.get(key)
+    if hit is None:
+        domains = list(with_free(self._domains(session, resolved, level), free))
+        where = {n: i for i, d in enumerate(domains) for n in d.nodes}
+        self._domain_free[key] = (domains, where, len(self._changes))
+        self._generation += 1
+        self._generations[key] = self._generation
+        return domains
+    domains, where, seen = hit
+    if seen < len(self._changes):
+        changed = False
+        for i in {i for name, _, _ in self._changes[seen:] if (i := where.get(name)) is not None}:
+            summed = with_free((domains[i],), free)[0]
+            changed = changed or summed.free != domains[i].free
+            domains[i] = summed
+        self._domain_free[key] = (domains, where, len(self._changes))
+        if changed:
+            self._generation += 1
+            self._generations[key] = self._generation
+    return domains
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
     "room": (Solver, "_room_for", lambda self, job, tasks: None),
+    # the same for jobs asking for an optional feature (identity: the guard that kept every attempt of theirs)
+    "room-features": (Solver, "_room_for",
+                      lambda self, job, tasks: None if job.rec.optional_features else _room_for(self, job, tasks)),
+    # topology: domain totals moved by the changed nodes' differences (identity: the domains summed again)
+    "topology-deltas": (Topology, "_domains_free", _resummed),
 }
 
 

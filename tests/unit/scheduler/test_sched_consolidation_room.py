@@ -150,9 +150,9 @@ def test_a_failed_attempt_that_makes_a_fit_summary_still_runs(monkeypatch: pytes
 def test_a_topology_job_is_explained_by_allocates_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     # Two racks of four 4-GPU nodes; every node holds one victim and has 1-2 GPUs free, so no node holds a 4-GPU
     # pod: rack r0 (8 GPUs free) covers g, r1 (7) does not. A scenario moves one victim job (the cap) and leaves
-    # one 4-GPU slot for g's two pods, so the short cut would refuse every scenario (a job asking for a feature
-    # keeps every attempt all the same). Consolidation's simulations try rack r1 once its victim is evicted, a
-    # state nobody sees: g's explanation names the rack allocate tried (r0), as it says why allocate failed.
+    # one 4-GPU slot for g's two pods, so the short cut refuses every scenario. Without it, consolidation's
+    # simulations try rack r1 once its victim is evicted, a state nobody sees: either way g's explanation names
+    # the rack allocate tried (r0), as it says why allocate failed.
     objs = [*racks(4, zones=1, per_zone=2, per_rack=4), queue("q"),
             # The newest victims are tried first: r1's, the oldest, last.
             *(p for i, name in enumerate(["z0-r1-0", "z0-r1-1", "z0-r1-2", "z0-r1-3", "z0-r0-0", "z0-r0-1",
@@ -163,12 +163,44 @@ def test_a_topology_job_is_explained_by_allocates_attempt(monkeypatch: pytest.Mo
                            created="2025-01-02T00:00:00Z")]
     actions = ["allocate", "consolidation"]
     config = SchedulerConfig(max_consolidation_preemptees=1)
-    fast = simulate(objs, config, actions=actions)
+    placed = [0]
+    real_place_all = Solver._place_all
+
+    def spy_place_all(self: Solver, *args: Any) -> bool:
+        placed[0] += 1
+        return real_place_all(self, *args)
+
     with monkeypatch.context() as m:
+        m.setattr(Solver, "_place_all", spy_place_all)
+        fast = simulate(objs, config, actions=actions)
+        tried_with_cut = placed[0]
         m.setattr(Solver, "_room_for", lambda *args: None)
         slow = simulate(objs, config, actions=actions)
+        tried_without = placed[0] - tried_with_cut
     assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)
+    # The short cut bounds the topology-bound gang like any job: every scenario is refused before a placement.
+    assert tried_without > 0 and tried_with_cut == 0, (tried_with_cut, tried_without)
     assert not fast["evictions"]
     message = unschedulable(fast, "g")["message"]
     assert "(tried rack r0 (in z0))" in message and "r1" not in message, message
 
+
+
+def test_a_topology_job_placed_at_exactly_its_room() -> None:
+    # Rack r0 has 8 GPUs free (2 + 4 + 2: v, preemptible, on z0-r0-0 and w on z0-r0-2), so allocate tries g (2 x 4
+    # GPUs, required rack) there and fails at its second pod (that failure makes the shape's fit summary); rack r1
+    # has 2 free. Consolidation evicts v and moves it to a 2-GPU hole: then the nodes hold exactly g's two pods
+    # (one slot on each of z0-r0-0 and z0-r0-1), so a Room that counted one pod too many for a job asking for a
+    # feature would keep g pending.
+    objs = [*racks(4, zones=1, per_zone=2, per_rack=3), queue("q"),
+            *running("v", "z0-r0-0", 2, priority_class="build-preemptible"),
+            *running("w", "z0-r0-2", 2, priority_class="build"),
+            *running("x", "z0-r1-0", 2, priority_class="build"),
+            *running("y", "z0-r1-1", 4, priority_class="build"),
+            *running("z", "z0-r1-2", 4, priority_class="build"),
+            *topology_gang("g", 2, 4, required="rack", priority_class="build-preemptible",
+                           created="2025-01-02T00:00:00Z")]
+    result = simulate(objs, SchedulerConfig(), actions=["allocate", "consolidation"])
+    assert [(e["pod"], e["action"]) for e in result["evictions"]] == [("v", "consolidation")], result["evictions"]
+    pipelined = {p["pod"]: p["node"] for p in result["pipelined"]}
+    assert {pipelined.get("g-0"), pipelined.get("g-1")} == {"z0-r0-0", "z0-r0-1"}, pipelined

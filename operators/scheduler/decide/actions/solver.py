@@ -410,10 +410,12 @@ class Solver:
         return False
 
     def _room_for(self, job: Job, tasks: Sequence[Task]) -> Room | None:
-        """The Room of a consolidation search for `job`, or None: a job asking for an optional feature keeps its
-        attempts (the plugins of those features may act on an attempt; lifting this was not measured), and pods
-        under different node constraints are not bounded (one mask per Room)."""
-        if job.rec.optional_features or not tasks:
+        """The Room of a consolidation search for `job`, or None when its pods are under different node constraints
+        (one mask per Room). Jobs asking for optional features are bounded too: what their plugins do inside a
+        simulated attempt is undone with it (a topology subset only narrows the mask, the plans are memoized on
+        their inputs, the job's outcome is restored after the search, and `session.simulating` keeps the domains
+        tried out of its explanation); only the fit summaries are left behind, which `_room_left` guards."""
+        if not tasks:
             return None
         placer = self.session.placer
         mask = placer.mask(tasks[0])

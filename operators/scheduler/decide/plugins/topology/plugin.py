@@ -110,11 +110,12 @@ class Topology(Plugin):
         self._dirty: set[int] = set()
         # The node a statement last placed each task on (what a rolled-back placement left).
         self._at: dict[Task, int] = {}
-        # Domains with their free totals per (topology, level), and how far into `_changes` (the names of the nodes
-        # whose free resources changed, in order) each is up to date: only domains holding a changed node are
-        # summed again (over their nodes in name order, as a full sum does, so the totals are the same floats).
+        # Domains with their free totals per (topology, level), and how far into `_changes` (per node whose free
+        # resources changed, in order: its name, what it had, what it has; None where it counts nothing) each is
+        # up to date: a domain holding a changed node moves by the differences. The amounts are integers, so the
+        # total is the one a sum over its nodes gives, without walking a zone's thousands of nodes per change.
         self._domain_free: dict[tuple[str, int], tuple[list[Domain], dict[str, int], int]] = {}
-        self._changes: list[str] = []
+        self._changes: list[tuple[str, Resources | None, Resources | None]] = []
         self._binding: frozenset[tuple[str, str]] | None = None
         # Each level's domain totals get a new generation when one of them changes value (or all are summed anew);
         # a plan is a function of its constraint, request, placed nodes and the totals of the levels it reads, so
@@ -275,11 +276,18 @@ class Topology(Plugin):
             self._changes.clear()
         elif self._dirty:
             nodes = session.nodes
-            self._free.update(_free([nodes[i] for i in self._dirty]))
+            free = self._free
+            fresh = _free([nodes[i] for i in self._dirty])
+            changes = self._changes
             for i in sorted(self._dirty):
-                if not nodes[i].ok:
-                    self._free.pop(nodes[i].name, None)
-                self._changes.append(nodes[i].name)
+                name = nodes[i].name
+                old, new = free.get(name), fresh.get(name)  # new is None for a node that is not schedulable
+                if new is None:
+                    free.pop(name, None)
+                else:
+                    free[name] = new
+                if old != new:
+                    changes.append((name, old, new))
         self._dirty.clear()
         return self._free
 
@@ -297,12 +305,30 @@ class Topology(Plugin):
             return domains
         domains, where, seen = hit
         if seen < len(self._changes):
-            stale = {i for n in self._changes[seen:] if (i := where.get(n)) is not None}
+            delta: dict[int, list[int]] = {}
+            for name, old, new in self._changes[seen:]:
+                i = where.get(name)
+                if i is None:
+                    continue
+                d = delta.get(i)
+                if d is None:
+                    d = delta[i] = [0, 0, 0]
+                if new is not None:
+                    d[0] += new[0]
+                    d[1] += new[1]
+                    d[2] += new[2]
+                if old is not None:
+                    d[0] -= old[0]
+                    d[1] -= old[1]
+                    d[2] -= old[2]
             changed = False
-            for i in stale:
-                summed = with_free((domains[i],), free)[0]
-                changed = changed or summed.free != domains[i].free
-                domains[i] = summed
+            for i, (gpu, cpu, memory) in delta.items():
+                if gpu or cpu or memory:
+                    was = domains[i]
+                    f = was.free
+                    domains[i] = Domain(was.level, was.level_name, was.values, was.nodes,
+                                        Resources(f[0] + gpu, f[1] + cpu, f[2] + memory), was.order)
+                    changed = True
             self._domain_free[key] = (domains, where, len(self._changes))
             if changed:
                 self._generation += 1
