@@ -85,18 +85,20 @@ def _resummed(self: Topology, session: Any, resolved: Any, level: int, free: Any
     if hit is None:
         domains = list(with_free(self._domains(session, resolved, level), free))
         where = {n: i for i, d in enumerate(domains) for n in d.nodes}
-        self._domain_free[key] = (domains, where, len(self._changes))
+        self._domain_free[key] = (domains, where, len(self._changes), sorted([(d.free, d.values, d) for d in domains]))
         self._generation += 1
         self._generations[key] = self._generation
         return domains
-    domains, where, seen = hit
+    domains, where, seen, ordered = hit
     if seen < len(self._changes):
         changed = False
         for i in {i for name, _, _ in self._changes[seen:] if (i := where.get(name)) is not None}:
             summed = with_free((domains[i],), free)[0]
             changed = changed or summed.free != domains[i].free
             domains[i] = summed
-        self._domain_free[key] = (domains, where, len(self._changes))
+        if changed:
+            ordered = sorted([(d.free, d.values, d) for d in domains])
+        self._domain_free[key] = (domains, where, len(self._changes), ordered)
         if changed:
             self._generation += 1
             self._generations[key] = self._generation
