@@ -106,22 +106,6 @@ def _resummed(self: Topology, session: Any, resolved: Any, level: int, free: Any
     return domains
 
 
-class _Forgetful(dict):  # type: ignore[type-arg]
-    """A memo that keeps nothing."""
-
-    def __setitem__(self, key: object, value: object) -> None:
-        pass
-
-
-_topology_init = Topology.__init__
-
-
-def _unkept_subsets(self: Topology, arguments: Any = None) -> None:
-    """`Topology.__init__` with a subsets memo that keeps nothing: each plan's subsets made at every attempt."""
-    _topology_init(self, arguments)
-    self._subsets = _Forgetful()
-
-
 def _scanned_plan(resolved: Any, domains_at: Any, request: Any, placed: Any = (), ordered_at: Any = None) -> Any:
     """`plan_domains` as it was before the sorted levels: every domain of a level filtered, then sorted."""
     return plan_domains(resolved, domains_at, request, placed)
@@ -136,8 +120,6 @@ CUTS: dict[str, tuple[object, str, object]] = {
                       lambda self, job, tasks: None if job.rec.optional_features else _room_for(self, job, tasks)),
     # topology: domain totals moved by the changed nodes' differences (identity: the domains summed again)
     "topology-deltas": (Topology, "_domains_free", _resummed),
-    # topology: a reused plan's node subsets made once (identity: made at every attempt)
-    "topology-subsets": (Topology, "__init__", _unkept_subsets),
     # topology: plans over each level's domains kept sorted (identity: every domain filtered and sorted; the
     # sorted copies are still kept up to date on that side)
     "topology-ordered": (topology_plugin, "plan_domains", _scanned_plan),

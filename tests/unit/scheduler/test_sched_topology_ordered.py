@@ -1,7 +1,7 @@
 """The topology plugin's plans over each level's domains kept sorted fullest first (`plan_domains(ordered_at=...)`):
 the candidates and the shortfall explanation must be the ones a plan filtering and sorting every domain gives,
-and the sorted copy must follow every change of the totals. A reused plan's node subsets are made once, and the
-domains a failed job tried are described at session close only."""
+and the sorted copy must follow every change of the totals. The domains a failed job tried are described at
+session close only."""
 
 from __future__ import annotations
 
@@ -103,36 +103,3 @@ def test_the_tried_racks_are_described_at_close_only(monkeypatch: pytest.MonkeyP
     message = unschedulable(result, "g")["message"]
     assert "(tried rack r0 (in z0), rack r1 (in z0), rack r2 (in z0) and 3 more)" in message
     assert described == ["z0/r0", "z0/r1", "z0/r2"]
-
-
-def test_a_reused_plan_gives_its_subsets_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rack-bound gangs of one request that fit every rack in total but no rack's nodes: no attempt changes a
-    total, so every gang after the first reuses the first one's plan, and its subsets (made once, for the first)."""
-    made: list[Any] = []
-    subsets: list[list[Any]] = []
-    real, real_hook = plugin.Topology._node_indexes, plugin.Topology.node_subsets
-
-    def counted(self: plugin.Topology, session: Any, nodes: Any) -> Any:
-        made.append(nodes)
-        return real(self, session, nodes)
-
-    def kept(self: plugin.Topology, session: Any, job: Any) -> Any:
-        out = real_hook(self, session, job)
-        subsets.append(list(out) if out is not None else [])
-        return out
-
-    monkeypatch.setattr(plugin.Topology, "_node_indexes", counted)
-    monkeypatch.setattr(plugin.Topology, "node_subsets", kept)
-    layout = racks(per_zone=1)  # two racks of two 4-GPU nodes, one GPU used on each: 3 + 3 free per rack
-    objs = [*layout, queue("q"), *(o for n in layout for o in running(f"u-{n['metadata']['name']}",
-                                                                        n["metadata"]["name"], 1,
-                                                                        priority_class="build"))]
-    for j in range(4):
-        group = podgroup(f"g{j}", "q", 2, created=f"2025-01-01T00:0{j}:00Z")
-        group["spec"]["topologyConstraint"] = {"topology": "dc", "requiredTopologyLevel": "rack"}
-        objs += [group, pod(f"g{j}-0", f"g{j}", gpus=4), pod(f"g{j}-1", f"g{j}", gpus=2)]
-    result = simulate(objs, actions=["allocate"])
-    assert result["binds"] == []
-    rack_nodes = [[0, 1], [2, 3]]  # node indexes by name: z0-r0-*, z1-r0-*
-    assert [[list(s) for s in attempt] for attempt in subsets] == [rack_nodes] * 4
-    assert len(made) == 2, made  # the two racks' subsets, for the first gang only

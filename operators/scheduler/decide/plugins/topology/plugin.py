@@ -106,8 +106,6 @@ class Topology(Plugin):
         # Jobs whose last allocate attempt (not a simulation) had candidate domains of a required level: (the
         # constraint, the domains tried).
         self._tried: dict[str, tuple[Resolved, tuple[Candidate, ...]]] = {}
-        # Each plan's node subsets, by the plan's identity (the plan held, so its id is not reused).
-        self._subsets: dict[int, tuple[Plan, list[Sequence[int]]]] = {}
         # A domain's nodes -> their indexes, sorted; a tuple, so the placer knows it again by identity.
         self._indexes: dict[frozenset[str], tuple[int, ...]] = {}
         # Free resources per node, refreshed for the nodes statements touched since (None: recompute all).
@@ -202,19 +200,11 @@ class Topology(Plugin):
             # candidates (immutable), described at session close, where only the last attempt's are read.
             if rules.job.required is not None and rules.job.preferred is None and not session.simulating:
                 self._tried[job.key] = (rules.job, job_plan.candidates)
-            if not rules.groups:
-                # The subsets are a function of the plan alone, and a plan reused on unchanged totals is the same
-                # object: its subsets are made once (the caller copies the list).
-                made = self._subsets.get(id(job_plan))
-                if made is None or made[0] is not job_plan:
-                    made = self._subsets[id(job_plan)] = (job_plan, [self._node_indexes(session, c.nodes)
-                                                                     for c in job_plan.candidates])
-                return made[1]
             universes = [(c.domain, c.nodes) for c in job_plan.candidates]
         else:
             universes = [(None, None)]
         if not rules.groups:
-            return [self._node_indexes(session, None)]
+            return [self._node_indexes(session, nodes) for _, nodes in universes]
         out: list[_Choice] = []
         first_failure = ""
         for _, nodes in universes:
