@@ -38,6 +38,7 @@ from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.placement import search
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.plugins.topology import plugin as topology_plugin
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
@@ -120,6 +121,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
                       lambda self, job, tasks: None if job.rec.optional_features else _room_for(self, job, tasks)),
     # topology: domain totals moved by the changed nodes' differences (identity: the domains summed again)
     "topology-deltas": (Topology, "_domains_free", _resummed),
+    # placer: a small node subset (a topology domain) searched by its own nodes (identity: the whole order walked)
+    "placer-within": (search, "SMALL_SUBSET", 10**9),
     # topology: plans over each level's domains kept sorted (identity: every domain filtered and sorted; the
     # sorted copies are still kept up to date on that side)
     "topology-ordered": (topology_plugin, "plan_domains", _scanned_plan),
