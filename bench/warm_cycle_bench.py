@@ -38,8 +38,10 @@ from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.placement import search
 from operators.scheduler.decide.placement.search import Placer
-from operators.scheduler.decide.plugins.topology.domains import with_free
+from operators.scheduler.decide.plugins.topology import plugin as topology_plugin
+from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
@@ -85,22 +87,29 @@ def _resummed(self: Topology, session: Any, resolved: Any, level: int, free: Any
     if hit is None:
         domains = list(with_free(self._domains(session, resolved, level), free))
         where = {n: i for i, d in enumerate(domains) for n in d.nodes}
-        self._domain_free[key] = (domains, where, len(self._changes))
+        self._domain_free[key] = (domains, where, len(self._changes), sorted([(d.free, d.values, d) for d in domains]))
         self._generation += 1
         self._generations[key] = self._generation
         return domains
-    domains, where, seen = hit
+    domains, where, seen, ordered = hit
     if seen < len(self._changes):
         changed = False
         for i in {i for name, _, _ in self._changes[seen:] if (i := where.get(name)) is not None}:
             summed = with_free((domains[i],), free)[0]
             changed = changed or summed.free != domains[i].free
             domains[i] = summed
-        self._domain_free[key] = (domains, where, len(self._changes))
+        if changed:
+            ordered = sorted([(d.free, d.values, d) for d in domains])
+        self._domain_free[key] = (domains, where, len(self._changes), ordered)
         if changed:
             self._generation += 1
             self._generations[key] = self._generation
     return domains
+
+
+def _scanned_plan(resolved: Any, domains_at: Any, request: Any, placed: Any = (), ordered_at: Any = None) -> Any:
+    """`plan_domains` as it was before the sorted levels: every domain of a level filtered, then sorted."""
+    return plan_domains(resolved, domains_at, request, placed)
 
 
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
@@ -112,6 +121,11 @@ CUTS: dict[str, tuple[object, str, object]] = {
                       lambda self, job, tasks: None if job.rec.optional_features else _room_for(self, job, tasks)),
     # topology: domain totals moved by the changed nodes' differences (identity: the domains summed again)
     "topology-deltas": (Topology, "_domains_free", _resummed),
+    # placer: a small node subset (a topology domain) searched by its own nodes (identity: the whole order walked)
+    "placer-within": (search, "SMALL_SUBSET", 10**9),
+    # topology: plans over each level's domains kept sorted (identity: every domain filtered and sorted; the
+    # sorted copies are still kept up to date on that side)
+    "topology-ordered": (topology_plugin, "plan_domains", _scanned_plan),
 }
 
 

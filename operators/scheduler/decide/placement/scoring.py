@@ -9,7 +9,7 @@ walking lists of (key, node index) kept sorted and updated incrementally; node i
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from operators.scheduler.decide.config import SPREAD
 from operators.scheduler.decide.model import NodeState
@@ -30,6 +30,9 @@ class NodeIndex:
         self.gpu_key = [0.0] * n
         self.cpu_key = [0.0] * n
         self.in_shared = bytearray(n)
+        # Membership of the GPU-node lists (GPU nodes) and of the CPU-only list, fixed at construction.
+        self.is_gpu = bytearray(n)
+        self.is_cpu_only = bytearray(n)
         self.gpu_list: list[tuple[float, int]] = []  # GPU nodes, by GPU key
         self.cpu_gpu_list: list[tuple[float, int]] = []  # GPU nodes, by CPU key (for CPU-only tasks)
         self.cpu_only_list: list[tuple[float, int]] = []  # CPU-only nodes, by CPU key
@@ -46,8 +49,10 @@ class NodeIndex:
             if node.cap_gpu > 0:
                 self.gpu_list.append((self.gpu_key[i], i))
                 self.cpu_gpu_list.append((self.cpu_key[i], i))
+                self.is_gpu[i] = 1
             else:
                 self.cpu_only_list.append((self.cpu_key[i], i))
+                self.is_cpu_only[i] = 1
             if self._shareable(node):
                 self.in_shared[i] = 1
                 self.shared_list.append((self.gpu_key[i], i))
@@ -144,11 +149,38 @@ class NodeIndex:
         for pos in range(start, len(lst)):
             yield lst[pos][1]
 
+    # The same orders restricted to a few nodes (a topology domain): the members of the list among them, sorted by
+    # (key, index) as the list is, from the same start; cheaper than walking the whole list past the others.
+
+    def gpu_order_within(self, min_free: float, within: Iterable[int]) -> list[int]:
+        self.flush()
+        return _within(self.gpu_key, self.is_gpu, within, None if self.gpu_spread else min_free)
+
+    def shared_order_within(self, within: Iterable[int]) -> list[int]:
+        self.flush()
+        return _within(self.gpu_key, self.in_shared, within, None)
+
+    def cpu_order_within(self, min_free: float, cpu_only_nodes: bool, within: Iterable[int]) -> list[int]:
+        self.flush()
+        return _within(self.cpu_key, self.is_cpu_only if cpu_only_nodes else self.is_gpu, within,
+                       None if self.cpu_spread else min_free)
+
     def sort_key(self, node: NodeState, cpu_task: bool) -> tuple[float, int]:
         """Within one score tier: the placement key, then name (index) order."""
         self.flush()
         key = self.cpu_key[node.idx] if cpu_task else self.gpu_key[node.idx]
         return key, node.idx
+
+
+def _within(keys: list[float], member: bytearray, within: Iterable[int], min_free: float | None) -> list[int]:
+    """The nodes of `within` that are members, by (key, index), from the first with a key of at least `min_free`
+    (None: all): what walking the sorted list from `bisect_left(lst, (min_free, -1))` gives among them."""
+    if min_free is None:
+        entries = [(keys[i], i) for i in within if member[i]]
+    else:
+        entries = [(k, i) for i in within if member[i] and (k := keys[i]) >= min_free]
+    entries.sort()
+    return [i for _, i in entries]
 
 
 def _remove(lst: list[tuple[float, int]], key: float, idx: int) -> None:

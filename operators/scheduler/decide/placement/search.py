@@ -42,6 +42,10 @@ class NodeFitFunction(Protocol):
                  why: list[str] | None = None) -> Placement | None: ...
 
 
+# A subset of at most 1/SMALL_SUBSET of the nodes is searched by its own nodes (`Placer.within`).
+SMALL_SUBSET = 8
+
+
 class Placer:
     def __init__(self, nodes: Sequence[NodeState], index: NodeIndex, configmaps: frozenset[str],
                  pod_index: pred.PodIndex | None, group_id: Callable[[str, str, str, int], str],
@@ -69,6 +73,9 @@ class Placer:
         # A job's node subset (plugin `node_subsets`): the nodes outside it are refused while it is set. Each
         # distinct subset gets one id, so the masks combined with it are computed once per session.
         self.subset: bytearray | None = None
+        # The subset's node indexes when it is a small part of the cluster (a topology domain): the search then
+        # walks them in the index's order instead of the whole order past the nodes outside.
+        self.within: Sequence[int] | frozenset[int] | None = None
         self._subset_id = 0
         self._subset_ids: dict[range | frozenset[int], tuple[int, bytearray]] = {}
         self._subset_objects: dict[int, tuple[object, tuple[int, bytearray]]] = {}
@@ -84,7 +91,7 @@ class Placer:
     def restrict(self, nodes: Iterable[int] | None) -> None:
         """Search only these node indexes (None: every node) until the next call."""
         if nodes is None:
-            self.subset = None
+            self.subset = self.within = None
             return
         # A node-wide bytearray is built once per distinct subset of the session (a plugin asks for the same few
         # domains' nodes at every attempt). An immutable tuple given again is the same subset: found by identity
@@ -93,9 +100,12 @@ class Placer:
         if immutable:
             seen = self._subset_objects.get(id(nodes))
             if seen is not None and seen[0] is nodes:
+                assert isinstance(nodes, tuple)
                 self._subset_id, self.subset = seen[1]
+                self.within = nodes if len(nodes) * SMALL_SUBSET <= len(self.nodes) else None
                 return
         members: range | frozenset[int] = nodes if isinstance(nodes, range) else frozenset(nodes)
+        self.within = members if len(members) * SMALL_SUBSET <= len(self.nodes) else None
         known = self._subset_ids.get(members)
         if known is None:
             subset = bytearray(len(self.nodes))
@@ -147,17 +157,25 @@ class Placer:
                         return hit
         gpu = rec.gpu
         index = self.index
+        within = self.within
         if gpu.is_shared:
             if not self.gpu_spread:
-                hit = self._scan(task, index.shared_order(), mask, True, sharing=True)
+                order = index.shared_order() if within is None else index.shared_order_within(within)
+                hit = self._scan(task, order, mask, True, sharing=True)
                 if hit or (index.releasing and (hit := self._releasing(task, mask, sharing_only=True))):
                     return hit
-            hit = self._scan(task, index.gpu_order(0 if self.gpu_spread else 1), mask, True)
+            least = 0 if self.gpu_spread else 1
+            hit = self._scan(task, index.gpu_order(least) if within is None else index.gpu_order_within(least, within),
+                             mask, True)
         elif gpu.whole:
-            hit = self._scan(task, index.gpu_order(gpu.whole), mask, True)
-        else:
+            hit = self._scan(task, index.gpu_order(gpu.whole) if within is None
+                             else index.gpu_order_within(gpu.whole, within), mask, True)
+        elif within is None:
             hit = (self._scan(task, index.cpu_order(rec.cpu, True), mask, True)
                    or self._scan(task, index.cpu_order(rec.cpu, False), mask, True))
+        else:
+            hit = (self._scan(task, index.cpu_order_within(rec.cpu, True, within), mask, True)
+                   or self._scan(task, index.cpu_order_within(rec.cpu, False, within), mask, True))
         if hit is None and index.releasing:
             hit = self._releasing(task, mask, sharing_only=False)
         return hit

@@ -18,6 +18,8 @@ that says what to fix; the job stays pending with it.
 
 from __future__ import annotations
 
+import itertools
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -209,20 +211,49 @@ def shortfall(level_name: str, domains: Sequence[Domain], request: Resources) ->
     """Why no domain of a level can hold the request: the best one (least lacking) and what it lacks."""
     if not domains:
         return f"no node carries the labels of level {level_name}"
+    gpu = request[0]
+    # The least lacking GPUs first: only the domains with the most free GPUs (or all with enough) can be the best,
+    # so the full key is computed for those alone.
+    most = max([d.free[0] for d in domains])
+    near = [d for d in domains if d.free[0] == most] if most < gpu else [d for d in domains if d.free[0] >= gpu]
+    return _least_lacking(level_name, near, request)
 
+
+def _least_lacking(level_name: str, near: Sequence[Domain], request: Resources) -> str:
     gpu, cpu, memory = request
 
     def lack_key(d: Domain) -> tuple[tuple[float, float, float], tuple[str, ...]]:
         free = d.free  # `free.lacking(request).order_key()`, without the objects (one call per domain)
         return (max(gpu - free[0], 0.0), max(cpu - free[1], 0.0), max(memory - free[2], 0.0)), d.values
 
-    # The least lacking GPUs first: only the domains with the most free GPUs (or all with enough) can be the best,
-    # so the full key is computed for those alone; `min` keeps the first of equals in the same order.
-    most = max([d.free[0] for d in domains])
-    near = [d for d in domains if d.free[0] == most] if most < gpu else [d for d in domains if d.free[0] >= gpu]
+    # A domain's values are unique in its level, so the key is too: the best is the same in any order of `near`.
     best = near[0] if len(near) == 1 else min(near, key=lack_key)
     return (f"no domain of level {level_name} can hold the job ({request.describe()}); best {best.describe()} "
             f"lacks {best.free.lacking(request).describe()}")
+
+
+# A level's domains as (free, values, domain), sorted: fullest first, then by id, `_fullest_first`'s order (the
+# values are unique in a level, so the domains themselves are never compared).
+Ordered = Sequence[tuple[Resources, tuple[str, ...], "Domain"]]
+
+
+def _fullest_first_ordered(ordered: Ordered, request: Resources) -> list[Domain]:
+    """`_fullest_first` over a level's domains kept sorted: those with fewer free GPUs than asked are skipped by
+    bisection, the rest filtered in order (the same list: a filter keeps the sort)."""
+    gpu, cpu, memory = request
+    return [d for f, _, d in itertools.islice(ordered, bisect_left(ordered, ((gpu,),)), None)
+            if f[1] >= cpu and f[2] >= memory]
+
+
+def _shortfall_ordered(level_name: str, ordered: Ordered, request: Resources) -> str:
+    """`shortfall` over a level's domains kept sorted: the domains with the most free GPUs (or all with enough)
+    are a tail of the order."""
+    if not ordered:
+        return f"no node carries the labels of level {level_name}"
+    gpu = request[0]
+    most = ordered[-1][0][0]
+    start = bisect_left(ordered, ((most,),) if most < gpu else ((gpu,),))
+    return _least_lacking(level_name, [d for _, _, d in itertools.islice(ordered, start, None)], request)
 
 
 def with_free(domains: Iterable[Domain], free: Mapping[str, Resources]) -> tuple[Domain, ...]:
@@ -258,10 +289,15 @@ def plan_levels(resolved: Resolved) -> Sequence[int]:
 
 
 def plan_domains(resolved: Resolved, domains_at: Callable[[int], Sequence[Domain]], request: Resources,
-                 placed: Iterable[str] = ()) -> Plan:
-    """`plan` over domains given per level (with their free resources), e.g. from a per-session cache."""
+                 placed: Iterable[str] = (), ordered_at: Callable[[int], Ordered] | None = None) -> Plan:
+    """`plan` over domains given per level (with their free resources), e.g. from a per-session cache.
+
+    `ordered_at`: the same domains per level, kept sorted fullest first (`Ordered`), for a plan that need not
+    visit every domain; used when no pod is placed yet (no domain filtered out)."""
     topology = resolved.topology
     pinned = frozenset(placed)
+    if ordered_at is not None and not pinned:
+        return _plan_ordered(resolved, ordered_at, request)
 
     def allowed(domains: Iterable[Domain]) -> list[Domain]:
         return [d for d in domains if pinned <= d.nodes] if pinned else list(domains)
@@ -286,3 +322,25 @@ def plan_domains(resolved: Resolved, domains_at: Callable[[int], Sequence[Domain
     assert resolved.required is not None
     name = level_label(topology, resolved.required)
     return Plan((), shortfall(name, allowed(domains_at(resolved.required)), request))
+
+
+def _plan_ordered(resolved: Resolved, ordered_at: Callable[[int], Ordered], request: Resources) -> Plan:
+    """`plan_domains` without placed pods, on the levels' sorted domains: the same candidates and explanation."""
+    topology = resolved.topology
+    if resolved.preferred is None:
+        assert resolved.required is not None
+        fitting = _fullest_first_ordered(ordered_at(resolved.required), request)
+        if fitting:
+            return Plan(tuple([Candidate(d, d.nodes) for d in fitting]))
+        return Plan((), _shortfall_ordered(level_label(topology, resolved.required), ordered_at(resolved.required),
+                                           request))
+    out: list[Candidate] = []
+    for level in plan_levels(resolved):
+        out += [Candidate(d, d.nodes) for d in _fullest_first_ordered(ordered_at(level), request)]
+    if resolved.required is None:
+        out.append(Candidate(None, None))
+    if out:
+        return Plan(tuple(out))
+    assert resolved.required is not None
+    return Plan((), _shortfall_ordered(level_label(topology, resolved.required), ordered_at(resolved.required),
+                                       request))

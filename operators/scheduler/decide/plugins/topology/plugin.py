@@ -21,6 +21,7 @@ reclaim/preempt) stays in the domain of its job's placed pods at the required le
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,8 +31,10 @@ from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import ACTIVE_ALLOCATED, Job, NodeState, Task
 from operators.scheduler.decide.plugins.topology.domains import (
     NONE,
+    Candidate,
     ConstraintError,
     Domain,
+    Ordered,
     Plan,
     Resolved,
     Resources,
@@ -100,9 +103,9 @@ class Topology(Plugin):
         self._structure: dict[tuple[str, int], tuple[Domain, ...]] = {}
         self._labels: dict[str, Mapping[str, str]] | None = None
         self._current: tuple[str, dict[str, frozenset[int]]] | None = None
-        # Jobs whose last allocate attempt (not a simulation) had candidate domains of a required level: (level name,
-        # domains tried).
-        self._tried: dict[str, tuple[str, list[str]]] = {}
+        # Jobs whose last allocate attempt (not a simulation) had candidate domains of a required level: (the
+        # constraint, the domains tried).
+        self._tried: dict[str, tuple[Resolved, tuple[Candidate, ...]]] = {}
         # A domain's nodes -> their indexes, sorted; a tuple, so the placer knows it again by identity.
         self._indexes: dict[frozenset[str], tuple[int, ...]] = {}
         # Free resources per node, refreshed for the nodes statements touched since (None: recompute all).
@@ -114,7 +117,10 @@ class Topology(Plugin):
         # resources changed, in order: its name, what it had, what it has; None where it counts nothing) each is
         # up to date: a domain holding a changed node moves by the differences. The amounts are integers, so the
         # total is the one a sum over its nodes gives, without walking a zone's thousands of nodes per change.
-        self._domain_free: dict[tuple[str, int], tuple[list[Domain], dict[str, int], int]] = {}
+        # Each level's domains are also kept sorted fullest first (`Ordered`), so a plan visits only the domains
+        # with enough free GPUs.
+        self._domain_free: dict[tuple[str, int], tuple[list[Domain], dict[str, int], int,
+                                                       list[tuple[Resources, tuple[str, ...], Domain]]]] = {}
         self._changes: list[tuple[str, Resources | None, Resources | None]] = []
         self._binding: frozenset[tuple[str, str]] | None = None
         # Each level's domain totals get a new generation when one of them changes value (or all are summed anew);
@@ -189,32 +195,22 @@ class Topology(Plugin):
             if not job_plan.candidates:
                 _explain(session, job, UNSCHEDULABLE_WORKLOAD, job_plan.explanation)
                 return []
-            universes = [(c.domain, c.nodes) for c in job_plan.candidates]
             # What allocate tried, as the job's explanation says why allocate failed: a disruptive search's
-            # simulations try domains on states with victims evicted, which no one will see.
+            # simulations try domains on states with victims evicted, which no one will see. Kept as the plan's
+            # candidates (immutable), described at session close, where only the last attempt's are read.
             if rules.job.required is not None and rules.job.preferred is None and not session.simulating:
-                self._tried[job.key] = (level_label(rules.job.topology, rules.job.required),
-                                        [c.describe() for c in job_plan.candidates])
+                self._tried[job.key] = (rules.job, job_plan.candidates)
+            universes = [(c.domain, c.nodes) for c in job_plan.candidates]
         else:
             universes = [(None, None)]
-        everything = range(len(session.nodes))
-
-        def indexes(nodes: frozenset[str] | None) -> Sequence[int]:
-            if nodes is None:
-                return everything
-            hit = self._indexes.get(nodes)
-            if hit is None:
-                hit = self._indexes[nodes] = tuple(sorted(names[n].idx for n in nodes))
-            return hit
-
         if not rules.groups:
-            return [indexes(nodes) for _, nodes in universes]
+            return [self._node_indexes(session, nodes) for _, nodes in universes]
         out: list[_Choice] = []
         first_failure = ""
         for _, nodes in universes:
             combos, failure = self._combinations(session, job, rules.groups, tasks, free, nodes)
             first_failure = first_failure or failure
-            subset = indexes(nodes)
+            subset = self._node_indexes(session, nodes)
             for combo in combos:
                 podsets = {leaf: frozenset(names[n].idx for n in group_nodes)
                            for group, group_nodes in combo for leaf in group.leaves}
@@ -224,6 +220,17 @@ class Topology(Plugin):
         if not out and first_failure:
             _explain(session, job, UNSCHEDULABLE_WORKLOAD, first_failure)
         return out
+
+    def _node_indexes(self, session: Session, nodes: frozenset[str] | None) -> Sequence[int]:
+        """A domain's node indexes, sorted (every node for None): one tuple per domain, so the placer knows it again
+        by identity."""
+        if nodes is None:
+            return range(len(session.nodes))
+        hit = self._indexes.get(nodes)
+        if hit is None:
+            names = session.node_by_name
+            hit = self._indexes[nodes] = tuple(sorted(names[n].idx for n in nodes))
+        return hit
 
     def on_allocate(self, session: Session, task: Task, kind: str) -> None:
         if self._free is None:
@@ -299,11 +306,12 @@ class Topology(Plugin):
         if hit is None:
             domains = list(with_free(self._domains(session, resolved, level), free))
             where = {n: i for i, d in enumerate(domains) for n in d.nodes}
-            self._domain_free[key] = (domains, where, len(self._changes))
+            ordered = sorted([(d.free, d.values, d) for d in domains])
+            self._domain_free[key] = (domains, where, len(self._changes), ordered)
             self._generation += 1
             self._generations[key] = self._generation
             return domains
-        domains, where, seen = hit
+        domains, where, seen, ordered = hit
         if seen < len(self._changes):
             delta: dict[int, list[int]] = {}
             for name, old, new in self._changes[seen:]:
@@ -326,14 +334,23 @@ class Topology(Plugin):
                 if gpu or cpu or memory:
                     was = domains[i]
                     f = was.free
-                    domains[i] = Domain(was.level, was.level_name, was.values, was.nodes,
-                                        Resources(f[0] + gpu, f[1] + cpu, f[2] + memory), was.order)
+                    now = domains[i] = Domain(was.level, was.level_name, was.values, was.nodes,
+                                              Resources(f[0] + gpu, f[1] + cpu, f[2] + memory), was.order)
+                    # The sorted copy moves the domain too (found by its unique (free, values) prefix).
+                    del ordered[bisect_left(ordered, (f, was.values))]
+                    insort(ordered, (now.free, now.values, now))
                     changed = True
-            self._domain_free[key] = (domains, where, len(self._changes))
+            self._domain_free[key] = (domains, where, len(self._changes), ordered)
             if changed:
                 self._generation += 1
                 self._generations[key] = self._generation
         return domains
+
+    def _ordered(self, session: Session, resolved: Resolved, level: int,
+                 free: Mapping[str, Resources]) -> Ordered:
+        """The level's domains sorted fullest first, up to date."""
+        self._domains_free(session, resolved, level, free)
+        return self._domain_free[(resolved.topology.name, level)][3]
 
     def filter_node(self, session: Session, task: Task, node: NodeState) -> str | None:
         job = task.job
@@ -376,8 +393,11 @@ class Topology(Plugin):
             out = session.outcomes.get(job.key)
             if tried is None or out is None or out.failure is None or not any(p.pending for p in job.podsets):
                 continue
-            level, domains = tried
-            shown = ", ".join(domains[:3]) + (f" and {len(domains) - 3} more" if len(domains) > 3 else "")
+            resolved, candidates = tried
+            assert resolved.required is not None
+            level = level_label(resolved.topology, resolved.required)
+            shown = ", ".join([c.describe() for c in candidates[:3]]) + (
+                f" and {len(candidates) - 3} more" if len(candidates) > 3 else "")
             _explain(session, job, UNSCHEDULABLE_WORKLOAD,
                      f"no domain of level {level} could hold the job's pods on its nodes (tried {shown})")
 
@@ -397,7 +417,7 @@ class Topology(Plugin):
             if hit is not None and hit[0] == seen:
                 return hit[1]
             made = plan_domains(resolved, lambda level: self._domains_free(session, resolved, level, free), request,
-                                key[4])
+                                key[4], lambda level: self._ordered(session, resolved, level, free))
             self._plans[key] = (seen, made)
             return made
 
