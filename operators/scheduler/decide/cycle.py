@@ -63,6 +63,7 @@ def run_carried_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float, c
                 config.max_failed_search_backoff, (job_key(g.namespace, g.name, g.uid) for g in snapshot.podgroups))
         timings["close-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         decisions.timings.update(timings)  # the session adds its plugins' ("plugin/<name>")
+        session.hand_over()
         carry_out = session.carrying.carry()
         session.release()  # freed by reference counting, not by the next collection (Session.release)
         return decisions, carry_out

@@ -26,9 +26,10 @@ from types import MappingProxyType
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.decisions import Unschedulable
 from operators.scheduler.decide.explain import JobError
-from operators.scheduler.decide.model import Task
+from operators.scheduler.decide.model import Job, NodeState, Task
 from operators.scheduler.decide.records import PodGroupRecord, PodRecord
 from operators.scheduler.decide.session.repeats import Repeating, Repeats
+from operators.scheduler.decide.snapshot import Snapshot
 
 GroupKey = tuple[str, str]  # (namespace, PodGroup name)
 _rec = attrgetter("rec")
@@ -38,6 +39,29 @@ _rec = attrgetter("rec")
 # task and that task's fit summary (or None), and whether it has allocated pods. A plain tuple: one is built for every
 # job explained afresh, each cycle, and a frozen dataclass costs several times more to construct.
 Explained = tuple[PodGroupRecord, tuple[PodRecord, ...], tuple[JobError, ...], "tuple[str, str] | None", bool]
+
+
+@dataclass(slots=True, eq=False)
+class Opened:
+    """What one session hands to the next session's open (`session/persist.py`): mutable, owned by one session at
+    a time (the one given it takes it: `taken`)."""
+
+    config: SchedulerConfig
+    snapshot: Snapshot | None = None
+    tasks_in_order: list[Task] = field(default_factory=list)  # parallel to snapshot.pods
+    pgs: dict[int, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # id(record) -> (it, its job)
+    others: dict[int, list[int]] = field(default_factory=dict)  # node index -> other schedulers' [gpu, cpu, memory]
+    nodes: list[NodeState] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    queue_sums: dict[str, tuple[list[int], list[int], list[int]]] = field(default_factory=dict)
+    binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    min_gpu_memory: int = 0
+    touched_jobs: set[Job] = field(default_factory=set)
+    touched_nodes: set[int] = field(default_factory=set)
+    taken: bool = False
+    # For proofs and benchmarks: how the open went (jobs and nodes rebuilt, or -1 when it opened in full).
+    rebuilt_jobs: int = -1
+    rebuilt_nodes: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +75,8 @@ class Carry:
     repeats: Repeats | None = None  # allocate's failed attempts, replayed while nothing they read changed
     replayed: int = 0  # the attempts this cycle replayed (for benchmarks and proofs)
     replayed_actions: int = 0  # the disruptive actions this cycle replayed whole (likewise)
+    # The session's objects for the next open: not an immutable value, the next session consumes it.
+    opened: Opened | None = None
 
 
 @dataclass(slots=True)
@@ -63,6 +89,11 @@ class Carrying:
     reused: int = 0
     repeating: Repeating = field(default_factory=Repeating)
     _old_explanations: Mapping[GroupKey, tuple[Explained, Unschedulable]] = field(default_factory=dict)
+    inherited: Opened | None = None  # the previous session's objects, for this one's open
+    opened: Opened | None = None  # this session's, for the next one
+    # Jobs and nodes the operations touched, gathered as the session's own sets are reset between actions.
+    touched_jobs: set[Job] = field(default_factory=set)
+    touched_nodes: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         prev = self.previous
@@ -70,6 +101,7 @@ class Carrying:
         if prev is not None and (prev.config is self.config or prev.config == self.config):
             self._old_explanations = prev.explanations
             self.repeating.previous = self.repeating.runs_from = prev.repeats
+            self.inherited = prev.opened
         self.previous = None  # the old carry is not kept alive past this session
 
     def explanation(self, key: GroupKey, podgroup: PodGroupRecord, pending: Sequence[Task], errors: list[JobError],
@@ -94,4 +126,4 @@ class Carrying:
         repeats = (Repeats(rep.snapshot, tuple(rep.attempts), rep.jobs, tuple(rep.runs.items()))
                    if rep.snapshot is not None else None)
         return Carry(self.config, MappingProxyType(self.explanations), self.reused, repeats, rep.replayed,
-                     rep.replayed_actions)
+                     rep.replayed_actions, self.opened)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import attrgetter
 
 from operators.core import keys
@@ -31,9 +32,22 @@ from operators.scheduler.decide.model import (
 )
 from operators.scheduler.decide.placement.gpus import portion_on_node
 from operators.scheduler.decide.placement.predicates import PodIndex
-from operators.scheduler.decide.records import PodRecord, QueueRecord, SubGroupSpec
+from operators.scheduler.decide.records import NodeRecord, PodGroupRecord, PodRecord, QueueRecord, SubGroupSpec
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
 from operators.scheduler.decide.units import GPU
+
+_EXPLICIT = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+
+
+@dataclass(slots=True)
+class JobRules:
+    """What `_open_job` reads besides the PodGroup and its tasks, computed once per session open."""
+
+    priorities: dict[str, int]
+    default: int
+    lineages: dict[QueueState, list[QueueState]]
+    node_pool: str
+    queue_parents: dict[str, str]
 
 
 class Opening(Accounting):
@@ -41,17 +55,21 @@ class Opening(Accounting):
     accounting and fair shares, all from one pass over the snapshot."""
 
     def _open_nodes(self) -> None:
-        self.nodes: list[NodeState] = []
-        for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
-            scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
-            self.nodes.append(NodeState(
-                # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI need_gpu.18).
-                idx=i, rec=rec, ok=rec.ready, cap_cpu=rec.cpu, cap_mem=rec.memory,
-                cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
-                idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus))
+        fresh = self._fresh_node
+        self.nodes = [fresh(i, rec) for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name))]
         self.node_by_name = {n.name: n for n in self.nodes}
         memories = [n.rec.gpu_memory_mib for n in self.nodes if n.rec.gpu_memory_mib]
         self.min_gpu_memory = min(memories) if memories else 100
+
+    @staticmethod
+    def _fresh_node(i: int, rec: NodeRecord) -> NodeState:
+        """A node with no pods on it yet."""
+        scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
+        return NodeState(
+            # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI need_gpu.18).
+            idx=i, rec=rec, ok=rec.ready, cap_cpu=rec.cpu, cap_mem=rec.memory,
+            cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
+            idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus)
 
     def _open_queues(self) -> None:
         recs = {q.name: q for q in self.snapshot.queues}
@@ -101,17 +119,24 @@ class Opening(Accounting):
             return (GATED if pod.gated else PENDING), "", ()
         return UNKNOWN, pod.node_name, pod.gpu_groups
 
+    def _binds(self) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+        return {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
+                for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+
     def _open_pods_and_jobs(self) -> None:
         # The hottest code of session open (one pass over every pod and every PodGroup): common cases are
-        # inlined; the general rules live in _task_status / _occupy / _count / task_vector (sums are exact
-        # integers, so the order does not matter).
-        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
-                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        # inlined; the general rules live in _task_status / _occupy_at_open / _count / task_vector (sums are exact
+        # integers, so the order does not matter). `_open_carried` rebuilds only what changed by the same rules.
+        binds = self._binds()
         other = self.other_usage = [0, 0, 0]
         by_group: dict[tuple[str, str], list[Task]] = {}
         name = self.config.scheduler_name
         node_by_name = self.node_by_name
         occupy = self._occupy
+        opened = self.carrying.opened
+        tasks: list[Task] = opened.tasks_in_order if opened is not None else []
+        tasks_append = tasks.append
+        others = opened.others if opened is not None else {}
         for pod in self.snapshot.pods:
             # Fast paths for the two common cases; everything else goes through the full rules.
             phase = pod.phase
@@ -123,6 +148,7 @@ class Opening(Accounting):
             else:
                 status, node_name, groups = self._task_status(pod, binds)
             task = Task(pod, status)
+            tasks_append(task)
             if node_name and status in ON_NODE:
                 node = node_by_name.get(node_name)
                 if node is not None:
@@ -140,9 +166,7 @@ class Opening(Accounting):
                     else:
                         occupy(task, node, groups)
                     if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
-                        other[0] += pod.gpu.whole * GPU  # other: [gpu, cpu, memory]
-                        other[1] += pod.cpu
-                        other[2] += pod.memory
+                        self._other_at_open(others, node.idx, pod)
             if pod.pod_group:
                 key = (pod.namespace, pod.pod_group)
                 members = by_group.get(key)
@@ -154,116 +178,143 @@ class Opening(Accounting):
             for g in n.groups.values():
                 if g.fully_releasing:
                     n.rel_gpu += 1
-        priorities = {p.name: p.value for p in self.snapshot.priority_classes}
-        default = next((p.value for p in sorted(self.snapshot.priority_classes, key=lambda p: p.name)
-                        if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
-        self.jobs: list[Job] = []
+        for o in others.values():
+            other[0] += o[0]
+            other[1] += o[1]
+            other[2] += o[2]
+        self.jobs = []
         jobs_append = self.jobs.append
         # Jobs asking for an optional feature (SubGroups, a topology constraint, a preemption delay on the
         # PodGroup or its first pod): the plugins of those features look only at these, not at every job.
-        self.feature_jobs: list[Job] = []
+        self.feature_jobs = []
         feature_append = self.feature_jobs.append
         victims_append = self._victims.append
-        lineages = {q: q.lineage() for q in self.queues.values()}
-        node_pool = self.snapshot.node_pool
-        queues = self.queues
-        count = self._count
-        task_vector = self.task_vector
-        explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
-        threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        rules = self._job_rules()
+        open_job = self._open_job
+        outcome = self.outcome
         no_members: list[Task] = []
-        task_order_key = self.framework.task_order_key
-        queue_parents = {q.name: q.parent for q in self.snapshot.queues}
+        pgs = opened.pgs if opened is not None else {}
         for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
-            if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
-                continue  # one attempt per node pool
-            queue = queues.get(pg.queue)
-            priority = priorities.get(pg.priority_class, default)
-            if pg.preemptibility in explicit:
-                preemptible = pg.preemptibility == keys.PREEMPTIBLE
-            elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
-                preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
-            else:
-                preemptible = priority < threshold
-            if pg.subgroups:
-                podsets = self._podsets(pg.subgroups, pg.min_member)
-                podset_list = list(podsets.values())
-            else:  # _podsets() of a PodGroup without sub-groups, without the dict
-                podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
-                podsets = None
-            job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
-                      podsets=podset_list, has_subgroups=bool(pg.subgroups))
-            jobs_append(job)
-            members = by_group.get((pg.namespace, pg.name), no_members)
-            if len(members) > 1:
-                members.sort(key=task_order_key)
-            alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
-            job_tasks = job.tasks
-            victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
-            for task in members:
-                rec = task.rec
-                if podsets is None:
-                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
-                else:
-                    ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
-                if ps is None:
-                    continue  # a pod whose subgroup is not in the PodGroup is ignored
-                task.job, task.podset = job, ps
-                job_tasks.append(task)
-                ps.tasks.append(task)
-                status = task.status
-                if not victim and status in VICTIM_STATUSES and task.node >= 0:
-                    victim = True
-                if status == PENDING:
-                    ps.alive += 1
-                    task.fit_key = rec.fit_key
-                    ps.pending.append(task)
-                elif status == RUNNING:
-                    ps.active_allocated += 1
-                    ps.active_used += 1
-                    ps.alive += 1
-                else:
-                    count(ps, status, +1)
-                # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
-                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
-                                          or (status == GATED and rec.quota_gated)):
-                    gpu = rec.gpu
-                    if gpu.is_shared:
-                        need_gpu, need_cpu, need_mem = task_vector(task)
-                    else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
-                        need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
-                    req_gpu += need_gpu
-                    req_cpu += need_cpu
-                    req_mem += need_mem
-                    if status != PENDING and status != GATED:
-                        alloc_gpu += need_gpu
-                        alloc_cpu += need_cpu
-                        alloc_mem += need_mem
-            if victim and preemptible and queue is not None:
-                victims_append(job)
-            if podsets is None:
-                job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
-            else:
-                job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
-            if pg.optional_features or (job_tasks and job_tasks[0].rec.preemption_delay is not None):
-                feature_append(job)
-            if queue is None:
-                self.outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
+            job = open_job(pg, by_group.get((pg.namespace, pg.name), no_members), rules)
+            if opened is not None:
+                pgs[id(pg)] = (pg, job)
+            if job is None:
                 continue
-            for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
-                alloc = q.allocated
-                alloc[0] += alloc_gpu
-                alloc[1] += alloc_cpu
-                alloc[2] += alloc_mem
-                if not preemptible:
-                    anp = q.allocated_np
-                    anp[0] += alloc_gpu
-                    anp[1] += alloc_cpu
-                    anp[2] += alloc_mem
-                req = q.request
-                req[0] += req_gpu
-                req[1] += req_cpu
-                req[2] += req_mem
+            jobs_append(job)
+            if job.open_victim:
+                victims_append(job)
+            if job.feature:
+                feature_append(job)
+            if job.queue is None:
+                outcome(job).errors.append(explain.unusable_queue(pg.queue, rules.queue_parents))
+
+    def _other_at_open(self, others: dict[int, list[int]], idx: int, pod: PodRecord) -> None:
+        """A pod of another scheduler on node `idx` (not a reservation, not releasing): the queues do not divide
+        what it uses. Kept per node so a carried open re-counts only the nodes it rebuilds."""
+        o = others.get(idx)
+        if o is None:
+            o = others[idx] = [0, 0, 0]
+        o[0] += pod.gpu.whole * GPU  # [gpu, cpu, memory]
+        o[1] += pod.cpu
+        o[2] += pod.memory
+
+    def _job_rules(self) -> JobRules:
+        priorities = {p.name: p.value for p in self.snapshot.priority_classes}
+        default = next((p.value for p in sorted(self.snapshot.priority_classes, key=lambda p: p.name)
+                        if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
+        return JobRules(priorities, default, {q: q.lineage() for q in self.queues.values()}, self.snapshot.node_pool,
+                        {q.name: q.parent for q in self.snapshot.queues})
+
+    def _open_job(self, pg: PodGroupRecord, members: list[Task], rules: JobRules) -> Job | None:
+        """The job of one PodGroup from its member tasks (snapshot order), its usage added up its queue lineage;
+        None when the PodGroup sits out this node pool (one attempt per node pool)."""
+        if pg.scheduling_backoff == 1 and rules.node_pool in pg.unschedulable_pools:
+            return None
+        queue = self.queues.get(pg.queue)
+        priority = rules.priorities.get(pg.priority_class, rules.default)
+        if pg.preemptibility in _EXPLICIT:
+            preemptible = pg.preemptibility == keys.PREEMPTIBLE
+        elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
+            preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
+        else:
+            preemptible = priority < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        if pg.subgroups:
+            podsets = self._podsets(pg.subgroups, pg.min_member)
+            podset_list = list(podsets.values())
+        else:  # _podsets() of a PodGroup without sub-groups, without the dict
+            podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
+            podsets = None
+        job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
+                  podsets=podset_list, has_subgroups=bool(pg.subgroups))
+        if len(members) > 1:
+            members.sort(key=self.framework.task_order_key)
+        alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
+        job_tasks = job.tasks
+        count = self._count
+        victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
+        for task in members:
+            rec = task.rec
+            if podsets is None:
+                ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+            else:
+                ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
+            if ps is None:
+                continue  # a pod whose subgroup is not in the PodGroup is ignored
+            task.job, task.podset = job, ps
+            job_tasks.append(task)
+            ps.tasks.append(task)
+            status = task.status
+            if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                victim = True
+            if status == PENDING:
+                ps.alive += 1
+                task.fit_key = rec.fit_key
+                ps.pending.append(task)
+            elif status == RUNNING:
+                ps.active_allocated += 1
+                ps.active_used += 1
+                ps.alive += 1
+            else:
+                count(ps, status, +1)
+            # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
+            if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
+                                      or (status == GATED and rec.quota_gated)):
+                gpu = rec.gpu
+                if gpu.is_shared:
+                    need_gpu, need_cpu, need_mem = self.task_vector(task)
+                else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
+                    need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
+                req_gpu += need_gpu
+                req_cpu += need_cpu
+                req_mem += need_mem
+                if status != PENDING and status != GATED:
+                    alloc_gpu += need_gpu
+                    alloc_cpu += need_cpu
+                    alloc_mem += need_mem
+        job.open_victim = victim and preemptible and queue is not None
+        if podsets is None:
+            job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
+        else:
+            job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
+        job.feature = pg.optional_features or bool(job_tasks and job_tasks[0].rec.preemption_delay is not None)
+        if queue is None:
+            return job
+        job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
+        for q in rules.lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
+            alloc = q.allocated
+            alloc[0] += alloc_gpu
+            alloc[1] += alloc_cpu
+            alloc[2] += alloc_mem
+            if not preemptible:
+                anp = q.allocated_np
+                anp[0] += alloc_gpu
+                anp[1] += alloc_cpu
+                anp[2] += alloc_mem
+            req = q.request
+            req[0] += req_gpu
+            req[1] += req_cpu
+            req[2] += req_mem
+        return job
 
     @staticmethod
     def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
@@ -350,8 +401,7 @@ class Opening(Accounting):
 
     def _tasks_on_nodes(self) -> list[Task]:
         # Rebuilt on demand (rare: only when inter-pod affinity is in play).
-        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
-                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        binds = self._binds()
         out = []
         for pod in self.snapshot.pods:
             status, node_name, _ = self._task_status(pod, binds)
