@@ -50,6 +50,9 @@ class Opened:
     snapshot: Snapshot | None = None
     tasks_in_order: list[Task] = field(default_factory=list)  # parallel to snapshot.pods
     pgs: dict[int, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # id(record) -> (it, its job)
+    by_key: dict[GroupKey, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # the same by key
+    loose: dict[GroupKey, list[Task]] = field(default_factory=dict)  # tasks of a PodGroup that are in no job
+    features: list[Job] = field(default_factory=list)  # the session's feature_jobs
     others: dict[int, list[int]] = field(default_factory=dict)  # node index -> other schedulers' [gpu, cpu, memory]
     nodes: list[NodeState] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)

@@ -194,10 +194,12 @@ class Opening(Accounting):
         outcome = self.outcome
         no_members: list[Task] = []
         pgs = opened.pgs if opened is not None else {}
+        by_key = opened.by_key if opened is not None else {}
         for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
-            job = open_job(pg, by_group.get((pg.namespace, pg.name), no_members), rules)
-            if opened is not None:
-                pgs[id(pg)] = (pg, job)
+            key = (pg.namespace, pg.name)
+            members = by_group.get(key, no_members)
+            job = open_job(pg, members, rules)
+            pgs[id(pg)] = by_key[key] = (pg, job)
             if job is None:
                 continue
             jobs_append(job)
@@ -207,6 +209,14 @@ class Opening(Accounting):
                 feature_append(job)
             if job.queue is None:
                 outcome(job).errors.append(explain.unusable_queue(pg.queue, rules.queue_parents))
+        if opened is not None:  # the tasks of a PodGroup in no job, for a carried open (persist.py)
+            loose = opened.loose
+            for key, members in by_group.items():
+                entry = by_key.get(key)
+                if entry is None or entry[1] is None:
+                    loose[key] = members
+                elif len(entry[1].tasks) != len(members):
+                    loose[key] = [t for t in members if t.job is None]
 
     def _other_at_open(self, others: dict[int, list[int]], idx: int, pod: PodRecord) -> None:
         """A pod of another scheduler on node `idx` (not a reservation, not releasing): the queues do not divide

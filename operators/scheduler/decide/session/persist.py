@@ -8,7 +8,9 @@ by record identity, and only what a change reaches is rebuilt, by the rules of a
 - a task is rebuilt when its pod record is new, its BindRequest changed (a task's status reads it), or its job was
   touched by an operation (every operation, committed or rolled back, goes through `_set_status` and marks the job);
 - a job is rebuilt when its PodGroup record is new, one of its tasks is rebuilt, added or removed, it was touched,
-  or it asks for an optional feature (those plugins set podset fields outside statements: `feature_jobs`);
+  or a plugin sets its podsets' fields outside statements at every session open (the subgroups plugin their
+  minimums, reading the value it set last session; the semipreemptible plugin their core): a plugin that starts
+  changing a job, podset, task or node outside a statement must be listed here or in `_UNCARRIED`;
 - a node is rebuilt (from its record, then every task on it occupied again in snapshot order, so its GPU groups and
   ports are keyed in the same order) when an operation touched it or a task on it was rebuilt, added or removed.
 Anything else open reads (the config, the node pool, the queues, the priority classes, the nodes' records beyond
@@ -21,11 +23,13 @@ second use of the same carry open in full. Everything else a session builds is p
 
 from __future__ import annotations
 
-from bisect import insort
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_
+from typing import cast
 
+from operators.core.keys import SEMI_PREEMPTIBLE
 from operators.scheduler.decide import explain
-from operators.scheduler.decide.model import ON_NODE, RELEASING, Job, QueueState, Task
+from operators.scheduler.decide.model import ON_NODE, PENDING, RELEASING, Job, QueueState, Task
 from operators.scheduler.decide.records import PodGroupRecord
 from operators.scheduler.decide.session.carry import Opened
 from operators.scheduler.decide.session.opening import Opening
@@ -33,6 +37,7 @@ from operators.scheduler.decide.session.opening import Opening
 # Plugins that change node accounting outside statements while in use: their sessions hand nothing over.
 _UNCARRIED = frozenset({"dynamicresources", "backgroundpods"})
 _job_key = attrgetter("rec.namespace", "rec.name")
+_node = attrgetter("node")
 
 
 class Persisting(Opening):
@@ -47,6 +52,7 @@ class Persisting(Opening):
         self._open_pods_and_jobs()
         opened.nodes = self.nodes
         opened.jobs = self.jobs
+        opened.features = self.feature_jobs
         opened.min_gpu_memory = self.min_gpu_memory
         self._keep_queue_sums(opened)
 
@@ -65,114 +71,114 @@ class Persisting(Opening):
         if node_recs is not None:
             if len(node_recs) != len(nodes):
                 return False
-            for n, rec in zip(nodes, node_recs, strict=True):
-                if n.rec is not rec and n.rec != rec:
+            for n, node_rec in zip(nodes, node_recs, strict=True):
+                if n.rec is not node_rec and n.rec != node_rec:
                     return False  # an equal record (a write the parser drops) changes nothing
+                n.rec = node_rec
         prev.taken = True
         self.nodes = nodes
-        self.node_by_name = {n.name: n for n in nodes}
+        self.node_by_name = node_by_name = {n.name: n for n in nodes}
         self.min_gpu_memory = prev.min_gpu_memory
         self._open_queues()
         binds = self._binds()
-        old_binds = prev.binds
-        changed_binds = {k for k in binds.keys() | old_binds.keys() if binds.get(k) != old_binds.get(k)} \
-            if binds != old_binds else set()
+        old_tasks = prev.tasks_in_order
+        by_id = dict(zip(map(id, old.pods), old_tasks, strict=True))
+        # Old tasks not kept: those of jobs an operation touched, those whose BindRequest changed, removed pods'.
+        gone: list[Task] = []
         touched = prev.touched_jobs
+        for job in touched:
+            for t in job.tasks:
+                if by_id.pop(id(t.rec), None) is not None:
+                    gone.append(t)
+        old_binds = prev.binds
+        if binds != old_binds:
+            changed = {k for k in binds.keys() | old_binds.keys() if binds.get(k) != old_binds.get(k)}
+            for t in old_tasks:
+                rec = t.rec
+                if rec.phase == PENDING and (rec.namespace, rec.name) in changed \
+                        and by_id.pop(id(rec), None) is not None:
+                    gone.append(t)
+        pods = snap.pods
+        tasks: list[Task | None] = list(map(by_id.pop, map(id, pods), repeat(None)))
+        gone.extend(by_id.values())
         dirty_nodes = set(prev.touched_nodes)
-        dirty_keys: set[tuple[str, str]] = set()  # PodGroups one of whose pods changed
-        by_id = dict(zip(map(id, old.pods), prev.tasks_in_order, strict=True))
-        node_by_name = self.node_by_name
-        # Pass 1: which tasks are kept, and which nodes and PodGroups the others reach.
-        kept: list[Task | None] = []
-        kept_append = kept.append
-        task_status = self._task_status
-        for pod in snap.pods:
-            t = by_id.pop(id(pod), None)
-            if t is not None and t.rec is pod and t.job not in touched and not (
-                    changed_binds and (pod.namespace, pod.name) in changed_binds):
-                kept_append(t)
-                continue
-            kept_append(None)
-            if t is not None:
-                by_id[id(pod)] = t  # replaced: its old node and PodGroup below
-            status, node_name, _ = task_status(pod, binds)
-            if node_name and status in ON_NODE:
-                node = node_by_name.get(node_name)
-                if node is not None:
-                    dirty_nodes.add(node.idx)
-            if pod.pod_group:
-                dirty_keys.add((pod.namespace, pod.pod_group))
-        for t in by_id.values():  # removed or replaced
+        dirty_keys: set[tuple[str, str]] = set()  # PodGroups a task change reaches
+        for t in gone:
             if t.node >= 0:
                 dirty_nodes.add(t.node)
             if t.rec.pod_group:
                 dirty_keys.add((t.rec.namespace, t.rec.pod_group))
-        # PodGroups: kept jobs, jobs to rebuild (by key), jobs gone.
-        old_pgs = prev.pgs
-        pgs = opened.pgs
-        rebuild: dict[tuple[str, str], PodGroupRecord] = {}
+        task_status = self._task_status
+        fresh_on_node: list[int] = []  # positions of new tasks on a node
+        fresh_by_key: dict[tuple[str, str], list[Task]] = {}
+        for i in compress(range(len(pods)), map(is_, tasks, repeat(None))):
+            pod = pods[i]
+            status, node_name, _ = task_status(pod, binds)
+            t = tasks[i] = Task(pod, status)
+            node = node_by_name.get(node_name) if node_name and status in ON_NODE else None
+            if node is not None:
+                dirty_nodes.add(node.idx)
+                fresh_on_node.append(i)
+            if pod.pod_group:
+                key = (pod.namespace, pod.pod_group)
+                dirty_keys.add(key)
+                fresh_by_key.setdefault(key, []).append(t)
+        all_tasks = cast(list[Task], tasks)
+        # PodGroups: the changed, new and removed ones, and the jobs to rebuild (by key).
+        pgs, by_key = opened.pgs, opened.by_key = prev.pgs, prev.by_key
+        pg_ids = list(map(id, snap.podgroups))
+        rebuild: dict[tuple[str, str], PodGroupRecord | None] = dict.fromkeys(dirty_keys)
+        for gone_id in set(pgs).difference(pg_ids):
+            pg, _ = pgs.pop(gone_id)
+            key = (pg.namespace, pg.name)
+            rebuild[key] = None
+        for pg in compress(snap.podgroups, map(is_, map(pgs.get, pg_ids), repeat(None))):
+            rebuild[(pg.namespace, pg.name)] = pg
+        for job in touched:
+            rebuild.setdefault((job.rec.namespace, job.rec.name), None)
+        for job in prev.features:
+            pg_rec = job.rec
+            if pg_rec.subgroups or pg_rec.min_sub_group is not None or pg_rec.preemptibility == SEMI_PREEMPTIBLE:
+                rebuild.setdefault((pg_rec.namespace, pg_rec.name), None)
+        # Every key to rebuild: its PodGroup now (None: gone), its old job, its members.
+        plan: list[tuple[tuple[str, str], PodGroupRecord | None, list[Task]]] = []
         rebuilt_jobs: set[Job] = set()  # old jobs replaced or gone
-        for pg in snap.podgroups:
-            entry = old_pgs.pop(id(pg), None)
-            if entry is not None and entry[0] is pg:
-                job = entry[1]
-                key = (pg.namespace, pg.name)
-                if job is None:
-                    if key not in dirty_keys:
-                        pgs[id(pg)] = entry  # sits out this node pool, as before
-                        continue
-                elif not (job in touched or job.feature or key in dirty_keys):
-                    pgs[id(pg)] = entry
-                    continue
-                else:
-                    rebuilt_jobs.add(job)
-                rebuild[key] = pg
-            else:
-                if entry is not None and entry[1] is not None:
-                    rebuilt_jobs.add(entry[1])
-                rebuild[(pg.namespace, pg.name)] = pg
-        for _, job in old_pgs.values():  # PodGroups gone
-            if job is not None:
-                rebuilt_jobs.add(job)
-        # The dirty nodes start again from their records; the other schedulers' pods on them are counted again.
+        gone_set = set(gone)
+        loose = opened.loose = prev.loose
+        for key, new_pg in rebuild.items():
+            entry = by_key.pop(key, None)
+            members: list[Task] = []
+            if entry is not None:
+                old_pg, old_job = entry
+                if new_pg is None and id(old_pg) in pgs:
+                    new_pg = old_pg  # unchanged record: rebuilt for its tasks
+                if id(old_pg) in pgs and old_pg is not new_pg:
+                    del pgs[id(old_pg)]
+                if old_job is not None:
+                    rebuilt_jobs.add(old_job)
+                    members.extend(t for t in old_job.tasks if t not in gone_set)
+            members.extend(t for t in loose.pop(key, ()) if t not in gone_set)
+            members.extend(fresh_by_key.get(key, ()))
+            for t in members:
+                t.job = t.podset = None
+            plan.append((key, new_pg, members))
+        # The dirty nodes start again from their records; every task on them is occupied again in snapshot order.
         others = opened.others = prev.others
         for i in dirty_nodes:
-            nodes[i] = self._fresh_node(i, nodes[i].rec if node_recs is None else node_recs[i])
+            nodes[i] = node_by_name[nodes[i].name] = self._fresh_node(i, nodes[i].rec)
             others.pop(i, None)
-        if node_recs is not None:
-            for n, rec in zip(nodes, node_recs, strict=True):
-                n.rec = rec
-        self.node_by_name = node_by_name = {n.name: n for n in nodes}
-        # Pass 2, in snapshot order: new tasks, tasks on dirty nodes occupied again, members of jobs to rebuild.
-        by_group: dict[tuple[str, str], list[Task]] = {}
+        on_dirty = list(compress(range(len(pods)), map(dirty_nodes.__contains__, map(_node, all_tasks))))
+        if fresh_on_node:
+            on_dirty = sorted(on_dirty + fresh_on_node)
         name = self.config.scheduler_name
         occupy = self._occupy
-        tasks = opened.tasks_in_order
-        tasks_append = tasks.append
-        for pod, t in zip(snap.pods, kept, strict=True):
-            if t is None:
-                status, node_name, groups = task_status(pod, binds)
-                t = Task(pod, status)
-                node = node_by_name.get(node_name) if node_name and status in ON_NODE else None
-            elif t.node >= 0 and t.node in dirty_nodes:
-                status, node_name, groups = task_status(pod, binds)
-                node = nodes[t.node]
-            else:
-                node = None
-            tasks_append(t)
-            if node is not None:
-                occupy(t, node, groups)
-                if pod.scheduler_name != name and not pod.is_reservation and t.status != RELEASING:
-                    self._other_at_open(others, node.idx, pod)
-            if pod.pod_group and (t.job is None or t.job in rebuilt_jobs):
-                t.job = t.podset = None  # linked again if its job is rebuilt, as a full open links it
-                key = (pod.namespace, pod.pod_group)
-                if key in rebuild:
-                    members = by_group.get(key)
-                    if members is None:
-                        by_group[key] = [t]
-                    else:
-                        members.append(t)
+        for i in on_dirty:
+            pod, t = pods[i], all_tasks[i]
+            _, node_name, groups = task_status(pod, binds)
+            node = nodes[t.node] if t.node >= 0 else node_by_name[node_name]  # a new task has none yet
+            occupy(t, node, groups)
+            if pod.scheduler_name != name and not pod.is_reservation and t.status != RELEASING:
+                self._other_at_open(others, node.idx, pod)
         for i in dirty_nodes:  # whole devices of fully releasing shared GPUs count as releasing
             n = nodes[i]
             for g in n.groups.values():
@@ -191,23 +197,29 @@ class Persisting(Opening):
         for job in rebuilt_jobs:
             self._unadd_job(job)
         rules = self._job_rules()
-        replaced: dict[Job, Job | None] = dict.fromkeys(rebuilt_jobs)
         added: list[Job] = []
-        for key, pg in rebuild.items():
-            job = self._open_job(pg, by_group.get(key, []), rules)
-            pgs[id(pg)] = (pg, job)
-            if job is not None:
-                added.append(job)
-        jobs = [j for j in prev.jobs if j not in replaced]
+        for key, rebuilt_pg, members in plan:
+            new_job = self._open_job(rebuilt_pg, members, rules) if rebuilt_pg is not None else None
+            if rebuilt_pg is not None:
+                pgs[id(rebuilt_pg)] = by_key[key] = (rebuilt_pg, new_job)
+            if new_job is not None:
+                added.append(new_job)
+                if len(new_job.tasks) != len(members):
+                    loose[key] = [t for t in members if t.job is None]
+            elif members:
+                loose[key] = members
         for old_job in rebuilt_jobs:  # cut the old objects' cycles: freed now, not by the next collection
             old_job.tasks.clear()
             for ps in old_job.podsets:
                 ps.tasks.clear()
                 ps.pending.clear()
-        for job in added:
-            insort(jobs, job, key=_job_key)
+        jobs = [j for j in prev.jobs if j not in rebuilt_jobs] if rebuilt_jobs else prev.jobs
+        if added:
+            jobs.extend(added)
+            jobs.sort(key=_job_key)
         self.jobs = opened.jobs = jobs
-        self.feature_jobs = []
+        features: list[Job] = []
+        self.feature_jobs = opened.features = features
         victims = self._victims
         queue_parents = rules.queue_parents
         for job in jobs:
@@ -215,12 +227,13 @@ class Persisting(Opening):
             if job.open_victim:
                 victims.append(job)
             if job.feature:
-                self.feature_jobs.append(job)
+                features.append(job)
             if job.queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
+        opened.tasks_in_order = all_tasks
         opened.nodes = nodes
         opened.min_gpu_memory = self.min_gpu_memory
-        opened.rebuilt_jobs = len(rebuild)
+        opened.rebuilt_jobs = len(plan)
         opened.rebuilt_nodes = len(dirty_nodes)
         self._keep_queue_sums(opened)
         return True
