@@ -59,6 +59,7 @@ class Opened:
     queue_sums: dict[str, tuple[list[int], list[int], list[int]]] = field(default_factory=dict)
     binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     min_gpu_memory: int = 0
+    affinity: bool | None = None  # some pod needs the inter-pod affinity index (None: not known)
     touched_jobs: set[Job] = field(default_factory=set)
     touched_nodes: set[int] = field(default_factory=set)
     taken: bool = False

@@ -32,11 +32,24 @@ from operators.scheduler.decide.model import (
 )
 from operators.scheduler.decide.placement.gpus import portion_on_node
 from operators.scheduler.decide.placement.predicates import PodIndex
-from operators.scheduler.decide.records import NodeRecord, PodGroupRecord, PodRecord, QueueRecord, SubGroupSpec
+from operators.scheduler.decide.records import (
+    Constraints,
+    NodeRecord,
+    PodGroupRecord,
+    PodRecord,
+    QueueRecord,
+    SubGroupSpec,
+)
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
 from operators.scheduler.decide.units import GPU
 
 _EXPLICIT = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+_constraints = attrgetter("constraints")
+
+
+def _needs_pod_index(c: Constraints) -> bool:
+    """Pods with these constraints read where other pods are (inter-pod affinity, or a preference scored)."""
+    return bool(c.pod_anti_affinity or c.pod_affinity or c.has_preferred)
 
 
 @dataclass(slots=True)
@@ -399,9 +412,14 @@ class Opening(Accounting):
         )
 
     def _open_pod_index(self) -> PodIndex | None:
-        # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
-        distinct = {id(c): c for c in map(attrgetter("constraints"), self.snapshot.pods)}
-        needed = any(c.pod_anti_affinity or c.pod_affinity or c.has_preferred for c in distinct.values())
+        opened = self.carrying.opened
+        needed = opened.affinity if opened is not None else None  # known from a carried open (persist.py)
+        if needed is None:
+            # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
+            distinct = {id(c): c for c in map(_constraints, self.snapshot.pods)}
+            needed = any(map(_needs_pod_index, distinct.values()))
+            if opened is not None:
+                opened.affinity = needed
         if not needed:
             return None
         index = PodIndex()

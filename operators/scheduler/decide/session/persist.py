@@ -23,6 +23,7 @@ second use of the same carry open in full. Everything else a session builds is p
 
 from __future__ import annotations
 
+from bisect import insort
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import cast
@@ -32,12 +33,13 @@ from operators.scheduler.decide import explain
 from operators.scheduler.decide.model import ON_NODE, PENDING, RELEASING, Job, QueueState, Task
 from operators.scheduler.decide.records import PodGroupRecord
 from operators.scheduler.decide.session.carry import Opened
-from operators.scheduler.decide.session.opening import Opening
+from operators.scheduler.decide.session.opening import Opening, _constraints, _needs_pod_index
 
 # Plugins that change node accounting outside statements while in use: their sessions hand nothing over.
 _UNCARRIED = frozenset({"dynamicresources", "backgroundpods"})
 _job_key = attrgetter("rec.namespace", "rec.name")
 _node = attrgetter("node")
+_INSORTS = 64  # more new jobs than this: one sort of the list, else an insertion each
 
 
 class Persisting(Opening):
@@ -111,7 +113,8 @@ class Persisting(Opening):
         task_status = self._task_status
         fresh_on_node: list[int] = []  # positions of new tasks on a node
         fresh_by_key: dict[tuple[str, str], list[Task]] = {}
-        for i in compress(range(len(pods)), map(is_, tasks, repeat(None))):
+        fresh_at = list(compress(range(len(pods)), map(is_, tasks, repeat(None))))
+        for i in fresh_at:
             pod = pods[i]
             status, node_name, _ = task_status(pod, binds)
             t = tasks[i] = Task(pod, status)
@@ -124,6 +127,9 @@ class Persisting(Opening):
                 dirty_keys.add(key)
                 fresh_by_key.setdefault(key, []).append(t)
         all_tasks = cast(list[Task], tasks)
+        # Inter-pod affinity index: needed if it was (then looked at again in full) or a new pod needs it.
+        opened.affinity = None if prev.affinity is not False else any(
+            map(_needs_pod_index, {id(c): c for c in map(_constraints, map(pods.__getitem__, fresh_at))}.values()))
         # PodGroups: the changed, new and removed ones, and the jobs to rebuild (by key).
         pgs, by_key = opened.pgs, opened.by_key = prev.pgs, prev.by_key
         pg_ids = list(map(id, snap.podgroups))
@@ -141,13 +147,14 @@ class Persisting(Opening):
             if pg_rec.subgroups or pg_rec.min_sub_group is not None or pg_rec.preemptibility == SEMI_PREEMPTIBLE:
                 rebuild.setdefault((pg_rec.namespace, pg_rec.name), None)
         # Every key to rebuild: its PodGroup now (None: gone), its old job, its members.
-        plan: list[tuple[tuple[str, str], PodGroupRecord | None, list[Task]]] = []
+        plan: list[tuple[tuple[str, str], PodGroupRecord | None, list[Task], Job | None]] = []
         rebuilt_jobs: set[Job] = set()  # old jobs replaced or gone
         gone_set = set(gone)
         loose = opened.loose = prev.loose
         for key, new_pg in rebuild.items():
             entry = by_key.pop(key, None)
             members: list[Task] = []
+            old_job = None
             if entry is not None:
                 old_pg, old_job = entry
                 if new_pg is None and id(old_pg) in pgs:
@@ -161,7 +168,7 @@ class Persisting(Opening):
             members.extend(fresh_by_key.get(key, ()))
             for t in members:
                 t.job = t.podset = None
-            plan.append((key, new_pg, members))
+            plan.append((key, new_pg, members, old_job))
         # The dirty nodes start again from their records; every task on them is occupied again in snapshot order.
         others = opened.others = prev.others
         for i in dirty_nodes:
@@ -197,13 +204,17 @@ class Persisting(Opening):
         for job in rebuilt_jobs:
             self._unadd_job(job)
         rules = self._job_rules()
-        added: list[Job] = []
-        for key, rebuilt_pg, members in plan:
+        mapped: dict[Job, Job | None] = dict.fromkeys(rebuilt_jobs)  # old job -> its rebuilt self (None: none)
+        added: list[Job] = []  # jobs of PodGroups that had none
+        for key, rebuilt_pg, members, old_job in plan:
             new_job = self._open_job(rebuilt_pg, members, rules) if rebuilt_pg is not None else None
             if rebuilt_pg is not None:
                 pgs[id(rebuilt_pg)] = by_key[key] = (rebuilt_pg, new_job)
-            if new_job is not None:
+            if old_job is not None:
+                mapped[old_job] = new_job  # the same key: the same place in the sorted list
+            elif new_job is not None:
                 added.append(new_job)
+            if new_job is not None:
                 if len(new_job.tasks) != len(members):
                     loose[key] = [t for t in members if t.job is None]
             elif members:
@@ -213,10 +224,13 @@ class Persisting(Opening):
             for ps in old_job.podsets:
                 ps.tasks.clear()
                 ps.pending.clear()
-        jobs = [j for j in prev.jobs if j not in rebuilt_jobs] if rebuilt_jobs else prev.jobs
-        if added:
+        jobs = [m for j in prev.jobs if (m := mapped.get(j, j)) is not None] if mapped else prev.jobs
+        if len(added) > _INSORTS:
             jobs.extend(added)
             jobs.sort(key=_job_key)
+        else:
+            for job in added:
+                insort(jobs, job, key=_job_key)
         self.jobs = opened.jobs = jobs
         features: list[Job] = []
         self.feature_jobs = opened.features = features
