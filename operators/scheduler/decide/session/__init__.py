@@ -31,7 +31,10 @@ __all__ = ["DEFAULT_SUBGROUP", "Carry", "FailedAttempt", "JobOutcome", "Op", "Se
 
 
 class Session(Persisting, Operations, ClusterFree, PluginCalls, Closing, Candidates):
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None = None) -> None:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None = None,
+                 persist: bool = True) -> None:
+        # persist: keep what the next session's open takes over (`persist.py`); a cycle whose carry is dropped
+        # (`run_cycle`) does not.
         self.config = config
         self.carrying = Carrying(config, carry)  # the previous cycle's derived state in, the next one's out
         self.now = now
@@ -55,7 +58,7 @@ class Session(Persisting, Operations, ClusterFree, PluginCalls, Closing, Candida
         # access of the hot loops gets slower (hooks live on `framework`, not as attributes here).
         fw = self.framework = Framework.build(config.plugins)
         inherited, self.carrying.inherited = self.carrying.inherited, None
-        self._open(inherited)  # nodes, queues, tasks and jobs: from the previous session's objects where it can
+        self._open(inherited, persist)  # nodes, queues, tasks and jobs: from the previous session's objects if it can
         self._open_total()
         self.index = NodeIndex(self.nodes, config.gpu_placement, config.cpu_placement)
         self.pod_index = self._open_pod_index()
@@ -81,7 +84,7 @@ class Session(Persisting, Operations, ClusterFree, PluginCalls, Closing, Candida
         With these links cut, each object is freed when its last reference goes. Nothing a cycle returns refers to
         them: the decisions and the carry hold records, strings and numbers, and the objects handed to the next
         session's open (`persist.py`), which keep their links."""
-        for job in self.jobs if self.carrying.opened is None else ():
+        for job in self.jobs if not self.carrying.handed else ():
             job.tasks.clear()  # a task still names its job and podset: one way, no longer a cycle
             for ps in job.podsets:
                 ps.tasks.clear()

@@ -95,6 +95,7 @@ class Carrying:
     _old_explanations: Mapping[GroupKey, tuple[Explained, Unschedulable]] = field(default_factory=dict)
     inherited: Opened | None = None  # the previous session's objects, for this one's open
     opened: Opened | None = None  # this session's, for the next one
+    handed: bool = False  # the objects are handed to the next session (`Persisting.hand_over`)
     # Jobs and nodes the operations touched, gathered as the session's own sets are reset between actions.
     touched_jobs: set[Job] = field(default_factory=set)
     touched_nodes: set[int] = field(default_factory=set)
@@ -130,4 +131,4 @@ class Carrying:
         repeats = (Repeats(rep.snapshot, tuple(rep.attempts), rep.jobs, tuple(rep.runs.items()))
                    if rep.snapshot is not None else None)
         return Carry(self.config, MappingProxyType(self.explanations), self.reused, repeats, rep.replayed,
-                     rep.replayed_actions, self.opened)
+                     rep.replayed_actions, self.opened if self.handed else None)

@@ -45,7 +45,13 @@ _INSORTS = 64  # more new jobs than this: one sort of the list, else an insertio
 class Persisting(Opening):
     """Session open from the previous session's objects (`_open_carried`) and their hand-over (`hand_over`)."""
 
-    def _open(self, previous: Opened | None) -> None:
+    def _open(self, previous: Opened | None, persist: bool) -> None:
+        """Open from `previous` where it can, else in full; `persist`: keep what the next open needs."""
+        if not persist:
+            self._open_nodes()
+            self._open_queues()
+            self._open_pods_and_jobs()
+            return
         opened = self.carrying.opened = Opened(self.config, self.snapshot)
         if previous is not None and not previous.taken and self._open_carried(previous, opened):
             return
@@ -284,6 +290,7 @@ class Persisting(Opening):
         if snap.resource_claims or snap.resource_slices or _UNCARRIED & {p.name for p, _ in self.framework._registered}:
             self.carrying.opened = None
             return
+        self.carrying.handed = True
         opened.binds = self._binds()
         opened.touched_jobs = self._touched | self.carrying.touched_jobs
         opened.touched_nodes = self._free_dirty | self.carrying.touched_nodes
