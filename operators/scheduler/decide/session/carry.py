@@ -67,6 +67,18 @@ class Opened:
     rebuilt_jobs: int = -1
     rebuilt_nodes: int = -1
 
+    def discard(self) -> None:
+        """Cut the links between the jobs, podsets and tasks of objects no session will take over, so reference
+        counting frees them (as `Session.release` does), not the next collection."""
+        if self.taken:
+            return  # another session's now
+        self.taken = True
+        for job in self.jobs:
+            job.tasks.clear()
+            for ps in job.podsets:
+                ps.tasks.clear()
+                ps.pending.clear()
+
 
 @dataclass(frozen=True, slots=True)
 class Carry:
@@ -107,6 +119,8 @@ class Carrying:
             self._old_explanations = prev.explanations
             self.repeating.previous = self.repeating.runs_from = prev.repeats
             self.inherited = prev.opened
+        elif prev is not None and prev.opened is not None:
+            prev.opened.discard()
         self.previous = None  # the old carry is not kept alive past this session
 
     def explanation(self, key: GroupKey, podgroup: PodGroupRecord, pending: Sequence[Task], errors: list[JobError],

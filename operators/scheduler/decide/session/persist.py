@@ -53,8 +53,10 @@ class Persisting(Opening):
             self._open_pods_and_jobs()
             return
         opened = self.carrying.opened = Opened(self.config, self.snapshot)
-        if previous is not None and not previous.taken and self._open_carried(previous, opened):
-            return
+        if previous is not None and not previous.taken:
+            if self._open_carried(previous, opened):
+                return
+            previous.discard()
         self._open_nodes()
         self._open_queues()
         self._open_pods_and_jobs()
