@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
 
 from operators.core import keys
@@ -54,7 +56,7 @@ def _needs_pod_index(c: Constraints) -> bool:
 
 @dataclass(slots=True)
 class JobRules:
-    """What `_open_job` reads besides the PodGroup and its tasks, computed once per session open."""
+    """What `_open_jobs` reads besides the PodGroup and its tasks, computed once per session open."""
 
     priorities: dict[str, int]
     default: int
@@ -203,16 +205,16 @@ class Opening(Accounting):
         feature_append = self.feature_jobs.append
         victims_append = self._victims.append
         rules = self._job_rules()
-        open_job = self._open_job
         outcome = self.outcome
         no_members: list[Task] = []
         pgs = opened.pgs if opened is not None else {}
         by_key = opened.by_key if opened is not None else {}
-        for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
-            key = (pg.namespace, pg.name)
-            members = by_group.get(key, no_members)
-            job = open_job(pg, members, rules)
-            pgs[id(pg)] = by_key[key] = (pg, job)
+        ordered = sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name"))
+        keys_ = [(pg.namespace, pg.name) for pg in ordered]
+        built = self._open_jobs(zip(ordered, map(by_group.get, keys_, repeat(no_members)), strict=True), rules)
+        for pg, key, job in zip(ordered, keys_, built, strict=True):
+            if opened is not None:
+                pgs[id(pg)] = by_key[key] = (pg, job)
             if job is None:
                 continue
             jobs_append(job)
@@ -248,96 +250,107 @@ class Opening(Accounting):
         return JobRules(priorities, default, {q: q.lineage() for q in self.queues.values()}, self.snapshot.node_pool,
                         {q.name: q.parent for q in self.snapshot.queues})
 
-    def _open_job(self, pg: PodGroupRecord, members: list[Task], rules: JobRules) -> Job | None:
-        """The job of one PodGroup from its member tasks (snapshot order), its usage added up its queue lineage;
-        None when the PodGroup sits out this node pool (one attempt per node pool)."""
-        if pg.scheduling_backoff == 1 and rules.node_pool in pg.unschedulable_pools:
-            return None
-        queue = self.queues.get(pg.queue)
-        priority = rules.priorities.get(pg.priority_class, rules.default)
-        if pg.preemptibility in _EXPLICIT:
-            preemptible = pg.preemptibility == keys.PREEMPTIBLE
-        elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
-            preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
-        else:
-            preemptible = priority < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
-        if pg.subgroups:
-            podsets = self._podsets(pg.subgroups, pg.min_member)
-            podset_list = list(podsets.values())
-        else:  # _podsets() of a PodGroup without sub-groups, without the dict
-            podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
-            podsets = None
-        job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
-                  podsets=podset_list, has_subgroups=bool(pg.subgroups))
-        if len(members) > 1:
-            members.sort(key=self.framework.task_order_key)
-        alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
-        job_tasks = job.tasks
+    def _open_jobs(self, items: Iterable[tuple[PodGroupRecord, list[Task]]], rules: JobRules) -> list[Job | None]:
+        """The job of each PodGroup from its member tasks, its usage added up its queue lineage; None for a PodGroup
+        that sits out this node pool (one attempt per node pool). One loop for every job of a full open or the
+        few a carried open rebuilds (`persist.py`), the per-session lookups hoisted out of it."""
+        out: list[Job | None] = []
+        out_append = out.append
+        queues = self.queues
+        priorities, default, lineages, node_pool = rules.priorities, rules.default, rules.lineages, rules.node_pool
         count = self._count
-        victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
-        for task in members:
-            rec = task.rec
+        task_vector = self.task_vector
+        task_order_key = self.framework.task_order_key
+        threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        for pg, members in items:
+            if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
+                out_append(None)
+                continue
+            queue = queues.get(pg.queue)
+            priority = priorities.get(pg.priority_class, default)
+            if pg.preemptibility in _EXPLICIT:
+                preemptible = pg.preemptibility == keys.PREEMPTIBLE
+            elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
+                preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
+            else:
+                preemptible = priority < threshold
+            if pg.subgroups:
+                podsets = self._podsets(pg.subgroups, pg.min_member)
+                podset_list = list(podsets.values())
+            else:  # _podsets() of a PodGroup without sub-groups, without the dict
+                podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
+                podsets = None
+            job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
+                      podsets=podset_list, has_subgroups=bool(pg.subgroups))
+            if len(members) > 1:
+                members.sort(key=task_order_key)
+            alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
+            job_tasks = job.tasks
+            victim = False  # some task Running/Bound/Binding on a node (victim_candidates())
+            for task in members:
+                rec = task.rec
+                if podsets is None:
+                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                else:
+                    ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
+                if ps is None:
+                    continue  # a pod whose subgroup is not in the PodGroup is ignored
+                task.job, task.podset = job, ps
+                job_tasks.append(task)
+                ps.tasks.append(task)
+                status = task.status
+                if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                    victim = True
+                if status == PENDING:
+                    ps.alive += 1
+                    task.fit_key = rec.fit_key
+                    ps.pending.append(task)
+                elif status == RUNNING:
+                    ps.active_allocated += 1
+                    ps.active_used += 1
+                    ps.alive += 1
+                else:
+                    count(ps, status, +1)
+                # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
+                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
+                                          or (status == GATED and rec.quota_gated)):
+                    gpu = rec.gpu
+                    if gpu.is_shared:
+                        need_gpu, need_cpu, need_mem = task_vector(task)
+                    else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
+                        need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
+                    req_gpu += need_gpu
+                    req_cpu += need_cpu
+                    req_mem += need_mem
+                    if status != PENDING and status != GATED:
+                        alloc_gpu += need_gpu
+                        alloc_cpu += need_cpu
+                        alloc_mem += need_mem
+            job.open_victim = victim and preemptible and queue is not None
             if podsets is None:
-                ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
             else:
-                ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
-            if ps is None:
-                continue  # a pod whose subgroup is not in the PodGroup is ignored
-            task.job, task.podset = job, ps
-            job_tasks.append(task)
-            ps.tasks.append(task)
-            status = task.status
-            if not victim and status in VICTIM_STATUSES and task.node >= 0:
-                victim = True
-            if status == PENDING:
-                ps.alive += 1
-                task.fit_key = rec.fit_key
-                ps.pending.append(task)
-            elif status == RUNNING:
-                ps.active_allocated += 1
-                ps.active_used += 1
-                ps.alive += 1
-            else:
-                count(ps, status, +1)
-            # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
-            if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
-                                      or (status == GATED and rec.quota_gated)):
-                gpu = rec.gpu
-                if gpu.is_shared:
-                    need_gpu, need_cpu, need_mem = self.task_vector(task)
-                else:  # task_vector() of a whole-GPU or CPU-only task, inlined (once per pod)
-                    need_gpu, need_cpu, need_mem = gpu.whole * GPU, rec.cpu, rec.memory
-                req_gpu += need_gpu
-                req_cpu += need_cpu
-                req_mem += need_mem
-                if status != PENDING and status != GATED:
-                    alloc_gpu += need_gpu
-                    alloc_cpu += need_cpu
-                    alloc_mem += need_mem
-        job.open_victim = victim and preemptible and queue is not None
-        if podsets is None:
-            job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
-        else:
-            job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
-        job.feature = pg.optional_features or bool(job_tasks and job_tasks[0].rec.preemption_delay is not None)
-        if queue is None:
-            return job
-        job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
-        for q in rules.lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
-            alloc = q.allocated
-            alloc[0] += alloc_gpu
-            alloc[1] += alloc_cpu
-            alloc[2] += alloc_mem
-            if not preemptible:
-                anp = q.allocated_np
-                anp[0] += alloc_gpu
-                anp[1] += alloc_cpu
-                anp[2] += alloc_mem
-            req = q.request
-            req[0] += req_gpu
-            req[1] += req_cpu
-            req[2] += req_mem
-        return job
+                job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
+            job.feature = pg.optional_features or bool(job_tasks and job_tasks[0].rec.preemption_delay is not None)
+            out_append(job)
+            if queue is None:
+                continue
+            job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
+            for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
+                alloc = q.allocated
+                alloc[0] += alloc_gpu
+                alloc[1] += alloc_cpu
+                alloc[2] += alloc_mem
+                if not preemptible:
+                    anp = q.allocated_np
+                    anp[0] += alloc_gpu
+                    anp[1] += alloc_cpu
+                    anp[2] += alloc_mem
+                req = q.request
+                req[0] += req_gpu
+                req[1] += req_cpu
+                req[2] += req_mem
+        return out
 
     @staticmethod
     def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:

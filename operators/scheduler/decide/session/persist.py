@@ -214,8 +214,9 @@ class Persisting(Opening):
         rules = self._job_rules()
         mapped: dict[Job, Job | None] = dict.fromkeys(rebuilt_jobs)  # old job -> its rebuilt self (None: none)
         added: list[Job] = []  # jobs of PodGroups that had none
+        built = iter(self._open_jobs(((pg, members) for _, pg, members, _ in plan if pg is not None), rules))
         for key, rebuilt_pg, members, old_job in plan:
-            new_job = self._open_job(rebuilt_pg, members, rules) if rebuilt_pg is not None else None
+            new_job = next(built) if rebuilt_pg is not None else None
             if rebuilt_pg is not None:
                 pgs[id(rebuilt_pg)] = by_key[key] = (rebuilt_pg, new_job)
             if old_job is not None:
