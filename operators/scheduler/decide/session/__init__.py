@@ -1,11 +1,12 @@
 """One scheduling cycle's session: state derived from the snapshot, accounting, statements, decisions.
 
 Opening the session derives task statuses, node usage, jobs and queue accounting, then computes fair shares
-(`opening`). Actions change state only through a `Statement` (`operations`), whose operations fire the same
-accounting updates (node free resources and index, GPU groups, podset counters, queue allocation) and can be
-rolled back in reverse order; `commit()` turns the surviving operations into decisions. The plugins are called
-through `plugincalls`; `closing` explains what stays pending; `candidates` lists the jobs actions try and the
-jobs that may lose pods; `clusterfree` keeps the cluster's free resources as running integer sums.
+(`opening`); given the previous session's objects it rebuilds only what changed (`persist`). Actions change state
+only through a `Statement` (`operations`), whose operations fire the same accounting updates (node free resources
+and index, GPU groups, podset counters, queue allocation) and can be rolled back in reverse order; `commit()` turns
+the surviving operations into decisions. The plugins are called through `plugincalls`; `closing` explains what stays
+pending; `candidates` lists the jobs actions try and the jobs that may lose pods; `clusterfree` keeps the cluster's
+free resources as running integer sums.
 """
 
 from __future__ import annotations

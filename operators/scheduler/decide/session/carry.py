@@ -3,14 +3,15 @@
 Records are frozen and the shell shares them between cycles while their object is unchanged (an update, a relist
 or a re-parse gives a new object). So a result computed from some records, under the same config, is the same
 result next cycle when every one of those records is the same object again; anything else is recomputed. The
-carry is an immutable value: `decide` takes the previous one and returns the next, the shell only keeps it.
+carry is an immutable value (`decide` takes the previous one and returns the next, the shell only keeps it) but for
+one part: `opened`, the session's tasks, jobs and nodes, which the next cycle's session takes over and mutates
+(`session/persist.py`), so a carry is consumed by the cycle given it (given again, that cycle opens in full).
 
 Reused, provably identical to a recomputation: a job's Unschedulable explanation (session close), when its
 PodGroup record and its pending pods' records are the same objects and its errors, its failing task's summary and
 its has-allocated flag are equal (the text is a function of those, the config's node pool and the PodGroup's
-backoff). Not carried, measured: a gang's task order (checking that its members are the same objects costs more
-than sorting them again) and per-job tallies at session open (every task is a fresh mutable object the actions
-change, so its job and podset links and counters are built per task anyway; see bench/README.md).
+backoff). Session open's objects themselves are carried (`opened`, above); per-job pieces rebuilt from a carry on
+every hit were measured and not kept (bench/README.md).
 Replayed, provably identical to running them: allocate's failed attempts made before the cycle's first commit, and
 disruptive actions that committed nothing, when the snapshot and config are equal to the previous cycle's and nothing
 else they read changed (`session/repeats.py`).
