@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import repeat
 from operator import attrgetter
 
 from operators.core import keys
@@ -43,6 +42,7 @@ from operators.scheduler.decide.records import (
     SubGroupSpec,
 )
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
+from operators.scheduler.decide.session.carry import Opened
 from operators.scheduler.decide.units import GPU
 
 _EXPLICIT = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
@@ -197,35 +197,13 @@ class Opening(Accounting):
             other[0] += o[0]
             other[1] += o[1]
             other[2] += o[2]
-        self.jobs = []
-        jobs_append = self.jobs.append
         # Jobs asking for an optional feature (SubGroups, a topology constraint, a preemption delay on the
         # PodGroup or its first pod): the plugins of those features look only at these, not at every job.
-        self.feature_jobs = []
-        feature_append = self.feature_jobs.append
-        victims_append = self._victims.append
-        rules = self._job_rules()
-        outcome = self.outcome
-        no_members: list[Task] = []
-        pgs = opened.pgs if opened is not None else {}
-        by_key = opened.by_key if opened is not None else {}
-        ordered = sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name"))
-        keys_ = [(pg.namespace, pg.name) for pg in ordered]
-        built = self._open_jobs(zip(ordered, map(by_group.get, keys_, repeat(no_members)), strict=True), rules)
-        for pg, key, job in zip(ordered, keys_, built, strict=True):
-            if opened is not None:
-                pgs[id(pg)] = by_key[key] = (pg, job)
-            if job is None:
-                continue
-            jobs_append(job)
-            if job.open_victim:
-                victims_append(job)
-            if job.feature:
-                feature_append(job)
-            if job.queue is None:
-                outcome(job).errors.append(explain.unusable_queue(pg.queue, rules.queue_parents))
+        self.jobs, self.feature_jobs = [], []
+        self._open_jobs(sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")), by_group,
+                        self._job_rules(), True, opened)
         if opened is not None:  # the tasks of a PodGroup in no job, for a carried open (persist.py)
-            loose = opened.loose
+            loose, by_key = opened.loose, opened.by_key
             for key, members in by_group.items():
                 entry = by_key.get(key)
                 if entry is None or entry[1] is None:
@@ -250,22 +228,35 @@ class Opening(Accounting):
         return JobRules(priorities, default, {q: q.lineage() for q in self.queues.values()}, self.snapshot.node_pool,
                         {q.name: q.parent for q in self.snapshot.queues})
 
-    def _open_jobs(self, items: Iterable[tuple[PodGroupRecord, list[Task]]], rules: JobRules) -> list[Job | None]:
-        """The job of each PodGroup from its member tasks, its usage added up its queue lineage; None for a PodGroup
-        that sits out this node pool (one attempt per node pool). One loop for every job of a full open or the
-        few a carried open rebuilds (`persist.py`), the per-session lookups hoisted out of it."""
+    def _open_jobs(self, podgroups: Iterable[PodGroupRecord], by_group: Mapping[tuple[str, str], list[Task]],
+                   rules: JobRules, listed: bool, opened: Opened | None) -> list[Job | None]:
+        """The job of each PodGroup from its member tasks (`by_group`), its usage added up its queue lineage; None
+        for a PodGroup that sits out this node pool (one attempt per node pool). One loop for every job of a full
+        open or the few a carried open rebuilds (`persist.py`), the per-session lookups hoisted out of it.
+        `listed`: each job also joins the session's lists (jobs, victim candidates, feature jobs) and a job without
+        its queue gets its error, in PodGroup order, as a full open does; `opened`: each PodGroup, its job and the
+        job's usage are recorded for the next session's open."""
         out: list[Job | None] = []
         out_append = out.append
+        jobs_append, victims_append, feature_append = self.jobs.append, self._victims.append, self.feature_jobs.append
+        outcome, queue_parents = self.outcome, rules.queue_parents
+        pgs = opened.pgs if opened is not None else None
+        by_key = opened.by_key if opened is not None else None
+        no_members: list[Task] = []
         queues = self.queues
         priorities, default, lineages, node_pool = rules.priorities, rules.default, rules.lineages, rules.node_pool
         count = self._count
         task_vector = self.task_vector
         task_order_key = self.framework.task_order_key
         threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
-        for pg, members in items:
+        for pg in podgroups:
+            key = (pg.namespace, pg.name)
             if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
+                if pgs is not None and by_key is not None:
+                    pgs[id(pg)] = by_key[key] = (pg, None)
                 out_append(None)
                 continue
+            members = by_group.get(key, no_members)
             queue = queues.get(pg.queue)
             priority = priorities.get(pg.priority_class, default)
             if pg.preemptibility in _EXPLICIT:
@@ -326,16 +317,29 @@ class Opening(Accounting):
                         alloc_gpu += need_gpu
                         alloc_cpu += need_cpu
                         alloc_mem += need_mem
-            job.open_victim = victim and preemptible and queue is not None
+            out_append(job)
+            if listed:
+                jobs_append(job)
+            if victim and preemptible and queue is not None:
+                job.open_victim = True
+                if listed:
+                    victims_append(job)
             if podsets is None:
                 job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
             else:
                 job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
-            job.feature = pg.optional_features or bool(job_tasks and job_tasks[0].rec.preemption_delay is not None)
-            out_append(job)
+            if pg.optional_features or (job_tasks and job_tasks[0].rec.preemption_delay is not None):
+                job.feature = True
+                if listed:
+                    feature_append(job)
+            if pgs is not None and by_key is not None:
+                pgs[id(pg)] = by_key[key] = (pg, job)
             if queue is None:
+                if listed:
+                    outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
                 continue
-            job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
+            if opened is not None:
+                job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
             for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
                 alloc = q.allocated
                 alloc[0] += alloc_gpu

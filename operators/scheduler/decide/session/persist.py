@@ -214,11 +214,12 @@ class Persisting(Opening):
         rules = self._job_rules()
         mapped: dict[Job, Job | None] = dict.fromkeys(rebuilt_jobs)  # old job -> its rebuilt self (None: none)
         added: list[Job] = []  # jobs of PodGroups that had none
-        built = iter(self._open_jobs(((pg, members) for _, pg, members, _ in plan if pg is not None), rules))
+        self.jobs, self.feature_jobs = [], []  # set below from the whole job list (`listed` False)
+        built = iter(self._open_jobs([pg for _, pg, _, _ in plan if pg is not None],
+                                     {key: members for key, pg, members, _ in plan if pg is not None}, rules,
+                                     False, opened))
         for key, rebuilt_pg, members, old_job in plan:
             new_job = next(built) if rebuilt_pg is not None else None
-            if rebuilt_pg is not None:
-                pgs[id(rebuilt_pg)] = by_key[key] = (rebuilt_pg, new_job)
             if old_job is not None:
                 mapped[old_job] = new_job  # the same key: the same place in the sorted list
             elif new_job is not None:
