@@ -18,6 +18,8 @@ After each such cycle a quiet one (`<n>q`: nothing delivered, a later `now`) run
 a fresh cycle on the full rebuild: there allocate replays its failed attempts made before the first commit,
 and reclaim, preempt and consolidation replay a run that committed nothing (`replayed`: attempts/actions,
 `session/repeats.py`); `--wrong-replay` makes them replay whatever the snapshot, to show the proof fails then.
+Each carried cycle's session open starts from the previous session's objects (`session/persist.py`);
+`--stale-open` forgets which jobs the operations touched (a committed bind's job is not rebuilt), likewise.
 Between cycles the cycle's binds and evictions are assumed as the writer assumes them and delivered by watch events one
 cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
 Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6] [--churn-only]
@@ -109,14 +111,15 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
     return [Path(f"{out}.{i}").read_bytes() for i in range(len(runs))]
 
 
-def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay: bool = False
-                ) -> list[tuple[str, int, int, int, str, bytes, bytes]]:
+def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay: bool = False,
+                stale_open: bool = False) -> list[tuple[str, int, int, int, str, bytes, bytes]]:
     """(cycle, watch events, snapshot pods, explanations reused, "attempts/actions" replayed, incremental decisions,
     full-rebuild decisions) of each live cycle, and of the quiet cycle after it. The incremental side runs with the
     previous cycle's carry (`run_carried_cycle`), the full rebuild as a fresh cycle (`run_cycle`, no carry): both the
     snapshot and the carry are proven here.
     `stale_carry`: reuse carried explanations whatever their inputs (to show that the proof can fail); `wrong_replay`:
-    replay allocate's carried attempts whatever the snapshot (likewise)."""
+    replay allocate's carried attempts whatever the snapshot (likewise); `stale_open`: the next session's open keeps
+    the jobs the operations touched as they left them (likewise)."""
     import asyncio
     from dataclasses import replace
 
@@ -172,6 +175,15 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay:
                 return old[1], old[0]
             return None, (podgroup, (), (), None, False)
         carry_module.Carrying.explanation = stale  # this process only: the proof's own demonstration
+    if stale_open:
+        from operators.scheduler.decide.session import persist as persist_module
+        hand_over = persist_module.Persisting.hand_over
+
+        def forgetful(self: Any) -> None:
+            hand_over(self)
+            if self.carrying.opened is not None:
+                self.carrying.opened.touched_jobs = set()
+        persist_module.Persisting.hand_over = forgetful  # type: ignore[method-assign]  # this process only
     if wrong_replay:
         def blind(self: Any, session: Any, job: Any) -> bool:
             # Replays a job's carried failure whatever the snapshot and the order of attempts.
@@ -255,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="reuse carried explanations whatever their inputs: the churn proof must then differ")
     parser.add_argument("--wrong-replay", action="store_true",
                         help="replay allocate's attempts whatever the snapshot: the churn proof must then differ")
+    parser.add_argument("--stale-open", action="store_true",
+                        help="session open keeps the jobs the operations touched unrebuilt: the churn proof must then "
+                             "differ")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     sys.path.insert(0, str(HERE))
@@ -308,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'sha256 incremental':<18} {'sha256 full':<18} identical")
     for size in [s for s in sorted(set(sizes)) if s <= args.mixed_max and args.churn_cycles]:
         for cycle, events, pods, reused, replayed, inc, rebuilt in churn_proof(size, args.churn_cycles,
-                                                                               args.stale_carry, args.wrong_replay):
+                                                                               args.stale_carry, args.wrong_replay,
+                                                                               args.stale_open):
             same = inc == rebuilt
             different += not same
             print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {replayed:>8} {len(inc):>10} "

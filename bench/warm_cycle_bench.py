@@ -53,6 +53,14 @@ def _text(d: Decisions) -> str:
     return json.dumps(d.to_dict(), sort_keys=True)
 
 
+def _opened(carry: object) -> str:
+    """How the cycle's session open went: from the previous session's objects (jobs and nodes rebuilt) or in full."""
+    opened = getattr(carry, "opened", None)
+    if opened is None or opened.rebuilt_jobs < 0:
+        return "opened in full"
+    return f"opened carried: {opened.rebuilt_jobs} jobs and {opened.rebuilt_nodes} nodes rebuilt"
+
+
 def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
     """`share` of the pods really changed: half finish (running single-pod jobs, their PodGroups deleted), half
     arrive (new pending single-pod jobs, copies of those that finished, with new names)."""
@@ -242,7 +250,7 @@ def main() -> int:
               f"{len(decisions.binds)} binds, "
               f"{len(decisions.evictions)} evictions, {len(decisions.unschedulable)} unschedulable, "
               f"{carry.replayed} attempts and {carry.replayed_actions} actions replayed, {carry.reused} explanations "
-              f"reused{same}; {phases}; "
+              f"reused{same}; {_opened(carry)}; {phases}; "
               f"load1={os.getloadavg()[0]:.2f}", flush=True)
         if profiler is not None:
             print("  counters:", " ".join(f"{k}={v}" for k, v in sorted(decisions.counters.items())))

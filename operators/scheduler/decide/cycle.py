@@ -27,7 +27,7 @@ def run_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float,
     `on_bind`, if given, is called with each of the allocate action's binds as soon as its job's allocation is
     committed (they are in the returned decisions too); it must not change anything the cycle reads.
     """
-    return run_carried_cycle(snapshot, config, now, None, actions, on_bind=on_bind)[0]
+    return _run(snapshot, config, now, None, actions, on_bind, persist=False)[0]
 
 
 def run_carried_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None,
@@ -36,8 +36,14 @@ def run_carried_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float, c
     """`run_cycle` given the previous cycle's carry (None: none), returning the decisions and the next carry.
 
     The decisions are those `run_cycle` returns on the same snapshot: the carry only saves recomputing what was
-    derived from the same record objects (`session/carry.py`).
+    derived from the same record objects (`session/carry.py`), and the next cycle's session open starts from this
+    one's objects (`session/persist.py`): the carry is consumed by the cycle given it.
     """
+    return _run(snapshot, config, now, carry, actions, on_bind, persist=True)
+
+
+def _run(snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None, actions: Sequence[str] | None,
+         on_bind: Callable[[Bind], None] | None, *, persist: bool) -> tuple[Decisions, Carry]:
     # A cycle creates ~10^5 short-lived objects next to a large, long-lived record heap; generational GC
     # passes over that heap cost more than the cycle itself, so collection is deferred until it ends.
     was_enabled = gc.isenabled()
@@ -45,7 +51,7 @@ def run_carried_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float, c
     timings: dict[str, float] = {}
     try:
         started = time.perf_counter()
-        session = Session(snapshot, config, now, carry)
+        session = Session(snapshot, config, now, carry, persist)
         timings["open-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         for name in actions if actions is not None else config.effective_actions:
             action = get_action(name)
@@ -63,6 +69,7 @@ def run_carried_cycle(snapshot: Snapshot, config: SchedulerConfig, now: float, c
                 config.max_failed_search_backoff, (job_key(g.namespace, g.name, g.uid) for g in snapshot.podgroups))
         timings["close-session"] = (time.perf_counter() - started) * MS_PER_SECOND
         decisions.timings.update(timings)  # the session adds its plugins' ("plugin/<name>")
+        session.hand_over()
         carry_out = session.carrying.carry()
         session.release()  # freed by reference counting, not by the next collection (Session.release)
         return decisions, carry_out

@@ -1,6 +1,7 @@
 """Mutable per-session state: nodes, GPU groups, tasks, podsets, jobs and queues.
 
-Built fresh from the immutable snapshot at session open; statements mutate it and undo their mutations.
+Built from the immutable snapshot at session open; statements mutate it and undo their mutations. Tasks, jobs
+and nodes a cycle did not touch are handed to the next cycle's session (`session/persist.py`).
 Amounts are integers in the core units of `units`: millicores, bytes, whole devices on a node, micro-GPUs for
 shared-device portions and for queue and job vectors.
 """
@@ -166,6 +167,12 @@ class Job:
     allocated_at_open: int = 0  # active-allocated pods (non-pipelined) when the session opened
     pipelined_in_session: bool = False
     bound_in_session: bool = False
+    # Derived at session open with the rest (kept so a job carried to the next session is not visited again):
+    # what it adds to its queue lineage (allocated gpu, cpu, memory, then requested), whether it is a victim
+    # candidate, whether it asks for an optional feature.
+    usage: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0)
+    open_victim: bool = False
+    feature: bool = False
 
     def __post_init__(self) -> None:
         self.key = self.rec.key

@@ -8,7 +8,7 @@ import gc
 
 from operators.core.cache import paused_gc
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.cycle import run_carried_cycle
+from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.model import Job, Task
 from operators.scheduler.decide.session import Session
 from tests.unit.scheduler.sched_builders import PRIORITY_CLASSES, gang, node, pod, podgroup, queue
@@ -33,13 +33,30 @@ def test_a_cycles_session_is_freed_without_the_cyclic_collector() -> None:
     gc.collect()
     with paused_gc():  # as during a cycle
         before = _alive(Job), _alive(Task), _alive(Session)
-        decisions, carry = run_carried_cycle(snapshot, SchedulerConfig(), 1e9, None)
+        decisions = run_cycle(snapshot, SchedulerConfig(), 1e9)
         assert len(decisions.binds) == 4 and [u.pod_group for u in decisions.unschedulable] == ["wide"]
         # Nothing of the session outlives the cycle, though no collection ran.
         assert (_alive(Job), _alive(Task), _alive(Session)) == before
-        # The carry still works on the next cycle (it holds no session object).
-        again, _ = run_carried_cycle(snapshot, SchedulerConfig(), 1e9 + 1, carry)
+        # With a carry, its jobs and tasks are handed to the next session's open (session/persist.py), nothing else.
+        carried, carry = run_carried_cycle(snapshot, SchedulerConfig(), 1e9, None)
+        assert carried.binds == decisions.binds
+        opened = carry.opened
+        assert opened is not None
+        assert (_alive(Job), _alive(Task), _alive(Session)) == (
+            before[0] + len(opened.jobs), before[1] + len(opened.tasks_in_order), before[2])
+        # The next cycle takes them over; the jobs it rebuilds are freed as it replaces them.
+        again, carry = run_carried_cycle(snapshot, SchedulerConfig(), 1e9 + 1, carry)
         assert again.binds == decisions.binds
+        opened = carry.opened
+        assert opened is not None
+        assert (_alive(Job), _alive(Task), _alive(Session)) == (
+            before[0] + len(opened.jobs), before[1] + len(opened.tasks_in_order), before[2])
+        # A carry the next cycle cannot take over (another config) is cut when it is dropped.
+        _, carry = run_carried_cycle(snapshot, SchedulerConfig(partition="other"), 1e9 + 2, carry)
+        opened = carry.opened
+        assert opened is not None
+        assert (_alive(Job), _alive(Task), _alive(Session)) == (
+            before[0] + len(opened.jobs), before[1] + len(opened.tasks_in_order), before[2])
 
 
 def test_without_the_release_the_session_waits_for_the_collector() -> None:

@@ -1,11 +1,12 @@
 """One scheduling cycle's session: state derived from the snapshot, accounting, statements, decisions.
 
 Opening the session derives task statuses, node usage, jobs and queue accounting, then computes fair shares
-(`opening`). Actions change state only through a `Statement` (`operations`), whose operations fire the same
-accounting updates (node free resources and index, GPU groups, podset counters, queue allocation) and can be
-rolled back in reverse order; `commit()` turns the surviving operations into decisions. The plugins are called
-through `plugincalls`; `closing` explains what stays pending; `candidates` lists the jobs actions try and the
-jobs that may lose pods; `clusterfree` keeps the cluster's free resources as running integer sums.
+(`opening`); given the previous session's objects it rebuilds only what changed (`persist`). Actions change state
+only through a `Statement` (`operations`), whose operations fire the same accounting updates (node free resources
+and index, GPU groups, podset counters, queue allocation) and can be rolled back in reverse order; `commit()` turns
+the surviving operations into decisions. The plugins are called through `plugincalls`; `closing` explains what stays
+pending; `candidates` lists the jobs actions try and the jobs that may lose pods; `clusterfree` keeps the cluster's
+free resources as running integer sums.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ from operators.scheduler.decide.session.candidates import Candidates
 from operators.scheduler.decide.session.carry import Carry, Carrying
 from operators.scheduler.decide.session.closing import Closing
 from operators.scheduler.decide.session.clusterfree import ClusterFree
-from operators.scheduler.decide.session.opening import Opening
 from operators.scheduler.decide.session.operations import Op, Operations, Statement
+from operators.scheduler.decide.session.persist import Persisting
 from operators.scheduler.decide.session.plugincalls import PluginCalls
 from operators.scheduler.decide.snapshot import Snapshot
 
 __all__ = ["DEFAULT_SUBGROUP", "Carry", "FailedAttempt", "JobOutcome", "Op", "Session", "Statement", "rfc3339"]
 
 
-class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates):
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None = None) -> None:
+class Session(Persisting, Operations, ClusterFree, PluginCalls, Closing, Candidates):
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, now: float, carry: Carry | None = None,
+                 persist: bool = True) -> None:
+        # persist: keep what the next session's open takes over (`persist.py`); a cycle whose carry is dropped
+        # (`run_cycle`) does not.
         self.config = config
         self.carrying = Carrying(config, carry)  # the previous cycle's derived state in, the next one's out
         self.now = now
@@ -54,9 +58,8 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         # attributes at 30 or fewer: beyond, CPython stops sharing the instance dict's keys and every attribute
         # access of the hot loops gets slower (hooks live on `framework`, not as attributes here).
         fw = self.framework = Framework.build(config.plugins)
-        self._open_nodes()
-        self._open_queues()
-        self._open_pods_and_jobs()
+        inherited, self.carrying.inherited = self.carrying.inherited, None
+        self._open(inherited, persist)  # nodes, queues, tasks and jobs: from the previous session's objects if it can
         self._open_total()
         self.index = NodeIndex(self.nodes, config.gpu_placement, config.cpu_placement)
         self.pod_index = self._open_pod_index()
@@ -80,8 +83,9 @@ class Session(Opening, Operations, ClusterFree, PluginCalls, Closing, Candidates
         statements and back), so reference counting freed none of them: the first young collection after the cycle
         traversed all of them (~320,000 objects, 0.18-0.26 s of CPU at 5,000 nodes) only to find them unreachable.
         With these links cut, each object is freed when its last reference goes. Nothing a cycle returns refers to
-        them: the decisions and the carry hold records, strings and numbers."""
-        for job in self.jobs:
+        them: the decisions and the carry hold records, strings and numbers, and the objects handed to the next
+        session's open (`persist.py`), which keep their links."""
+        for job in self.jobs if not self.carrying.handed else ():
             job.tasks.clear()  # a task still names its job and podset: one way, no longer a cycle
             for ps in job.podsets:
                 ps.tasks.clear()

@@ -51,5 +51,6 @@ class Candidates(Accounting):
                         continue
                 out.append(j)
             self._victims = out
+            self.carrying.touched_jobs |= touched  # for the next session's open (persist.py)
             self._touched = set()
         return list(self._victims)

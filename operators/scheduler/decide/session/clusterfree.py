@@ -44,5 +44,6 @@ class ClusterFree(Accounting):
             totals[1] += cpu - c[i]
             totals[2] += mem - m[i]
             g[i], c[i], m[i] = gpu, cpu, mem
+        self.carrying.touched_nodes |= self._free_dirty  # for the next session's open (persist.py)
         self._free_dirty = set()
         return list(totals)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from operator import attrgetter
 
 from operators.core import keys
@@ -31,9 +33,36 @@ from operators.scheduler.decide.model import (
 )
 from operators.scheduler.decide.placement.gpus import portion_on_node
 from operators.scheduler.decide.placement.predicates import PodIndex
-from operators.scheduler.decide.records import PodRecord, QueueRecord, SubGroupSpec
+from operators.scheduler.decide.records import (
+    Constraints,
+    NodeRecord,
+    PodGroupRecord,
+    PodRecord,
+    QueueRecord,
+    SubGroupSpec,
+)
 from operators.scheduler.decide.session.accounting import DEFAULT_SUBGROUP, Accounting
+from operators.scheduler.decide.session.carry import Opened
 from operators.scheduler.decide.units import GPU
+
+_EXPLICIT = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
+_constraints = attrgetter("constraints")
+
+
+def _needs_pod_index(c: Constraints) -> bool:
+    """Pods with these constraints read where other pods are (inter-pod affinity, or a preference scored)."""
+    return bool(c.pod_anti_affinity or c.pod_affinity or c.has_preferred)
+
+
+@dataclass(slots=True)
+class JobRules:
+    """What `_open_jobs` reads besides the PodGroup and its tasks, computed once per session open."""
+
+    priorities: dict[str, int]
+    default: int
+    lineages: dict[QueueState, list[QueueState]]
+    node_pool: str
+    queue_parents: dict[str, str]
 
 
 class Opening(Accounting):
@@ -41,17 +70,21 @@ class Opening(Accounting):
     accounting and fair shares, all from one pass over the snapshot."""
 
     def _open_nodes(self) -> None:
-        self.nodes: list[NodeState] = []
-        for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name)):
-            scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
-            self.nodes.append(NodeState(
-                # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI need_gpu.18).
-                idx=i, rec=rec, ok=rec.ready, cap_cpu=rec.cpu, cap_mem=rec.memory,
-                cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
-                idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus))
+        fresh = self._fresh_node
+        self.nodes = [fresh(i, rec) for i, rec in enumerate(sorted(self.snapshot.nodes, key=lambda n: n.name))]
         self.node_by_name = {n.name: n for n in self.nodes}
         memories = [n.rec.gpu_memory_mib for n in self.nodes if n.rec.gpu_memory_mib]
         self.min_gpu_memory = min(memories) if memories else 100
+
+    @staticmethod
+    def _fresh_node(i: int, rec: NodeRecord) -> NodeState:
+        """A node with no pods on it yet."""
+        scalars = {name: [q, q, 0] for name, q in rec.scalars} if rec.scalars else None
+        return NodeState(
+            # A cordoned node is usable: only pods tolerating its taint pass its predicates (KAI need_gpu.18).
+            idx=i, rec=rec, ok=rec.ready, cap_cpu=rec.cpu, cap_mem=rec.memory,
+            cap_gpu=rec.gpus, max_pods=rec.max_pods, idle_cpu=rec.cpu, idle_mem=rec.memory,
+            idle_gpu=rec.gpus, scalars=scalars, gpu_total=rec.gpu_count_label or rec.gpus)
 
     def _open_queues(self) -> None:
         recs = {q.name: q for q in self.snapshot.queues}
@@ -101,17 +134,24 @@ class Opening(Accounting):
             return (GATED if pod.gated else PENDING), "", ()
         return UNKNOWN, pod.node_name, pod.gpu_groups
 
+    def _binds(self) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+        return {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
+                for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+
     def _open_pods_and_jobs(self) -> None:
         # The hottest code of session open (one pass over every pod and every PodGroup): common cases are
-        # inlined; the general rules live in _task_status / _occupy / _count / task_vector (sums are exact
-        # integers, so the order does not matter).
-        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
-                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        # inlined; the general rules live in _task_status / _occupy_at_open / _count / task_vector (sums are exact
+        # integers, so the order does not matter). `_open_carried` rebuilds only what changed by the same rules.
+        binds = self._binds()
         other = self.other_usage = [0, 0, 0]
         by_group: dict[tuple[str, str], list[Task]] = {}
         name = self.config.scheduler_name
         node_by_name = self.node_by_name
         occupy = self._occupy
+        opened = self.carrying.opened
+        tasks: list[Task] = opened.tasks_in_order if opened is not None else []
+        tasks_append = tasks.append
+        others = opened.others if opened is not None else {}
         for pod in self.snapshot.pods:
             # Fast paths for the two common cases; everything else goes through the full rules.
             phase = pod.phase
@@ -123,6 +163,7 @@ class Opening(Accounting):
             else:
                 status, node_name, groups = self._task_status(pod, binds)
             task = Task(pod, status)
+            tasks_append(task)
             if node_name and status in ON_NODE:
                 node = node_by_name.get(node_name)
                 if node is not None:
@@ -140,9 +181,7 @@ class Opening(Accounting):
                     else:
                         occupy(task, node, groups)
                     if pod.scheduler_name != name and not pod.is_reservation and status != RELEASING:
-                        other[0] += pod.gpu.whole * GPU  # other: [gpu, cpu, memory]
-                        other[1] += pod.cpu
-                        other[2] += pod.memory
+                        self._other_at_open(others, node.idx, pod)
             if pod.pod_group:
                 key = (pod.namespace, pod.pod_group)
                 members = by_group.get(key)
@@ -154,32 +193,73 @@ class Opening(Accounting):
             for g in n.groups.values():
                 if g.fully_releasing:
                     n.rel_gpu += 1
+        for o in others.values():
+            other[0] += o[0]
+            other[1] += o[1]
+            other[2] += o[2]
+        # Jobs asking for an optional feature (SubGroups, a topology constraint, a preemption delay on the
+        # PodGroup or its first pod): the plugins of those features look only at these, not at every job.
+        self.jobs, self.feature_jobs = [], []
+        self._open_jobs(sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")), by_group,
+                        self._job_rules(), True, opened)
+        if opened is not None:  # the tasks of a PodGroup in no job, for a carried open (persist.py)
+            loose, by_key = opened.loose, opened.by_key
+            for key, members in by_group.items():
+                entry = by_key.get(key)
+                if entry is None or entry[1] is None:
+                    loose[key] = members
+                elif len(entry[1].tasks) != len(members):
+                    loose[key] = [t for t in members if t.job is None]
+
+    def _other_at_open(self, others: dict[int, list[int]], idx: int, pod: PodRecord) -> None:
+        """A pod of another scheduler on node `idx` (not a reservation, not releasing): the queues do not divide
+        what it uses. Kept per node so a carried open re-counts only the nodes it rebuilds."""
+        o = others.get(idx)
+        if o is None:
+            o = others[idx] = [0, 0, 0]
+        o[0] += pod.gpu.whole * GPU  # [gpu, cpu, memory]
+        o[1] += pod.cpu
+        o[2] += pod.memory
+
+    def _job_rules(self) -> JobRules:
         priorities = {p.name: p.value for p in self.snapshot.priority_classes}
         default = next((p.value for p in sorted(self.snapshot.priority_classes, key=lambda p: p.name)
                         if p.global_default), keys.DEFAULT_PODGROUP_PRIORITY)
-        self.jobs: list[Job] = []
-        jobs_append = self.jobs.append
-        # Jobs asking for an optional feature (SubGroups, a topology constraint, a preemption delay on the
-        # PodGroup or its first pod): the plugins of those features look only at these, not at every job.
-        self.feature_jobs: list[Job] = []
-        feature_append = self.feature_jobs.append
-        victims_append = self._victims.append
-        lineages = {q: q.lineage() for q in self.queues.values()}
-        node_pool = self.snapshot.node_pool
+        return JobRules(priorities, default, {q: q.lineage() for q in self.queues.values()}, self.snapshot.node_pool,
+                        {q.name: q.parent for q in self.snapshot.queues})
+
+    def _open_jobs(self, podgroups: Iterable[PodGroupRecord], by_group: Mapping[tuple[str, str], list[Task]],
+                   rules: JobRules, listed: bool, opened: Opened | None) -> list[Job | None]:
+        """The job of each PodGroup from its member tasks (`by_group`), its usage added up its queue lineage; None
+        for a PodGroup that sits out this node pool (one attempt per node pool). One loop for every job of a full
+        open or the few a carried open rebuilds (`persist.py`), the per-session lookups hoisted out of it.
+        `listed`: each job also joins the session's lists (jobs, victim candidates, feature jobs) and a job without
+        its queue gets its error, in PodGroup order, as a full open does; `opened`: each PodGroup, its job and the
+        job's usage are recorded for the next session's open."""
+        out: list[Job | None] = []
+        out_append = out.append
+        jobs_append, victims_append, feature_append = self.jobs.append, self._victims.append, self.feature_jobs.append
+        outcome, queue_parents = self.outcome, rules.queue_parents
+        pgs = opened.pgs if opened is not None else None
+        by_key = opened.by_key if opened is not None else None
+        no_members: list[Task] = []
         queues = self.queues
+        priorities, default, lineages, node_pool = rules.priorities, rules.default, rules.lineages, rules.node_pool
         count = self._count
         task_vector = self.task_vector
-        explicit = (keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE)
-        threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
-        no_members: list[Task] = []
         task_order_key = self.framework.task_order_key
-        queue_parents = {q.name: q.parent for q in self.snapshot.queues}
-        for pg in sorted(self.snapshot.podgroups, key=attrgetter("namespace", "name")):
+        threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        for pg in podgroups:
+            key = (pg.namespace, pg.name)
             if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
-                continue  # one attempt per node pool
+                if pgs is not None and by_key is not None:
+                    pgs[id(pg)] = by_key[key] = (pg, None)
+                out_append(None)
+                continue
+            members = by_group.get(key, no_members)
             queue = queues.get(pg.queue)
             priority = priorities.get(pg.priority_class, default)
-            if pg.preemptibility in explicit:
+            if pg.preemptibility in _EXPLICIT:
                 preemptible = pg.preemptibility == keys.PREEMPTIBLE
             elif pg.preemptibility == keys.SEMI_PREEMPTIBLE:
                 preemptible = True  # above its core; the semipreemptible plugin keeps the core's rules
@@ -193,8 +273,6 @@ class Opening(Accounting):
                 podsets = None
             job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
                       podsets=podset_list, has_subgroups=bool(pg.subgroups))
-            jobs_append(job)
-            members = by_group.get((pg.namespace, pg.name), no_members)
             if len(members) > 1:
                 members.sort(key=task_order_key)
             alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
@@ -239,17 +317,29 @@ class Opening(Accounting):
                         alloc_gpu += need_gpu
                         alloc_cpu += need_cpu
                         alloc_mem += need_mem
+            out_append(job)
+            if listed:
+                jobs_append(job)
             if victim and preemptible and queue is not None:
-                victims_append(job)
+                job.open_victim = True
+                if listed:
+                    victims_append(job)
             if podsets is None:
                 job.allocated_at_open = podset_list[0].active_allocated - podset_list[0].pipelined
             else:
                 job.allocated_at_open = sum(p.active_allocated - p.pipelined for p in podset_list)
             if pg.optional_features or (job_tasks and job_tasks[0].rec.preemption_delay is not None):
-                feature_append(job)
+                job.feature = True
+                if listed:
+                    feature_append(job)
+            if pgs is not None and by_key is not None:
+                pgs[id(pg)] = by_key[key] = (pg, job)
             if queue is None:
-                self.outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
+                if listed:
+                    outcome(job).errors.append(explain.unusable_queue(pg.queue, queue_parents))
                 continue
+            if opened is not None:
+                job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
             for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
                 alloc = q.allocated
                 alloc[0] += alloc_gpu
@@ -264,6 +354,7 @@ class Opening(Accounting):
                 req[0] += req_gpu
                 req[1] += req_cpu
                 req[2] += req_mem
+        return out
 
     @staticmethod
     def _podsets(subgroups: tuple[SubGroupSpec, ...], min_member: int) -> dict[str, PodSet]:
@@ -338,9 +429,14 @@ class Opening(Accounting):
         )
 
     def _open_pod_index(self) -> PodIndex | None:
-        # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
-        distinct = {id(c): c for c in map(attrgetter("constraints"), self.snapshot.pods)}
-        needed = any(c.pod_anti_affinity or c.pod_affinity or c.has_preferred for c in distinct.values())
+        opened = self.carrying.opened
+        needed = opened.affinity if opened is not None else None  # known from a carried open (persist.py)
+        if needed is None:
+            # Most pods share a few Constraints objects: look at each distinct object once before scanning pods.
+            distinct = {id(c): c for c in map(_constraints, self.snapshot.pods)}
+            needed = any(map(_needs_pod_index, distinct.values()))
+            if opened is not None:
+                opened.affinity = needed
         if not needed:
             return None
         index = PodIndex()
@@ -350,8 +446,7 @@ class Opening(Accounting):
 
     def _tasks_on_nodes(self) -> list[Task]:
         # Rebuilt on demand (rare: only when inter-pod affinity is in play).
-        binds = {(b.namespace, b.pod_name): (b.selected_node, b.gpu_groups)
-                 for b in self.snapshot.bindrequests if not b.failed and b.selected_node}
+        binds = self._binds()
         out = []
         for pod in self.snapshot.pods:
             status, node_name, _ = self._task_status(pod, binds)

@@ -1,0 +1,301 @@
+"""Session open proportional to what changed: tasks, jobs and nodes handed from one cycle's session to the next.
+
+The previous session hands over (`Opened`, in its carry) its `Task`s, `Job`s (with their `PodSet`s) and
+`NodeState`s as the cycle left them, which of its jobs and nodes the cycle's operations touched, and what open
+derived from them (each job's queue usage, victim and feature flags; each node's pods of other schedulers; the
+queues' sums at open). Records are frozen and shared while unchanged, so the new snapshot is diffed against the old
+by record identity, and only what a change reaches is rebuilt, by the rules of a full open (`opening.py`):
+- a task is rebuilt when its pod record is new, its BindRequest changed (a task's status reads it), or its job was
+  touched by an operation (every operation, committed or rolled back, goes through `_set_status` and marks the job);
+- a job is rebuilt when its PodGroup record is new, one of its tasks is rebuilt, added or removed, it was touched,
+  or a plugin sets its podsets' fields outside statements at every session open (the subgroups plugin their
+  minimums, reading the value it set last session; the semipreemptible plugin their core): a plugin that starts
+  changing a job, podset, task or node outside a statement must be listed here or in `_UNCARRIED`;
+- a node is rebuilt (from its record, then every task on it occupied again in snapshot order, so its GPU groups and
+  ports are keyed in the same order) when an operation touched it or a task on it was rebuilt, added or removed.
+Anything else open reads (the config, the node pool, the queues, the priority classes, the nodes' records beyond
+equal ones, the smallest GPU memory) unchanged, else a full open. Plugins that change nodes outside statements
+(`_UNCARRIED`) end the hand-over.
+
+The hand-over is linear: the objects belong to the session given them, which mutates them; `Opened.taken` makes a
+second use of the same carry open in full. Everything else a session builds is per cycle.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from itertools import compress, repeat
+from operator import attrgetter, is_
+from typing import cast
+
+from operators.core.keys import SEMI_PREEMPTIBLE
+from operators.scheduler.decide import explain
+from operators.scheduler.decide.model import ON_NODE, PENDING, RELEASING, Job, QueueState, Task
+from operators.scheduler.decide.records import PodGroupRecord
+from operators.scheduler.decide.session.carry import Opened
+from operators.scheduler.decide.session.opening import Opening, _constraints, _needs_pod_index
+
+# Plugins that change node accounting outside statements while in use: their sessions hand nothing over.
+_UNCARRIED = frozenset({"dynamicresources", "backgroundpods"})
+_job_key = attrgetter("rec.namespace", "rec.name")
+_node = attrgetter("node")
+_INSORTS = 64  # more new jobs than this: one sort of the list, else an insertion each
+
+
+class Persisting(Opening):
+    """Session open from the previous session's objects (`_open_carried`) and their hand-over (`hand_over`)."""
+
+    def _open(self, previous: Opened | None, persist: bool) -> None:
+        """Open from `previous` where it can, else in full; `persist`: keep what the next open needs."""
+        if not persist:
+            self._open_nodes()
+            self._open_queues()
+            self._open_pods_and_jobs()
+            return
+        opened = self.carrying.opened = Opened(self.config, self.snapshot)
+        if previous is not None and not previous.taken:
+            if self._open_carried(previous, opened):
+                return
+            previous.discard()
+        self._open_nodes()
+        self._open_queues()
+        self._open_pods_and_jobs()
+        opened.nodes = self.nodes
+        opened.jobs = self.jobs
+        opened.features = self.feature_jobs
+        opened.min_gpu_memory = self.min_gpu_memory
+        self._keep_queue_sums(opened)
+
+    def _keep_queue_sums(self, opened: Opened) -> None:
+        opened.queue_sums = {name: (q.allocated[:], q.allocated_np[:], q.request[:]) for name, q in self.queues.items()}
+
+    def _open_carried(self, prev: Opened, opened: Opened) -> bool:
+        """Open from `prev` (consumed); False, with nothing changed, when something it does not follow changed."""
+        snap, old = self.snapshot, prev.snapshot
+        assert old is not None
+        if not (prev.config is self.config or prev.config == self.config) or snap.node_pool != old.node_pool \
+                or snap.queues != old.queues or snap.priority_classes != old.priority_classes:
+            return False
+        node_recs = sorted(snap.nodes, key=lambda n: n.name) if snap.nodes is not old.nodes else None
+        nodes = prev.nodes
+        if node_recs is not None:
+            if len(node_recs) != len(nodes):
+                return False
+            for n, node_rec in zip(nodes, node_recs, strict=True):
+                if n.rec is not node_rec and n.rec != node_rec:
+                    return False  # an equal record (a write the parser drops) changes nothing
+                n.rec = node_rec
+        prev.taken = True
+        self.nodes = nodes
+        self.node_by_name = node_by_name = {n.name: n for n in nodes}
+        self.min_gpu_memory = prev.min_gpu_memory
+        self._open_queues()
+        binds = self._binds()
+        old_tasks = prev.tasks_in_order
+        by_id = dict(zip(map(id, old.pods), old_tasks, strict=True))
+        # Old tasks not kept: those of jobs an operation touched, those whose BindRequest changed, removed pods'.
+        gone: list[Task] = []
+        touched = prev.touched_jobs
+        for job in touched:
+            for t in job.tasks:
+                if by_id.pop(id(t.rec), None) is not None:
+                    gone.append(t)
+        old_binds = prev.binds
+        if binds != old_binds:
+            changed = {k for k in binds.keys() | old_binds.keys() if binds.get(k) != old_binds.get(k)}
+            for t in old_tasks:
+                rec = t.rec
+                if rec.phase == PENDING and (rec.namespace, rec.name) in changed \
+                        and by_id.pop(id(rec), None) is not None:
+                    gone.append(t)
+        pods = snap.pods
+        tasks: list[Task | None] = list(map(by_id.pop, map(id, pods), repeat(None)))
+        gone.extend(by_id.values())
+        dirty_nodes = set(prev.touched_nodes)
+        dirty_keys: set[tuple[str, str]] = set()  # PodGroups a task change reaches
+        for t in gone:
+            if t.node >= 0:
+                dirty_nodes.add(t.node)
+            if t.rec.pod_group:
+                dirty_keys.add((t.rec.namespace, t.rec.pod_group))
+        task_status = self._task_status
+        fresh_on_node: list[int] = []  # positions of new tasks on a node
+        fresh_by_key: dict[tuple[str, str], list[Task]] = {}
+        fresh_at = list(compress(range(len(pods)), map(is_, tasks, repeat(None))))
+        for i in fresh_at:
+            pod = pods[i]
+            status, node_name, _ = task_status(pod, binds)
+            t = tasks[i] = Task(pod, status)
+            node = node_by_name.get(node_name) if node_name and status in ON_NODE else None
+            if node is not None:
+                dirty_nodes.add(node.idx)
+                fresh_on_node.append(i)
+            if pod.pod_group:
+                key = (pod.namespace, pod.pod_group)
+                dirty_keys.add(key)
+                fresh_by_key.setdefault(key, []).append(t)
+        all_tasks = cast(list[Task], tasks)
+        # Inter-pod affinity index: needed if it was (then looked at again in full) or a new pod needs it.
+        opened.affinity = None if prev.affinity is not False else any(
+            map(_needs_pod_index, {id(c): c for c in map(_constraints, map(pods.__getitem__, fresh_at))}.values()))
+        # PodGroups: the changed, new and removed ones, and the jobs to rebuild (by key).
+        pgs, by_key = opened.pgs, opened.by_key = prev.pgs, prev.by_key
+        pg_ids = list(map(id, snap.podgroups))
+        rebuild: dict[tuple[str, str], PodGroupRecord | None] = dict.fromkeys(dirty_keys)
+        for gone_id in set(pgs).difference(pg_ids):
+            pg, _ = pgs.pop(gone_id)
+            key = (pg.namespace, pg.name)
+            rebuild[key] = None
+        for pg in compress(snap.podgroups, map(is_, map(pgs.get, pg_ids), repeat(None))):
+            rebuild[(pg.namespace, pg.name)] = pg
+        for job in touched:
+            rebuild.setdefault((job.rec.namespace, job.rec.name), None)
+        for job in prev.features:
+            pg_rec = job.rec
+            if pg_rec.subgroups or pg_rec.min_sub_group is not None or pg_rec.preemptibility == SEMI_PREEMPTIBLE:
+                rebuild.setdefault((pg_rec.namespace, pg_rec.name), None)
+        # Every key to rebuild: its PodGroup now (None: gone), its old job, its members.
+        plan: list[tuple[tuple[str, str], PodGroupRecord | None, list[Task], Job | None]] = []
+        rebuilt_jobs: set[Job] = set()  # old jobs replaced or gone
+        gone_set = set(gone)
+        loose = opened.loose = prev.loose
+        for key, new_pg in rebuild.items():
+            entry = by_key.pop(key, None)
+            members: list[Task] = []
+            old_job = None
+            if entry is not None:
+                old_pg, old_job = entry
+                if new_pg is None and id(old_pg) in pgs:
+                    new_pg = old_pg  # unchanged record: rebuilt for its tasks
+                if id(old_pg) in pgs and old_pg is not new_pg:
+                    del pgs[id(old_pg)]
+                if old_job is not None:
+                    rebuilt_jobs.add(old_job)
+                    members.extend(t for t in old_job.tasks if t not in gone_set)
+            members.extend(t for t in loose.pop(key, ()) if t not in gone_set)
+            members.extend(fresh_by_key.get(key, ()))
+            for t in members:
+                t.job = t.podset = None
+            plan.append((key, new_pg, members, old_job))
+        # The dirty nodes start again from their records; every task on them is occupied again in snapshot order.
+        others = opened.others = prev.others
+        for i in dirty_nodes:
+            nodes[i] = node_by_name[nodes[i].name] = self._fresh_node(i, nodes[i].rec)
+            others.pop(i, None)
+        on_dirty = list(compress(range(len(pods)), map(dirty_nodes.__contains__, map(_node, all_tasks))))
+        if fresh_on_node:
+            on_dirty = sorted(on_dirty + fresh_on_node)
+        name = self.config.scheduler_name
+        occupy = self._occupy
+        for i in on_dirty:
+            pod, t = pods[i], all_tasks[i]
+            _, node_name, groups = task_status(pod, binds)
+            node = nodes[t.node] if t.node >= 0 else node_by_name[node_name]  # a new task has none yet
+            occupy(t, node, groups)
+            if pod.scheduler_name != name and not pod.is_reservation and t.status != RELEASING:
+                self._other_at_open(others, node.idx, pod)
+        for i in dirty_nodes:  # whole devices of fully releasing shared GPUs count as releasing
+            n = nodes[i]
+            for g in n.groups.values():
+                if g.fully_releasing:
+                    n.rel_gpu += 1
+        other = self.other_usage = [0, 0, 0]
+        for o in others.values():
+            other[0] += o[0]
+            other[1] += o[1]
+            other[2] += o[2]
+        # The queues' sums at open: last session's, less the jobs rebuilt or gone, plus the rebuilt ones.
+        queues = self.queues
+        for qname, (alloc, alloc_np, req) in prev.queue_sums.items():
+            q = queues[qname]
+            q.allocated[:], q.allocated_np[:], q.request[:] = alloc, alloc_np, req
+        for job in rebuilt_jobs:
+            self._unadd_job(job)
+        rules = self._job_rules()
+        mapped: dict[Job, Job | None] = dict.fromkeys(rebuilt_jobs)  # old job -> its rebuilt self (None: none)
+        added: list[Job] = []  # jobs of PodGroups that had none
+        self.jobs, self.feature_jobs = [], []  # set below from the whole job list (`listed` False)
+        built = iter(self._open_jobs([pg for _, pg, _, _ in plan if pg is not None],
+                                     {key: members for key, pg, members, _ in plan if pg is not None}, rules,
+                                     False, opened))
+        for key, rebuilt_pg, members, old_job in plan:
+            new_job = next(built) if rebuilt_pg is not None else None
+            if old_job is not None:
+                mapped[old_job] = new_job  # the same key: the same place in the sorted list
+            elif new_job is not None:
+                added.append(new_job)
+            if new_job is not None:
+                if len(new_job.tasks) != len(members):
+                    loose[key] = [t for t in members if t.job is None]
+            elif members:
+                loose[key] = members
+        for old_job in rebuilt_jobs:  # cut the old objects' cycles: freed now, not by the next collection
+            old_job.tasks.clear()
+            for ps in old_job.podsets:
+                ps.tasks.clear()
+                ps.pending.clear()
+        jobs = [m for j in prev.jobs if (m := mapped.get(j, j)) is not None] if mapped else prev.jobs
+        if len(added) > _INSORTS:
+            jobs.extend(added)
+            jobs.sort(key=_job_key)
+        else:
+            for job in added:
+                insort(jobs, job, key=_job_key)
+        self.jobs = opened.jobs = jobs
+        features: list[Job] = []
+        self.feature_jobs = opened.features = features
+        victims = self._victims
+        queue_parents = rules.queue_parents
+        for job in jobs:
+            job.queue = queues.get(job.rec.queue)
+            if job.open_victim:
+                victims.append(job)
+            if job.feature:
+                features.append(job)
+            if job.queue is None:
+                self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
+        opened.tasks_in_order = all_tasks
+        opened.nodes = nodes
+        opened.min_gpu_memory = self.min_gpu_memory
+        opened.rebuilt_jobs = len(plan)
+        opened.rebuilt_nodes = len(dirty_nodes)
+        self._keep_queue_sums(opened)
+        return True
+
+    def _unadd_job(self, job: Job) -> None:
+        """Take a job's usage at open out of its queue lineage (the new session's queues, by name)."""
+        if job.queue is None:
+            return
+        q: QueueState | None = self.queues.get(job.queue.name)
+        ag, ac, am, rg, rc, rm = job.usage
+        while q is not None:
+            alloc = q.allocated
+            alloc[0] -= ag
+            alloc[1] -= ac
+            alloc[2] -= am
+            if not job.preemptible:
+                anp = q.allocated_np
+                anp[0] -= ag
+                anp[1] -= ac
+                anp[2] -= am
+            req = q.request
+            req[0] -= rg
+            req[1] -= rc
+            req[2] -= rm
+            q = q.parent
+
+    def hand_over(self) -> None:
+        """At the cycle's end: what the operations touched, for the next session to rebuild; nothing when a plugin
+        that changes nodes outside statements was in use."""
+        opened = self.carrying.opened
+        if opened is None:
+            return
+        snap = self.snapshot
+        if snap.resource_claims or snap.resource_slices or _UNCARRIED & {p.name for p, _ in self.framework._registered}:
+            self.carrying.opened = None
+            return
+        self.carrying.handed = True
+        opened.binds = self._binds()
+        opened.touched_jobs = self._touched | self.carrying.touched_jobs
+        opened.touched_nodes = self._free_dirty | self.carrying.touched_nodes
+
