@@ -24,6 +24,7 @@ second use of the same carry open in full. Everything else a session builds is p
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import cast
@@ -31,7 +32,7 @@ from typing import cast
 from operators.core.keys import SEMI_PREEMPTIBLE
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.model import ON_NODE, PENDING, RELEASING, Job, QueueState, Task
-from operators.scheduler.decide.records import PodGroupRecord
+from operators.scheduler.decide.records import PodGroupRecord, PodRecord
 from operators.scheduler.decide.session.carry import Opened
 from operators.scheduler.decide.session.opening import Opening, _constraints, _needs_pod_index
 
@@ -255,12 +256,26 @@ class Persisting(Opening):
             if job.queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
         opened.tasks_in_order = all_tasks
+        self.carrying.fresh_pods = (list(map(pods.__getitem__, fresh_at)), prev.pod_flags)
         opened.nodes = nodes
         opened.min_gpu_memory = self.min_gpu_memory
         opened.rebuilt_jobs = len(plan)
         opened.rebuilt_nodes = len(dirty_nodes)
         self._keep_queue_sums(opened)
         return True
+
+    def any_pod(self, name: str, test: Callable[[PodRecord], object]) -> bool:
+        """Whether some pod of the snapshot passes `test`, a function of the pod record alone that `name` names
+        (the same name: the same test). A carried open that kept every pod it did not rebuild from the previous
+        snapshot, where no pod passed, looks at the new records only: the kept ones are the same frozen records."""
+        pods: Sequence[PodRecord] = self.snapshot.pods
+        fresh = self.carrying.fresh_pods
+        if fresh is not None and fresh[1].get(name) is False:
+            pods = fresh[0]
+        found = any(map(test, pods))
+        if (opened := self.carrying.opened) is not None:
+            opened.pod_flags[name] = found
+        return found
 
     def _unadd_job(self, job: Job) -> None:
         """Take a job's usage at open out of its queue lineage (the new session's queues, by name)."""
