@@ -270,3 +270,16 @@ def test_any_pod_after_a_carried_open_sees_new_records_and_removed_ones() -> Non
         else:
             assert len(seen) < len(snapshot.pods)
         _, carry = finish(session)
+
+
+def test_many_new_jobs_merge_into_the_sorted_job_list() -> None:
+    """A carried open places new jobs among the kept ones in (namespace, name) order, as a fresh open lists them:
+    100 new PodGroups, in shuffled snapshot order, with names before, between and after the existing ones."""
+    snapshot = snapshot_from_objects(base())
+    _, carry = run_carried_cycle(snapshot, CONFIG, NOW, None)
+    names = [f"{prefix}{i}" for i in range(25) for prefix in ("a", "m", "s", "z")]
+    random.Random(7).shuffle(names)
+    new = snapshot_from_objects([obj for name in names for obj in (podgroup(name, "q"), pod(f"{name}-0", name))])
+    snapshot = replace(snapshot, pods=(*snapshot.pods, *new.pods), podgroups=(*snapshot.podgroups, *new.podgroups))
+    _, carry, _ = check(snapshot, carry)
+    assert carry.opened is not None and carry.opened.rebuilt_jobs >= 100

@@ -23,7 +23,7 @@ second use of the same carry open in full. Everything else a session builds is p
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -40,7 +40,6 @@ from operators.scheduler.decide.session.opening import Opening, _constraints, _n
 _UNCARRIED = frozenset({"dynamicresources", "backgroundpods"})
 _job_key = attrgetter("rec.namespace", "rec.name")
 _node = attrgetter("node")
-_INSORTS = 64  # more new jobs than this: one sort of the list, else an insertion each
 
 
 class Persisting(Opening):
@@ -236,12 +235,17 @@ class Persisting(Opening):
                 ps.tasks.clear()
                 ps.pending.clear()
         jobs = [m for j in prev.jobs if (m := mapped.get(j, j)) is not None] if mapped else prev.jobs
-        if len(added) > _INSORTS:
-            jobs.extend(added)
-            jobs.sort(key=_job_key)
-        else:
+        if added:  # merged into the sorted list at their places (keys are unique): no sort of every job's key
+            added.sort(key=_job_key)
+            merged: list[Job] = []
+            start = 0
             for job in added:
-                insort(jobs, job, key=_job_key)
+                at = bisect_right(jobs, _job_key(job), start, key=_job_key)
+                merged += jobs[start:at]
+                merged.append(job)
+                start = at
+            merged += jobs[start:]
+            jobs = merged
         self.jobs = opened.jobs = jobs
         features: list[Job] = []
         self.feature_jobs = opened.features = features
