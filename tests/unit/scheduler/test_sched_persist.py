@@ -241,3 +241,45 @@ def test_a_node_an_undone_attempt_touched_is_rebuilt() -> None:
     assert opened.touched_nodes == {0}
     opened.touched_jobs = set()  # only the node marks the attempt (its job holds nothing the attempt left)
     check(snapshot, carry)
+
+
+def test_any_pod_after_a_carried_open_sees_new_records_and_removed_ones() -> None:
+    """`Session.any_pod` (the plugins' "does any pod need this"): after a carried open where no pod passed, only the
+    new records are looked at; its answers equal a scan of every pod as pods that pass come and go."""
+    never = one(pod("never-0", None, gpus=1, spec_extra={"preemptionPolicy": "Never"}))
+    assert never.preempt_never
+    snapshot = snapshot_from_objects(base())
+    _, carry = run_carried_cycle(snapshot, CONFIG, NOW, None)
+    seen: list[object] = []
+
+    def counted(p: Any) -> bool:
+        seen.append(p)
+        return bool(p.preempt_never)
+
+    for step, with_never in enumerate([False, True, True, False, False]):
+        pods = tuple(p for p in snapshot.pods if p.name != never.name)
+        snapshot = replace(snapshot, pods=(*pods, never) if with_never else pods)
+        session = Session(snapshot, CONFIG, NOW, carry)
+        opened = session.carrying.opened
+        assert opened is not None and opened.rebuilt_jobs >= 0  # carried
+        seen.clear()
+        assert session.any_pod("counted never", counted) is with_never
+        # A first use, or a previous answer of yes: every pod; a previous no: the new records only.
+        if step in (0, 2, 3):
+            assert len(seen) == len(snapshot.pods)  # `never`, when there, is the last pod
+        else:
+            assert len(seen) < len(snapshot.pods)
+        _, carry = finish(session)
+
+
+def test_many_new_jobs_merge_into_the_sorted_job_list() -> None:
+    """A carried open places new jobs among the kept ones in (namespace, name) order, as a fresh open lists them:
+    100 new PodGroups, in shuffled snapshot order, with names before, between and after the existing ones."""
+    snapshot = snapshot_from_objects(base())
+    _, carry = run_carried_cycle(snapshot, CONFIG, NOW, None)
+    names = [f"{prefix}{i}" for i in range(25) for prefix in ("a", "m", "s", "z")]
+    random.Random(7).shuffle(names)
+    new = snapshot_from_objects([obj for name in names for obj in (podgroup(name, "q"), pod(f"{name}-0", name))])
+    snapshot = replace(snapshot, pods=(*snapshot.pods, *new.pods), podgroups=(*snapshot.podgroups, *new.podgroups))
+    _, carry, _ = check(snapshot, carry)
+    assert carry.opened is not None and carry.opened.rebuilt_jobs >= 100

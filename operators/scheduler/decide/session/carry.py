@@ -61,6 +61,8 @@ class Opened:
     binds: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     min_gpu_memory: int = 0
     affinity: bool | None = None  # some pod needs the inter-pod affinity index (None: not known)
+    # Name of a test of a pod record -> whether some pod of `snapshot` passes it (`Persisting.any_pod`).
+    pod_flags: dict[str, bool] = field(default_factory=dict)
     touched_jobs: set[Job] = field(default_factory=set)
     touched_nodes: set[int] = field(default_factory=set)
     taken: bool = False
@@ -109,6 +111,9 @@ class Carrying:
     inherited: Opened | None = None  # the previous session's objects, for this one's open
     opened: Opened | None = None  # this session's, for the next one
     handed: bool = False  # the objects are handed to the next session (`Persisting.hand_over`)
+    # A carried open: the pod records not in the previous snapshot (and some that are), and the previous session's
+    # `pod_flags` (`Persisting.any_pod`); None after a full open.
+    fresh_pods: tuple[list[PodRecord], dict[str, bool]] | None = None
     # Jobs and nodes the operations touched, gathered as the session's own sets are reset between actions.
     touched_jobs: set[Job] = field(default_factory=set)
     touched_nodes: set[int] = field(default_factory=set)

@@ -23,7 +23,8 @@ second use of the same carry open in full. Everything else a session builds is p
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import cast
@@ -31,7 +32,7 @@ from typing import cast
 from operators.core.keys import SEMI_PREEMPTIBLE
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.model import ON_NODE, PENDING, RELEASING, Job, QueueState, Task
-from operators.scheduler.decide.records import PodGroupRecord
+from operators.scheduler.decide.records import PodGroupRecord, PodRecord
 from operators.scheduler.decide.session.carry import Opened
 from operators.scheduler.decide.session.opening import Opening, _constraints, _needs_pod_index
 
@@ -39,7 +40,6 @@ from operators.scheduler.decide.session.opening import Opening, _constraints, _n
 _UNCARRIED = frozenset({"dynamicresources", "backgroundpods"})
 _job_key = attrgetter("rec.namespace", "rec.name")
 _node = attrgetter("node")
-_INSORTS = 64  # more new jobs than this: one sort of the list, else an insertion each
 
 
 class Persisting(Opening):
@@ -235,12 +235,17 @@ class Persisting(Opening):
                 ps.tasks.clear()
                 ps.pending.clear()
         jobs = [m for j in prev.jobs if (m := mapped.get(j, j)) is not None] if mapped else prev.jobs
-        if len(added) > _INSORTS:
-            jobs.extend(added)
-            jobs.sort(key=_job_key)
-        else:
+        if added:  # merged into the sorted list at their places (keys are unique): no sort of every job's key
+            added.sort(key=_job_key)
+            merged: list[Job] = []
+            start = 0
             for job in added:
-                insort(jobs, job, key=_job_key)
+                at = bisect_right(jobs, _job_key(job), start, key=_job_key)
+                merged += jobs[start:at]
+                merged.append(job)
+                start = at
+            merged += jobs[start:]
+            jobs = merged
         self.jobs = opened.jobs = jobs
         features: list[Job] = []
         self.feature_jobs = opened.features = features
@@ -255,12 +260,26 @@ class Persisting(Opening):
             if job.queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
         opened.tasks_in_order = all_tasks
+        self.carrying.fresh_pods = (list(map(pods.__getitem__, fresh_at)), prev.pod_flags)
         opened.nodes = nodes
         opened.min_gpu_memory = self.min_gpu_memory
         opened.rebuilt_jobs = len(plan)
         opened.rebuilt_nodes = len(dirty_nodes)
         self._keep_queue_sums(opened)
         return True
+
+    def any_pod(self, name: str, test: Callable[[PodRecord], object]) -> bool:
+        """Whether some pod of the snapshot passes `test`, a function of the pod record alone that `name` names
+        (the same name: the same test). A carried open that kept every pod it did not rebuild from the previous
+        snapshot, where no pod passed, looks at the new records only: the kept ones are the same frozen records."""
+        pods: Sequence[PodRecord] = self.snapshot.pods
+        fresh = self.carrying.fresh_pods
+        if fresh is not None and fresh[1].get(name) is False:
+            pods = fresh[0]
+        found = any(map(test, pods))
+        if (opened := self.carrying.opened) is not None:
+            opened.pod_flags[name] = found
+        return found
 
     def _unadd_job(self, job: Job) -> None:
         """Take a job's usage at open out of its queue lineage (the new session's queues, by name)."""

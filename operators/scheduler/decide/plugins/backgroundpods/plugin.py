@@ -53,7 +53,7 @@ class BackgroundPods(Plugin):
         # A pod without a label the selector requires cannot match: with no pod carrying it, nothing is
         # looked at per job (the default selector requires kai.scheduler/background).
         required = next((r.key for r in selector.requirements if r.operator in KEY_REQUIRED), None)
-        if required is not None and not any(required in p.labels for p in session.snapshot.pods):
+        if required is not None and not session.any_pod(f"label {required}", lambda p: required in p.labels):
             return
         stmt = self.statement = session.statement()
         for job in session.jobs:

@@ -68,7 +68,7 @@ class DynamicResources(Plugin):
     # --- session ------------------------------------------------------------------------------------
     def on_session_open(self, session: Session) -> None:
         snap = session.snapshot
-        self.any_claims = any(map(_CLAIMS, snap.pods))
+        self.any_claims = session.any_pod("claims", _CLAIMS)
         if not self.any_claims and not snap.resource_claims:
             return  # no claim to account and no pod to place with one: in_use says so, every hook leaves
         self.claims = {c.key: c for c in snap.resource_claims}

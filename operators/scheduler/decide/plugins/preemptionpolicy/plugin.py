@@ -9,10 +9,14 @@ gives KAI's behaviour (the policy is ignored).
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from operators.scheduler.decide import explain
 from operators.scheduler.decide.framework import Hooks, Plugin
 from operators.scheduler.decide.model import Job
 from operators.scheduler.decide.session import Session
+
+_NEVER = attrgetter("preempt_never")
 
 REASON = "PreemptionPolicyNever"
 DISRUPTIVE = frozenset({"preempt", "reclaim", "consolidation"})
@@ -43,7 +47,7 @@ class PreemptionPolicy(Plugin):
         classes = session.snapshot.priority_classes
         self.never_classes = frozenset(pc.name for pc in classes if pc.preempt_never)
         self.default_class = next((pc.name for pc in sorted(classes, key=lambda p: p.name) if pc.global_default), "")
-        self.any_pod = any(p.preempt_never for p in session.snapshot.pods)
+        self.any_pod = session.any_pod("preempt_never", _NEVER)
 
     def in_use(self, session: Session) -> bool:
         """Some PriorityClass or pod says Never (none: no job is held)."""
