@@ -34,7 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
+from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
+from operators.scheduler.decide.actions.victims import releasable
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
@@ -134,6 +136,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # topology: plans over each level's domains kept sorted (identity: every domain filtered and sorted; the
     # sorted copies are still kept up to date on that side)
     "topology-ordered": (topology_plugin, "plan_domains", _scanned_plan),
+    # reclaim: no candidate's live pods summed when no queue has a limit (identity: always summed)
+    "reclaim-bound": (reclaim_action, "reclaimable_bound", releasable),
 }
 
 

@@ -28,6 +28,15 @@ if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
 
+def reclaimable_bound(session: Session, candidates: list[Job]) -> dict[QueueState, list[int]]:
+    """`releasable()` for the capacity checks, or nothing when no queue has a limit: `freed` only lowers the
+    allocation a limit is checked against (the `Capacity` contract), so without limits no check reads it, and
+    summing every candidate's live pods (tens of thousands of jobs at twice the envelope) would be wasted."""
+    if all(session.unlimited(q) for q in session.queues.values()):
+        return {}
+    return releasable(session, candidates)
+
+
 class Reclaim:
     name = "reclaim"
     enabled = True
@@ -79,7 +88,7 @@ class Reclaim:
             # Limits are checked in each scenario, after its victims left: a victim below a limited queue makes
             # room under it. Here only a limit that every candidate leaving would not relieve rules the job out.
             if freed is None:
-                freed = releasable(session, candidates)
+                freed = reclaimable_bound(session, candidates)
             if session.capacity_error(job, tasks, freed) is not None:
                 continue
             key = (job.queue, tuple(r for r in AXES if request[r] > 0))
