@@ -140,7 +140,7 @@ class Opening(Accounting):
 
     def _open_pods_and_jobs(self) -> None:
         # The hottest code of session open (one pass over every pod and every PodGroup): common cases are
-        # inlined; the general rules live in _task_status / _occupy_at_open / _count / task_vector (sums are exact
+        # inlined; the general rules live in _task_status / _occupy / _count / task_vector (sums are exact
         # integers, so the order does not matter). `_open_carried` rebuilds only what changed by the same rules.
         binds = self._binds()
         other = self.other_usage = [0, 0, 0]
