@@ -11,6 +11,7 @@ from sched_builders import node, pod, podgroup, queue
 
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.model import NodeState, Task
+from operators.scheduler.decide.placement.gpus import fraction_units, shared_capacity
 from operators.scheduler.decide.placement.predicates import POD_NUMBER
 from operators.scheduler.decide.placement.search import Placement, Placer
 from operators.scheduler.decide.plugins.predicates import fit as fit_module
@@ -47,12 +48,17 @@ def test_the_fit_histogram_counts_what_fit_says_on_every_node_and_runs_it_only_o
     already short of whole GPUs, CPU or memory are counted without the full fit (its other checks never run there)."""
     objs: list[dict[str, Any]] = [queue("q"), podgroup("p"), pod("p", "p", gpus=2, cpu="4", memory="8Gi"),
                                   podgroup("c"), pod("c", "c", cpu="4", memory="8Gi"),
-                                  podgroup("s"), pod("s", "s", fraction="0.5")]
+                                  podgroup("s"), pod("s", "s", fraction="0.5", cpu="4", memory="8Gi"),
+                                  podgroup("t"), pod("t", "t", fraction="0.5", devices=2, cpu="4", memory="8Gi"),
+                                  podgroup("m"), pod("m", "m", gpu_memory="20480")]
+    objs += [x for i in range(0, 40, 3) for x in (podgroup(f"r{i}", min_member=1),
+                                                   pod(f"r{i}", f"r{i}", fraction="0.5", node_name=f"n{i}",
+                                                       phase="Running", gpu_group=f"g{i}"))]
     objs += [node(f"n{i}", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}] if i % 7 == 3 else None)
              for i in range(40)]
     session = Session(snapshot_from_objects(objs), SchedulerConfig(), 1e9)
     placer = session.placer
-    tasks = {t.rec.name: t for job in session.jobs for t in job.tasks}
+    tasks = {t.rec.name: t for job in session.jobs for t in job.tasks if t.rec.name in ("p", "c", "s", "t", "m")}
     rng = random.Random(26)
     gib = 1 << 30
     for n in session.nodes:  # every combination of shortages, some met only by what is being released
@@ -81,8 +87,21 @@ def test_the_fit_histogram_counts_what_fit_says_on_every_node_and_runs_it_only_o
     for name, task in tasks.items():
         calls.clear()
         assert histogram(placer, task, session.nodes) == full[name], name
-        room = [n.name for n in session.nodes if task.rec.gpu.is_shared
-                or (task.rec.gpu.whole <= n.idle_gpu + n.rel_gpu and task.rec.cpu <= n.idle_cpu + n.rel_cpu
-                    and task.rec.memory <= n.idle_mem + n.rel_mem)]
+        gpu = task.rec.gpu
+        room = [n.name for n in session.nodes if gpu.memory_mib is not None
+                or ((shared_capacity(n, fraction_units(gpu.portion), False) >= gpu.num_devices if gpu.portion
+                     else gpu.whole <= n.idle_gpu + n.rel_gpu)
+                    and task.rec.cpu <= n.idle_cpu + n.rel_cpu and task.rec.memory <= n.idle_mem + n.rel_mem)]
         assert calls == room, name
-    assert session.framework.fit_histogram is histogram  # the predicates plugin's, at its node_fit extension point
+        assert name == "m" or len(room) < len(session.nodes) / 2, name  # most nodes are counted without it
+    assert any(n.groups for n in session.nodes)
+    monkeypatch.undo()
+    for name in ("s", "t"):  # shared devices with room spare some nodes without enough whole free GPUs
+        devices = tasks[name].rec.gpu.num_devices
+        spared = []
+        for n in session.nodes:
+            why: list[str] = []
+            fit(placer, tasks[name], n, False, why)
+            if n.idle_gpu + n.rel_gpu < devices and GPUS not in why:
+                spared.append(n.name)
+        assert spared, name

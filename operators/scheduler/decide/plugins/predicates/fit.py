@@ -113,14 +113,19 @@ def histogram(placer: Placer, task: Task, nodes: Sequence[NodeState]) -> dict[tu
     """How many of `nodes` refuse `task` for each tuple of reasons (`fit` with a `why` list on every node, released
     resources counted); the empty tuple counts the nodes it fits.
 
-    A task without shared GPUs or scalar resources is refused on a node short of whole GPUs, CPU or memory with
-    exactly those shortages as its reasons, in that order (`fit` names every missing resource and stops before the
-    predicates): those nodes are counted from the three comparisons alone, and only the others run the full fit.
+    A task without scalar resources, gpu-memory or whole GPUs beside a fraction is refused on a node short of GPUs,
+    CPU or memory with exactly those shortages as its reasons, in that order (`fit` names every missing resource and
+    stops before the predicates): those nodes are counted from the three tests alone, only the others run the full
+    fit.
     """
     rec = task.rec
     gpu = rec.gpu
     counts: dict[tuple[str, ...], int] = {}
-    if gpu.is_shared or rec.scalars:
+    # A gpu-fraction request (no whole devices, no gpu-memory) is short of GPUs where fewer than its device count
+    # could host its portion (whole free devices and shared ones with room, `shared_capacity`): the same one
+    # reason, GPUs, first.
+    fraction = gpu.is_shared and gpu.portion is not None and gpu.memory_mib is None and not gpu.whole
+    if (gpu.is_shared and not fraction) or rec.scalars:
         for n in nodes:
             why: list[str] = []
             fit(placer, task, n, False, why)
@@ -128,11 +133,16 @@ def histogram(placer: Placer, task: Task, nodes: Sequence[NodeState]) -> dict[tu
             counts[reasons] = counts.get(reasons, 0) + 1
         return counts
     whole, cpu, memory = gpu.whole, rec.cpu, rec.memory
-    short = [0] * 8  # by shortage bits: 4 whole GPUs, 2 CPU, 1 memory
+    devices = gpu.num_devices
+    portion = portion_on_node(gpu, nodes[0]) if fraction and nodes else None  # the fraction's: the same everywhere
+    short = [0] * 8  # by shortage bits: 4 GPUs, 2 CPU, 1 memory
     for n in nodes:
-        bits = ((4 if whole and whole > n.idle_gpu + n.rel_gpu else 0)
-                | (2 if cpu > n.idle_cpu + n.rel_cpu else 0)
-                | (1 if memory > n.idle_mem + n.rel_mem else 0))
+        if portion is not None:
+            free = n.idle_gpu + n.rel_gpu
+            gpus = 4 if free < devices and shared_capacity(n, portion, False) < devices else 0
+        else:
+            gpus = 4 if whole and whole > n.idle_gpu + n.rel_gpu else 0
+        bits = gpus | (2 if cpu > n.idle_cpu + n.rel_cpu else 0) | (1 if memory > n.idle_mem + n.rel_mem else 0)
         if bits:
             short[bits] += 1
             continue
