@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import inspect
 import json
 import os
 import pstats
@@ -42,6 +43,8 @@ from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
 from operators.scheduler.decide.placement import search
 from operators.scheduler.decide.placement.search import Placer
+from operators.scheduler.decide.plugins.predicates import fit as predicates_fit
+from operators.scheduler.decide.plugins.predicates.plugin import Predicates
 from operators.scheduler.decide.plugins.topology import plugin as topology_plugin
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
@@ -123,6 +126,17 @@ def _scanned_plan(resolved: Any, domains_at: Any, request: Any, placed: Any = ()
 
 
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
+def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
+    """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
+    counts: dict[tuple[str, ...], int] = {}
+    for n in nodes:
+        why: list[str] = []
+        predicates_fit.fit(placer, task, n, False, why)
+        reasons = tuple(why)
+        counts[reasons] = counts.get(reasons, 0) + 1
+    return counts
+
+
 CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
     "room": (Solver, "_room_for", lambda self, job, tasks: None),
@@ -138,6 +152,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "topology-ordered": (topology_plugin, "plan_domains", _scanned_plan),
     # reclaim: no candidate's live pods summed when no queue has a limit (identity: always summed)
     "reclaim-bound": (reclaim_action, "reclaimable_bound", releasable),
+    # fit summaries: nodes short of GPUs, CPU or memory counted from those tests (identity: the full fit on each)
+    "fit-histogram": (Predicates, "histogram", staticmethod(_fit_on_every_node)),
 }
 
 
@@ -168,7 +184,7 @@ def _ab(snapshot: Snapshot, config: SchedulerConfig, now: float, cut: str, carri
     """One cycle run twice on the same snapshot, with the short cut and with its identity (each side with its own
     carry chain; `first_with` says which goes first); prints both sides' CPU, consolidation wall time and counts."""
     owner, attr, identity = CUTS[cut]
-    kept = getattr(owner, attr)
+    kept = inspect.getattr_static(owner, attr)  # as stored: a staticmethod stays one when put back
     # Untimed, without a carry: whichever side ran first would otherwise pay for what the new snapshot's records
     # compute once and keep (the two sides share them).
     run_cycle(snapshot, config, now)

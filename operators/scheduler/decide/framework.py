@@ -212,10 +212,13 @@ class ReclaimRules(Protocol):
 
 class NodeFit(Protocol):
     """Does a task fit a node, and if not why (the predicates plugin's one fit function; the highest-priority
-    implementing plugin's is the placer's). `why`, when given, receives the reasons of a refusal."""
+    implementing plugin's is the placer's). `why`, when given, receives the reasons of a refusal. `histogram`
+    counts, over nodes, each tuple of reasons `fit` gives with `why` (released resources counted): the fit
+    summary's histogram."""
 
     def fit(self, placer: Placer, task: Task, node: NodeState, idle_only: bool,
             why: list[str] | None = None) -> Placement | None: ...
+    def histogram(self, placer: Placer, task: Task, nodes: Sequence[NodeState]) -> dict[tuple[str, ...], int]: ...
 
 
 class Gang(Protocol):
@@ -567,6 +570,8 @@ class Framework:
         if node_fit is None:
             raise ValueError("no enabled plugin implements the node fit (enable the predicates plugin)")
         self.node_fit: NodeFitFunction = node_fit.fit
+        self.fit_histogram: Callable[[Placer, Task, Sequence[NodeState]], dict[tuple[str, ...], int]] = (
+            node_fit.histogram)
         gang: Gang | None = first("gang")
         if gang is None:
             raise ValueError("no enabled plugin implements the gang rules (enable the gang plugin)")

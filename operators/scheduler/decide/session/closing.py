@@ -83,17 +83,11 @@ class Closing(Accounting):
         summary = self._summaries.get(key)
         if summary is None:
             placer = self.placer
-            per_node: dict[tuple[str, ...], int] = {}
             refused = placer.prefilter_reason(task)  # the task's, so the same on every node
             if refused:
-                per_node[(refused,)] = len(self.nodes)
+                per_node: dict[tuple[str, ...], int] = {(refused,): len(self.nodes)}
             else:
-                fit = placer.fit
-                for n in self.nodes:
-                    why: list[str] = []
-                    fit(placer, task, n, False, why)
-                    reasons = tuple(why)
-                    per_node[reasons] = per_node.get(reasons, 0) + 1
+                per_node = self.framework.fit_histogram(placer, task, self.nodes)
             # One flat list: the histogram is the same, counted in C instead of one Counter.update per node.
             summary = explain.fit_summary([[r for reasons, k in per_node.items() for r in reasons * k]])
             self._summaries[key] = summary

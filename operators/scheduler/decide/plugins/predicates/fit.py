@@ -9,6 +9,8 @@ absence of a reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from operators.scheduler.decide.model import SCALAR_IDLE, SCALAR_RELEASING, NodeState, Task
 from operators.scheduler.decide.placement import predicates as pred
 from operators.scheduler.decide.placement.gpus import GpuChoice, choose_groups, portion_on_node, shared_capacity
@@ -105,6 +107,58 @@ def fit(placer: Placer, task: Task, node: NodeState, idle_only: bool,
             return None
         pipeline = pipeline or choice.pipeline
     return Placement(node.idx, pipeline, choice, portion)
+
+
+def histogram(placer: Placer, task: Task, nodes: Sequence[NodeState]) -> dict[tuple[str, ...], int]:
+    """How many of `nodes` refuse `task` for each tuple of reasons (`fit` with a `why` list on every node, released
+    resources counted); the empty tuple counts the nodes it fits.
+
+    A task without scalar resources, gpu-memory or whole GPUs beside a fraction is refused on a node short of GPUs,
+    CPU or memory with exactly those shortages as its reasons, in that order (`fit` names every missing resource and
+    stops before the predicates): those nodes are counted from the three tests alone, only the others run the full
+    fit.
+    """
+    rec = task.rec
+    gpu = rec.gpu
+    counts: dict[tuple[str, ...], int] = {}
+    # A gpu-fraction request (no whole devices, no gpu-memory) is short of GPUs where fewer than its device count
+    # could host its portion (whole free devices and shared ones with room, `shared_capacity`): the same one
+    # reason, GPUs, first.
+    fraction = gpu.is_shared and gpu.portion is not None and gpu.memory_mib is None and not gpu.whole
+    if (gpu.is_shared and not fraction) or rec.scalars:
+        for n in nodes:
+            why: list[str] = []
+            fit(placer, task, n, False, why)
+            reasons = tuple(why)
+            counts[reasons] = counts.get(reasons, 0) + 1
+        return counts
+    whole, cpu, memory = gpu.whole, rec.cpu, rec.memory
+    devices = gpu.num_devices
+    portion = portion_on_node(gpu, nodes[0]) if fraction and nodes else None  # the fraction's: the same everywhere
+    short = [0] * 8  # by shortage bits: 4 GPUs, 2 CPU, 1 memory
+    for n in nodes:
+        if portion is not None:
+            free = n.idle_gpu + n.rel_gpu
+            gpus = 4 if free < devices and shared_capacity(n, portion, False) < devices else 0
+        else:
+            gpus = 4 if whole and whole > n.idle_gpu + n.rel_gpu else 0
+        bits = gpus | (2 if cpu > n.idle_cpu + n.rel_cpu else 0) | (1 if memory > n.idle_mem + n.rel_mem else 0)
+        if bits:
+            short[bits] += 1
+            continue
+        why = []
+        fit(placer, task, n, False, why)
+        reasons = tuple(why)
+        counts[reasons] = counts.get(reasons, 0) + 1
+    for bits, k in enumerate(short):
+        if k:
+            reasons = _SHORTAGES[bits]
+            counts[reasons] = counts.get(reasons, 0) + k
+    return counts
+
+
+# The reasons of each shortage bit set (4 whole GPUs, 2 CPU, 1 memory), in the order `fit` appends them.
+_SHORTAGES = tuple(tuple(r for bit, r in ((4, GPUS), (2, CPU), (1, MEMORY)) if bits & bit) for bits in range(8))
 
 
 def _refused(why: list[str] | None, reason: str) -> Placement | None:

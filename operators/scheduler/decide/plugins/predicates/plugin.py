@@ -5,7 +5,7 @@ task fit this node" for the placer's indexed search and "why not" for the unsche
 from __future__ import annotations
 
 from operators.scheduler.decide.framework import Hooks, Plugin
-from operators.scheduler.decide.plugins.predicates.fit import fit
+from operators.scheduler.decide.plugins.predicates.fit import fit, histogram
 
 
 class Predicates(Plugin):
@@ -14,6 +14,7 @@ class Predicates(Plugin):
     required = True
 
     fit = staticmethod(fit)
+    histogram = staticmethod(histogram)
 
     def hooks(self) -> Hooks:
         return Hooks(node_fit=self)
