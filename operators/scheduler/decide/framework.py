@@ -590,6 +590,10 @@ class Framework:
     def plugin(self, name: str) -> Plugin | None:
         return next((p for p in self.plugins if p.name == name), None)
 
+    def active_names(self) -> frozenset[str]:
+        """The plugins taking part in this session (after `settle`, those whose `in_use` said yes)."""
+        return frozenset(p.name for p, _ in self._registered)
+
     @classmethod
     def build(cls, settings: Sequence[PluginSetting]) -> Framework:
         return cls(enabled_plugins(settings))

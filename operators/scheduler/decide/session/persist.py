@@ -310,7 +310,7 @@ class Persisting(Opening):
         if opened is None:
             return
         snap = self.snapshot
-        if snap.resource_claims or snap.resource_slices or _UNCARRIED & {p.name for p, _ in self.framework._registered}:
+        if snap.resource_claims or snap.resource_slices or _UNCARRIED & self.framework.active_names():
             self.carrying.opened = None
             return
         self.carrying.handed = True
