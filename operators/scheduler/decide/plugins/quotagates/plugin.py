@@ -65,7 +65,7 @@ class QuotaGates(Plugin):
         return Hooks(scope=self, session_close=self)
 
     def in_use(self, session: Session) -> bool:
-        return any(map(_QUOTA_GATED, session.snapshot.pods))
+        return session.any_pod("quota_gated", _QUOTA_GATED)
 
     def on_session_close(self, session: Session) -> None:
         jobs = sorted((j for j in session.jobs if j.queue is not None and quota_gated(j)),
