@@ -21,7 +21,9 @@ and reclaim, preempt and consolidation replay a run that committed nothing (`rep
 Each carried cycle's session open starts from the previous session's objects (`session/persist.py`);
 `--stale-open` forgets which jobs the operations touched (a committed bind's job is not rebuilt), likewise.
 Between cycles the cycle's binds and evictions are assumed as the writer assumes them and delivered by watch events one
-cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and adds and removes a node.
+cycle later, its annotations land, and `shell_bench.Churn` creates, binds and deletes pods and, in one of two runs
+per size (`churn` nodes), adds and removes a node (every carried cycle then opens in full; in the other, `pods`, they
+open from the previous session's objects, told by the informers what left: column `opened`).
 Run: python bench/refactor_proof.py --baseline main [--sizes 500,1000,5000] [--churn-cycles 6] [--churn-only]
 """
 
@@ -112,11 +114,14 @@ def _simulate(code: Path, objects: Path, runs: list[list[str]], out: Path) -> li
 
 
 def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay: bool = False,
-                stale_open: bool = False) -> list[tuple[str, int, int, int, str, bytes, bytes]]:
-    """(cycle, watch events, snapshot pods, explanations reused, "attempts/actions" replayed, incremental decisions,
-    full-rebuild decisions) of each live cycle, and of the quiet cycle after it. The incremental side runs with the
-    previous cycle's carry (`run_carried_cycle`), the full rebuild as a fresh cycle (`run_cycle`, no carry): both the
-    snapshot and the carry are proven here.
+                stale_open: bool = False, nodes: bool = True
+                ) -> list[tuple[str, int, int, int, str, str, bytes, bytes]]:
+    """(cycle, watch events, snapshot pods, explanations reused, "attempts/actions" replayed, how the session opened,
+    incremental decisions, full-rebuild decisions) of each live cycle, and of the quiet cycle after it. `nodes`: the
+    churn adds and removes a node every cycle (every carried cycle then opens in full), else it changes only pods
+    and PodGroups (the carried cycles open from the previous session's objects, told what left by the informers).
+    The incremental side runs with the previous cycle's carry (`run_carried_cycle`), the full rebuild as a fresh
+    cycle (`run_cycle`, no carry): both the snapshot and the carry are proven here.
     `stale_carry`: reuse carried explanations whatever their inputs (to show that the proof can fail); `wrong_replay`:
     replay allocate's carried attempts whatever the snapshot (likewise); `stale_open`: the next session's open keeps
     the jobs the operations touched as they left them (likewise)."""
@@ -204,7 +209,7 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay:
         repeats_module.Repeating.committed = lambda self: None  # type: ignore[method-assign]
         repeats_module.Repeating.same_snapshot = lambda self, session: True  # type: ignore[method-assign]
     carry = None
-    churn, out = Churn(seed=size), []
+    churn, out = Churn(seed=size, nodes=nodes), []
     later: list[tuple[str, dict[str, Any]]] = []
     n = max(len(cluster.of("Pod")) // 100, 3)
     for cycle in range(1, cycles + 1):
@@ -214,12 +219,13 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay:
         inc = json.dumps(carried.to_dict(), indent=1).encode()
         decisions = run_cycle(rebuilt, config, now)
         out.append((str(cycle), delivered[0], len(snapshot.pods), carry.reused,
-                    f"{carry.replayed}/{carry.replayed_actions}", inc,
+                    f"{carry.replayed}/{carry.replayed_actions}", _opened(carry), inc,
                     json.dumps(decisions.to_dict(), indent=1).encode()))
         delivered[0] = 0
         # The quiet cycle: nothing changed but the time.
         quiet, carry = run_carried_cycle(loop.snapshot(), config, now + 5, carry)
         out.append((f"{cycle}q", 0, len(snapshot.pods), carry.reused, f"{carry.replayed}/{carry.replayed_actions}",
+                    _opened(carry),
                     json.dumps(quiet.to_dict(), indent=1).encode(),
                     json.dumps(run_cycle(rebuilt, config, now + 5).to_dict(), indent=1).encode()))
         # What the cycle wrote lands one cycle later; until then it is assumed, as by the writer.
@@ -251,6 +257,15 @@ def churn_proof(size: int, cycles: int, stale_carry: bool = False, wrong_replay:
         deliver(later)  # the previous cycle's binds and evictions land
         later = writes
     return out
+
+
+def _opened(carry: Any) -> str:
+    """How the cycle's session opened: `full`, or `J/N` jobs and nodes rebuilt from the previous session's objects
+    (`+diff`: the snapshot did not say every record that left, and the open diffed it in full)."""
+    opened = carry.opened
+    if opened is None or opened.rebuilt_jobs < 0:
+        return "full"
+    return f"{opened.rebuilt_jobs}/{opened.rebuilt_nodes}" + ("+diff" if opened.diffed else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,17 +334,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{size:>6} {name:<6} {label:<20} {len(a):>10} {hashlib.sha256(b).hexdigest()[:16]:<18} "
                       f"{hashlib.sha256(a).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
     if args.churn_cycles:
-        print(f"{'size':>6} {'cycle':>5} {'events':>6} {'pods':>7} {'reused':>6} {'replayed':>8} {'bytes':>10} "
-              f"{'sha256 incremental':<18} {'sha256 full':<18} identical")
+        print(f"{'size':>6} {'churn':<5} {'cycle':>5} {'events':>6} {'pods':>7} {'reused':>6} {'replayed':>8} "
+              f"{'opened':<12} {'bytes':>10} {'sha256 incremental':<18} {'sha256 full':<18} identical")
     for size in [s for s in sorted(set(sizes)) if s <= args.mixed_max and args.churn_cycles]:
-        for cycle, events, pods, reused, replayed, inc, rebuilt in churn_proof(size, args.churn_cycles,
-                                                                               args.stale_carry, args.wrong_replay,
-                                                                               args.stale_open):
-            same = inc == rebuilt
-            different += not same
-            print(f"{size:>6} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {replayed:>8} {len(inc):>10} "
-                  f"{hashlib.sha256(inc).hexdigest()[:16]:<18} {hashlib.sha256(rebuilt).hexdigest()[:16]:<18} "
-                  f"{'yes' if same else 'NO'}", flush=True)
+        for mode in ("nodes", "pods"):  # with a node added and removed every cycle, and without (carried opens)
+            for cycle, events, pods, reused, replayed, opened, inc, rebuilt in churn_proof(
+                    size, args.churn_cycles, args.stale_carry, args.wrong_replay, args.stale_open, mode == "nodes"):
+                same = inc == rebuilt
+                different += not same
+                print(f"{size:>6} {mode:<5} {cycle:>5} {events:>6} {pods:>7} {reused:>6} {replayed:>8} {opened:<12} "
+                      f"{len(inc):>10} {hashlib.sha256(inc).hexdigest()[:16]:<18} "
+                      f"{hashlib.sha256(rebuilt).hexdigest()[:16]:<18} {'yes' if same else 'NO'}", flush=True)
     print("identical" if not different else f"{different} run(s) differ")
     return 1 if different else 0
 

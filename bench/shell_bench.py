@@ -230,12 +230,13 @@ class Cluster:
 
 class Churn:
     """Between cycles, about `n` writes: a third pending pods bound (the binder set nodeName, the kubelet runs
-    them), a third pods deleted, a third new single-pod jobs (PodGroup and pod); and one node removed, one
-    added."""
+    them), a third pods deleted, a third new single-pod jobs (PodGroup and pod); and with `nodes` one node removed,
+    one added (a changed node list opens the next session in full; without, it opens from the last one's objects)."""
 
-    def __init__(self, seed: int = 3) -> None:
+    def __init__(self, seed: int = 3, nodes: bool = True) -> None:
         self.rnd = random.Random(seed)
         self.made = 0
+        self.nodes = nodes
 
     def writes(self, cluster: Cluster, n: int) -> list[tuple[str, dict[str, Any]]]:
         out: list[tuple[str, dict[str, Any]]] = []
@@ -254,6 +255,8 @@ class Churn:
             group, pod = job(f"churn-{self.made:06d}", f"ns-{self.made % 50}", self.rnd.choice(queues),
                              self.rnd.choice((0, 1)))
             out += [("ADDED", group), ("ADDED", pod)]
+        if not self.nodes:
+            return out
         out.append(("DELETED", nodes[self.rnd.randrange(len(nodes))]))
         node = copy.deepcopy(nodes[0])
         name = f"churn-node-{self.made:06d}"

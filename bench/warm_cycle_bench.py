@@ -11,7 +11,7 @@ its phases (wall ms, the cycle's own phase timer: on a loaded box they exceed th
 explanations it reused from the carry.
 `--profile N` profiles each warm cycle (CPU then includes the profiler's overhead).
 Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--fresh] [--check]
-     [--profile N] [--ab CUT]
+     [--no-removed] [--profile N] [--ab CUT]
 `--ab CUT` runs each cycle with a short cut of the disruptive searches and without it (`CUTS`) and compares them.
 """
 
@@ -49,7 +49,7 @@ from operators.scheduler.decide.plugins.topology import plugin as topology_plugi
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
-from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
+from operators.scheduler.decide.snapshot import Removed, Snapshot, snapshot_from_objects
 
 NOW = 1.7e9
 
@@ -64,6 +64,14 @@ def _opened(carry: object) -> str:
     if opened is None or opened.rebuilt_jobs < 0:
         return "opened in full"
     return f"opened carried: {opened.rebuilt_jobs} jobs and {opened.rebuilt_nodes} nodes rebuilt"
+
+
+def with_removed(before: Snapshot, after: Snapshot) -> Snapshot:
+    """`after` saying which pod and PodGroup records of `before` it no longer holds, as the live loop's informers
+    hand them (computed here, outside the timed cycle)."""
+    pods, pgs = set(map(id, after.pods)), set(map(id, after.podgroups))
+    return replace(after, removed=Removed(before.pods, tuple(p for p in before.pods if id(p) not in pods),
+                                          before.podgroups, tuple(g for g in before.podgroups if id(g) not in pgs)))
 
 
 def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
@@ -220,6 +228,8 @@ def main() -> int:
     parser.add_argument("--real-churn", action="store_true",
                         help="the churned pods really change (jobs finish and arrive) instead of being re-made equal")
     parser.add_argument("--fresh", action="store_true", help="no carry between cycles")
+    parser.add_argument("--no-removed", action="store_true",
+                        help="the snapshots do not say which records left (the carried open diffs them in full)")
     parser.add_argument("--check", action="store_true",
                         help="also run each cycle fresh (no carry) and compare the decisions, byte for byte")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
@@ -277,14 +287,17 @@ def main() -> int:
             stats = pstats.Stats(profiler, stream=sys.stdout)
             stats.sort_stats("tottime").print_stats(args.profile)
             stats.sort_stats("cumulative").print_stats(args.profile)
+        before = snapshot
         snapshot = apply_decisions(snapshot, decisions)
         if args.real_churn:
             snapshot = real_churn(snapshot, args.churn, n + 1)
-            continue
-        pods = list(snapshot.pods)
-        for k in random.Random(n).sample(range(len(pods)), int(len(pods) * args.churn)):
-            pods[k] = replace(pods[k])  # equal, a new object
-        snapshot = replace(snapshot, pods=tuple(pods))
+        else:
+            pods = list(snapshot.pods)
+            for k in random.Random(n).sample(range(len(pods)), int(len(pods) * args.churn)):
+                pods[k] = replace(pods[k])  # equal, a new object
+            snapshot = replace(snapshot, pods=tuple(pods))
+        if not args.no_removed:
+            snapshot = with_removed(before, snapshot)
     return 0
 
 

@@ -91,6 +91,7 @@ class Informer(Generic[R]):
         self._index_fns = indexes or {}
         self._indexes: dict[str, dict[Hashable, set[str]]] = {name: {} for name in self._index_fns}
         self._listeners: list[Listener[R]] = []
+        self._left: list[Callable[[R], None]] = []
         self.synced = asyncio.Event()
         self.freeze_records = freeze_records
 
@@ -107,6 +108,11 @@ class Informer(Generic[R]):
     def add_listener(self, listener: Listener[R]) -> None:
         self._listeners.append(listener)
 
+    def on_left(self, hear: Callable[[R], None]) -> None:
+        """`hear(record)` for every record object the store stops holding: deleted, updated, or replaced by an
+        equal new object (a write listeners do not hear of)."""
+        self._left.append(hear)
+
     async def wait_synced(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self.synced.wait(), timeout)
 
@@ -121,6 +127,9 @@ class Informer(Generic[R]):
         old = self.store.get(key)
         if old is not None:
             self._unindex(key, old)
+            if old is not record:
+                for hear in self._left:
+                    hear(old)
         if record is None:
             self.store.pop(key, None)
         else:

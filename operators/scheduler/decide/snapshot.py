@@ -44,6 +44,7 @@ from operators.scheduler.decide.records import (
 from operators.scheduler.decide.searchbackoff import Backoff
 
 __all__ = [
+    "Removed",
     "Snapshot",
     "build_snapshot",
     "configmap_record",
@@ -80,6 +81,20 @@ class Snapshot:
     resource_slices: tuple[SliceRecord, ...] = ()
     resource_claims: tuple[ClaimRecord, ...] = ()
     device_classes: tuple[DeviceClassRecord, ...] = ()
+    # What the producer knows left since an earlier snapshot (the live loop's informers): a hint for a session
+    # opened from that snapshot's objects, which checks it (`session/persist.py`); never part of the snapshot's value.
+    removed: Removed | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Removed:
+    """The pod and PodGroup records of `pods_from` / `podgroups_from` (an earlier snapshot's tuples, by identity)
+    that a later snapshot no longer holds as the same objects: deleted, updated or replaced by an equal new object."""
+
+    pods_from: tuple[PodRecord, ...]
+    pods: tuple[PodRecord, ...]
+    podgroups_from: tuple[PodGroupRecord, ...]
+    podgroups: tuple[PodGroupRecord, ...]
 
 
 def _in_shard(labels: Mapping[str, str], label_key: str, partition: str) -> bool:

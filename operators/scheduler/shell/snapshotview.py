@@ -16,23 +16,33 @@ from operators.core.cache import Informer
 from operators.scheduler.decide.devices import ClaimRecord, DeviceClassRecord, SliceRecord, with_dra_gpus
 from operators.scheduler.decide.extended_resources import with_extended_claims
 from operators.scheduler.decide.records import NodeRecord, PodGroupRecord
-from operators.scheduler.decide.snapshot import Snapshot, build_snapshot
+from operators.scheduler.decide.snapshot import Removed, Snapshot, build_snapshot
 
 R = TypeVar("R")
 
 
 class RecordView(Generic[R]):
     """One informer's records as a tuple, rebuilt only when the store was written since (`Informer.version`) or
-    the filter's key (the shard) changed."""
+    the filter's key (the shard) changed; with the tuple it returned before (`previous`) and the record objects
+    the store stopped holding in between (`left`: every one of `previous` not in the new tuple, and others)."""
 
     def __init__(self, informer: Informer[R]) -> None:
         self._informer = informer
         self._at: tuple[int, Hashable] | None = None
         self._records: tuple[R, ...] = ()
+        self.previous: tuple[R, ...] = ()
+        self.left: tuple[R, ...] = ()
+        self._left: list[R] = []
+        informer.on_left(self._left.append)
 
     def records(self, keep: Callable[[R], bool] | None = None, key: Hashable = None) -> tuple[R, ...]:
         at = (self._informer.version, key)
+        self.previous = self._records
+        self.left = ()
         if at != self._at:
+            # A record leaving the filter (a key change) is not said to have left: a reader checks (persist.py).
+            self.left = tuple(self._left)
+            self._left.clear()
             values = self._informer.store.values()
             self._records = tuple(values) if keep is None else tuple(r for r in values if keep(r))
             self._at = at
@@ -64,10 +74,16 @@ class SnapshotViews:
         classes = tuple(small.pop("device_classes", ()))
         base = build_snapshot(node_pool_label=node_pool_label, partition=partition, **small)
         nodes, pods = self.nodes.records(in_shard, shard), self.pods.records()
+        podgroups = self.podgroups.records(in_shard, shard)
+        # What left since the last snapshot, for a session opened from that one's objects (the DRA fold makes
+        # pod records of its own: then nothing is said).
+        removed: Removed | None = Removed(self.pods.previous, self.pods.left, self.podgroups.previous,
+                                          self.podgroups.left)
         if slices or claims or classes:
             nodes, pods, claims = self._dra.fold(nodes, pods, slices, claims, classes)
-        return replace(base, nodes=nodes, pods=pods, podgroups=self.podgroups.records(in_shard, shard),
-                       resource_slices=slices, resource_claims=claims, device_classes=classes)
+            removed = None
+        return replace(base, nodes=nodes, pods=pods, podgroups=podgroups, resource_slices=slices,
+                       resource_claims=claims, device_classes=classes, removed=removed)
 
 
 class DraFold:

@@ -49,7 +49,8 @@ class Opened:
 
     config: SchedulerConfig
     snapshot: Snapshot | None = None
-    tasks_in_order: list[Task] = field(default_factory=list)  # parallel to snapshot.pods
+    tasks_in_order: list[Task] = field(default_factory=list)  # parallel to snapshot.pods (after a full open)
+    by_rec: dict[int, Task] | None = None  # id(pod record) -> its task, every pod of snapshot (after a carried open)
     pgs: dict[int, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # id(record) -> (it, its job)
     by_key: dict[GroupKey, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # the same by key
     loose: dict[GroupKey, list[Task]] = field(default_factory=dict)  # tasks of a PodGroup that are in no job
@@ -69,6 +70,7 @@ class Opened:
     # For proofs and benchmarks: how the open went (jobs and nodes rebuilt, or -1 when it opened in full).
     rebuilt_jobs: int = -1
     rebuilt_nodes: int = -1
+    diffed: bool = False  # the carried open diffed the snapshots in full (not told, or not fully, what left)
 
     def discard(self) -> None:
         """Cut the links between the jobs, podsets and tasks of objects no session will take over, so reference

@@ -91,10 +91,20 @@ class Persisting(Opening):
         self.min_gpu_memory = prev.min_gpu_memory
         self._open_queues()
         binds = self._binds()
-        old_tasks = prev.tasks_in_order
-        by_id = dict(zip(map(id, old.pods), old_tasks, strict=True))
-        # Old tasks not kept: those of jobs an operation touched, those whose BindRequest changed, removed pods'.
+        # The previous session's tasks by their record's identity: kept from open to open (built once after a
+        # full open); holds exactly the tasks of the previous snapshot's pods.
+        by_id = prev.by_rec
+        if by_id is None:
+            by_id = dict(zip(map(id, old.pods), prev.tasks_in_order, strict=True))
+        prev.by_rec = None
+        # Old tasks not kept: removed pods', those of jobs an operation touched, those whose BindRequest changed.
         gone: list[Task] = []
+        # The records the producer says left since the previous snapshot (a hint: checked below).
+        hint = snap.removed if snap.removed is not None and snap.removed.pods_from is old.pods else None
+        if hint is not None:
+            for rec in hint.pods:
+                if (t := by_id.pop(id(rec), None)) is not None:
+                    gone.append(t)
         touched = prev.touched_jobs
         for job in touched:
             for t in job.tasks:
@@ -103,14 +113,20 @@ class Persisting(Opening):
         old_binds = prev.binds
         if binds != old_binds:
             changed = {k for k in binds.keys() | old_binds.keys() if binds.get(k) != old_binds.get(k)}
-            for t in old_tasks:
+            for t in list(by_id.values()):
                 rec = t.rec
                 if rec.phase == PENDING and (rec.namespace, rec.name) in changed \
                         and by_id.pop(id(rec), None) is not None:
                     gone.append(t)
         pods = snap.pods
-        tasks: list[Task | None] = list(map(by_id.pop, map(id, pods), repeat(None)))
-        gone.extend(by_id.values())
+        tasks: list[Task | None] = list(map(by_id.get, map(id, pods)))
+        fresh_at = list(compress(range(len(pods)), map(is_, tasks, repeat(None))))
+        # Every old task still held must be found in the snapshot (its pods are distinct objects): when fewer are
+        # (no hint, or one that missed a record), the old records not in the snapshot are found by the full diff.
+        if len(pods) - len(fresh_at) != len(by_id):
+            opened.diffed = True
+            for k in by_id.keys() - set(map(id, pods)):
+                gone.append(by_id.pop(k))
         dirty_nodes = set(prev.touched_nodes)
         dirty_keys: set[tuple[str, str]] = set()  # PodGroups a task change reaches
         for t in gone:
@@ -121,11 +137,10 @@ class Persisting(Opening):
         task_status = self._task_status
         fresh_on_node: list[int] = []  # positions of new tasks on a node
         fresh_by_key: dict[tuple[str, str], list[Task]] = {}
-        fresh_at = list(compress(range(len(pods)), map(is_, tasks, repeat(None))))
         for i in fresh_at:
             pod = pods[i]
             status, node_name, _ = task_status(pod, binds)
-            t = tasks[i] = Task(pod, status)
+            t = tasks[i] = by_id[id(pod)] = Task(pod, status)
             node = node_by_name.get(node_name) if node_name and status in ON_NODE else None
             if node is not None:
                 dirty_nodes.add(node.idx)
@@ -142,11 +157,16 @@ class Persisting(Opening):
         pgs, by_key = opened.pgs, opened.by_key = prev.pgs, prev.by_key
         pg_ids = list(map(id, snap.podgroups))
         rebuild: dict[tuple[str, str], PodGroupRecord | None] = dict.fromkeys(dirty_keys)
-        for gone_id in set(pgs).difference(pg_ids):
-            pg, _ = pgs.pop(gone_id)
-            key = (pg.namespace, pg.name)
-            rebuild[key] = None
-        for pg in compress(snap.podgroups, map(is_, map(pgs.get, pg_ids), repeat(None))):
+        removed_pgs = hint.podgroups if hint is not None and hint.podgroups_from is old.podgroups else ()
+        for left in removed_pgs:
+            if pgs.pop(id(left), None) is not None:
+                rebuild[(left.namespace, left.name)] = None
+        found = list(map(pgs.get, pg_ids))
+        if len(pg_ids) - found.count(None) != len(pgs):  # as for the pods: some old record left unsaid
+            for gone_id in set(pgs).difference(pg_ids):
+                pg, _ = pgs.pop(gone_id)
+                rebuild[(pg.namespace, pg.name)] = None
+        for pg in compress(snap.podgroups, map(is_, found, repeat(None))):
             rebuild[(pg.namespace, pg.name)] = pg
         for job in touched:
             rebuild.setdefault((job.rec.namespace, job.rec.name), None)
@@ -259,7 +279,7 @@ class Persisting(Opening):
                 features.append(job)
             if job.queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
-        opened.tasks_in_order = all_tasks
+        opened.by_rec = by_id
         self.carrying.fresh_pods = (list(map(pods.__getitem__, fresh_at)), prev.pod_flags)
         opened.nodes = nodes
         opened.min_gpu_memory = self.min_gpu_memory
