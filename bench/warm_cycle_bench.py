@@ -25,6 +25,7 @@ import json
 import os
 import pstats
 import random
+import resource
 import sys
 import time
 from dataclasses import replace
@@ -228,6 +229,10 @@ def main() -> int:
     parser.add_argument("--real-churn", action="store_true",
                         help="the churned pods really change (jobs finish and arrive) instead of being re-made equal")
     parser.add_argument("--fresh", action="store_true", help="no carry between cycles")
+    parser.add_argument("--freeze", action="store_true",
+                        help="freeze what each cycle leaves before the collector is on again (gc.freeze): the cycle "
+                             "runs with the collector off as before, but its survivors are never traversed; at the end "
+                             "the frozen objects are unfrozen and collected, to count the garbage that was frozen")
     parser.add_argument("--no-removed", action="store_true",
                         help="the snapshots do not say which records left (the carried open diffs them in full)")
     parser.add_argument("--check", action="store_true",
@@ -262,7 +267,12 @@ def main() -> int:
         c0 = time.process_time()
         if profiler is not None:
             profiler.enable()
+        if args.freeze:
+            gc.disable()  # the cycle leaves it off: what it made is frozen before the first collection sees it
         decisions, carry = run_carried_cycle(snapshot, config, NOW + 10 * n, None if args.fresh else carry)
+        if args.freeze:
+            gc.freeze()
+            gc.enable()
         if profiler is not None:
             profiler.disable()
         cpu = time.process_time() - c0
@@ -298,6 +308,15 @@ def main() -> int:
             snapshot = replace(snapshot, pods=tuple(pods))
         if not args.no_removed:
             snapshot = with_removed(before, snapshot)
+    g0 = time.process_time()
+    young = gc.collect(1)  # what the last cycle left, as the next allocations would collect it
+    g1 = time.process_time()
+    if args.freeze:
+        gc.unfreeze()
+    garbage = gc.collect()
+    print(f"after the cycles: young collection {g1 - g0:.3f} s ({young} unreachable); full collection "
+          f"{time.process_time() - g1:.3f} s, {garbage} unreachable{' (frozen meanwhile)' if args.freeze else ''}; "
+          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB; load1={os.getloadavg()[0]:.2f}")
     return 0
 
 
