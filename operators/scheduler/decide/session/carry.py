@@ -67,6 +67,10 @@ class Opened:
     touched_jobs: set[Job] = field(default_factory=set)
     touched_nodes: set[int] = field(default_factory=set)
     taken: bool = False
+    # What plugins keep from session to session, by plugin name: handed on by a carried open only, so only while
+    # the nodes are the same records (or equal ones) in the same order and the node pool is the same; a plugin checks
+    # anything else its store depends on (`Persisting.kept`).
+    kept: dict[str, dict[str, object]] = field(default_factory=dict)
     # For proofs and benchmarks: how the open went (jobs and nodes rebuilt, or -1 when it opened in full).
     rebuilt_jobs: int = -1
     rebuilt_nodes: int = -1

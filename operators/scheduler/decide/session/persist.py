@@ -280,6 +280,7 @@ class Persisting(Opening):
             if job.queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
         opened.by_rec = by_id
+        opened.kept = prev.kept
         self.carrying.fresh_pods = (list(map(pods.__getitem__, fresh_at)), prev.pod_flags)
         opened.nodes = nodes
         opened.min_gpu_memory = self.min_gpu_memory
@@ -300,6 +301,12 @@ class Persisting(Opening):
         if (opened := self.carrying.opened) is not None:
             opened.pod_flags[name] = found
         return found
+
+    def kept(self, plugin: str) -> dict[str, object]:
+        """The store `plugin` keeps from session to session: handed on by a carried open (the same nodes, equal
+        records in the same order), empty after a full open; a fresh one per call when nothing is handed on."""
+        opened = self.carrying.opened
+        return opened.kept.setdefault(plugin, {}) if opened is not None else {}
 
     def _unadd_job(self, job: Job) -> None:
         """Take a job's usage at open out of its queue lineage (the new session's queues, by name)."""

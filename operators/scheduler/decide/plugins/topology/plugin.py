@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from operators.core import keys
 from operators.scheduler.decide import explain
@@ -102,6 +102,9 @@ class Topology(Plugin):
         self._rules: dict[str, _Rules | ConstraintError | None] = {}
         self._structure: dict[tuple[str, int], tuple[Domain, ...]] = {}
         self._labels: dict[str, Mapping[str, str]] | None = None
+        # `_structure`, `_labels` and `_indexes` are kept from session to session (`_bind`), at their first use.
+        self._bound = False
+        self._kept: dict[str, object] = {}
         self._current: tuple[str, dict[str, frozenset[int]]] | None = None
         # Jobs whose last allocate attempt (not a simulation) had candidate domains of a required level: (the
         # constraint, the domains tried).
@@ -156,10 +159,31 @@ class Topology(Plugin):
         key = (resolved.topology.name, level)
         hit = self._structure.get(key)
         if hit is None:
+            if not self._bound:
+                self._bind(session)
+                hit = self._structure.get(key)
+                if hit is not None:
+                    return hit
             if self._labels is None:
                 self._labels = {n.name: n.rec.labels for n in session.nodes if n.ok}
+                self._kept["labels"] = self._labels
             hit = self._structure[key] = domains_of(resolved.topology, level, self._labels)
         return hit
+
+    def _bind(self, session: Session) -> None:
+        """Take the domains, the node labels and the domains' node indexes from the previous session's plugin: a
+        function of the schedulable nodes' labels, their order and the Topology records, so kept while the session
+        opened from the previous one's nodes (`Persisting.kept`) and the Topologies are equal."""
+        self._bound = True
+        kept = session.kept(self.name)
+        topologies = session.snapshot.topologies
+        if kept.get("topologies") != topologies:
+            kept.clear()
+            kept.update(topologies=topologies, structure={}, indexes={}, labels=None)
+        self._kept = kept
+        self._structure = cast(dict[tuple[str, int], tuple[Domain, ...]], kept["structure"])
+        self._indexes = cast(dict[frozenset[str], tuple[int, ...]], kept["indexes"])
+        self._labels = cast("dict[str, Mapping[str, str]] | None", kept["labels"])
 
     # --- hooks ----------------------------------------------------------------------------------
 
@@ -226,6 +250,8 @@ class Topology(Plugin):
         by identity."""
         if nodes is None:
             return range(len(session.nodes))
+        if not self._bound:
+            self._bind(session)
         hit = self._indexes.get(nodes)
         if hit is None:
             names = session.node_by_name
