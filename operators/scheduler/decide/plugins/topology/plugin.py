@@ -509,13 +509,6 @@ def _groups(specs: Sequence[SubGroupSpec], constrained: Sequence[SubGroupSpec], 
     children: dict[str, list[str]] = {}
     for s in specs:
         children.setdefault(s.parent, []).append(s.name)
-
-    def leaves(name: str) -> frozenset[str]:
-        kids = children.get(name)
-        if not kids:
-            return frozenset({name})
-        return frozenset(itertools.chain.from_iterable(leaves(k) for k in kids))
-
     depth: dict[str, int] = {}
     parents = {s.name: s.parent for s in specs}
     for s in specs:
@@ -529,8 +522,17 @@ def _groups(specs: Sequence[SubGroupSpec], constrained: Sequence[SubGroupSpec], 
         assert s.topology is not None
         resolved = _resolve(s.topology, session)
         if resolved is not None:
-            out.append(_Group(s.name, resolved, leaves(s.name)))
+            out.append(_Group(s.name, resolved, _leaves(children, s.name)))
     return out
+
+
+def _leaves(children: Mapping[str, list[str]], name: str) -> frozenset[str]:
+    """The sub-groups without children under `name` (itself when it has none). A module function: a nested one
+    that calls itself is a reference cycle (the function and its closure cell), left to the collector per job."""
+    kids = children.get(name)
+    if not kids:
+        return frozenset({name})
+    return frozenset(itertools.chain.from_iterable(_leaves(children, k) for k in kids))
 
 
 def _explain(session: Session, job: Job, reason: str, message: str) -> None:
