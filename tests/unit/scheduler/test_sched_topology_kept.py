@@ -3,6 +3,7 @@ the nodes and the Topologies are equal, built again when a Topology changes or t
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 from typing import Any
 
@@ -58,3 +59,23 @@ def test_the_domains_are_kept_while_the_nodes_and_topologies_are_and_built_again
     carried, carry = run_carried_cycle(by_rack, CONFIG, NOW + 2, carry)
     assert carry.opened is not None and carry.opened.rebuilt_jobs >= 0  # still a carried open
     assert carried.to_dict() == fresh.to_dict()
+
+
+def test_a_cycle_with_topology_bound_sub_groups_leaves_no_cyclic_garbage() -> None:
+    objs = cluster(RACK)
+    group = podgroup("subs", min_member=2, subgroups=[
+        {"name": "a", "minMember": 1, "topologyConstraint": {"topology": "dc", "requiredTopologyLevel": "rack"}},
+        {"name": "b", "minMember": 1, "topologyConstraint": {"topology": "dc", "requiredTopologyLevel": "rack"}}])
+    objs += [group, *(pod(f"subs-{s}", "subs", gpus=1, subgroup=s) for s in ("a", "b"))]
+    snapshot = snapshot_from_objects(objs)
+    gc.collect()
+    decisions = run_cycle(snapshot, CONFIG, NOW)  # the cycle runs with the collector off
+    assert {b.pod for b in decisions.binds} >= {"subs-a", "subs-b"}  # the sub-groups were planned
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        left = [o for o in gc.garbage if callable(o)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []  # reference counting freed the session's functions; none waited for a collection

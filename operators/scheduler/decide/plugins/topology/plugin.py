@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from operators.core import keys
 from operators.scheduler.decide import explain
@@ -479,7 +479,9 @@ class Topology(Plugin):
 
         out: list[list[tuple[_Group, frozenset[str]]]] = []
 
-        def walk(i: int, chosen: list[tuple[_Group, frozenset[str]]]) -> None:
+        # `walk` is handed itself: a nested function calling itself by name holds itself in its closure cell, a
+        # reference cycle left to the collector (its closure here holds the whole attempt's state).
+        def walk(i: int, chosen: list[tuple[_Group, frozenset[str]]], again: Any) -> None:
             if len(out) >= MAX_COMBINATIONS:
                 return
             if i == len(active):
@@ -492,10 +494,10 @@ class Topology(Plugin):
                     within = nodes if within is None else within & nodes
             for nodes in options(group, within):
                 chosen.append((group, nodes))
-                walk(i + 1, chosen)
+                again(i + 1, chosen, again)
                 chosen.pop()
 
-        walk(0, [])
+        walk(0, [], walk)
         return out, failure
 
 
