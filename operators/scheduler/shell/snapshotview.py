@@ -33,7 +33,14 @@ class RecordView(Generic[R]):
         self.previous: tuple[R, ...] = ()
         self.left: tuple[R, ...] = ()
         self._left: list[R] = []
-        informer.on_left(self._left.append)
+        informer.on_left(self._heard)
+
+    def _heard(self, record: R) -> None:
+        # Kept up to the size of the tuple last returned: only its records matter to a reader, and a list that
+        # misses some is checked and diffed (persist.py). So a view nobody reads (a standby's) keeps nothing, and
+        # any view at most one tuple's worth, however many writes come between two reads.
+        if len(self._left) < len(self._records):
+            self._left.append(record)
 
     def records(self, keep: Callable[[R], bool] | None = None, key: Hashable = None) -> tuple[R, ...]:
         at = (self._informer.version, key)

@@ -119,3 +119,21 @@ def test_a_list_from_another_snapshot_is_not_used() -> None:
     other = replace(after, removed=replace(exact, pods_from=tuple(list(snapshot.pods))))
     carry, diffed = open_with(other, carry)
     assert diffed
+
+
+def test_a_view_keeps_what_left_only_up_to_the_tuple_it_last_returned() -> None:
+    """A standby's views are never read: they keep nothing however many records are replaced; a read view keeps at
+    most as many as its last tuple (a list that falls short is checked by the carried open: the tests above)."""
+    v, nodes, pods, _ = views()
+    nodes.put("n0", one(node("n0")), "ADDED")
+    for i in range(3):
+        pods.put(f"p{i}", one(pod(f"p{i}", "g0")), "ADDED")
+    for _ in range(50):  # a standby: updates, never a snapshot
+        for i in range(3):
+            pods.put(f"p{i}", replace(pods.store[f"p{i}"]), "MODIFIED")
+    first = snap(v)
+    assert first.removed is not None and first.removed.pods == ()
+    for _ in range(50):
+        pods.put("p0", replace(pods.store["p0"]), "MODIFIED")
+    second = snap(v)
+    assert second.removed is not None and len(second.removed.pods) == len(first.pods)
