@@ -8,7 +8,7 @@ the job's remaining pods (its gang core) as a whole. Only pods whose placement a
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
 from operators.core import keys
@@ -224,6 +224,154 @@ class QueueOrder(Sequence[Chunk]):
         done, heap = self._done, self._heap
         while len(done) <= index:
             done.append(heapq.heappop(heap)[1])
+        return done[index]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for i in range(self._len):
+            yield self[i]
+
+
+def _has_surplus(job: Job) -> bool:
+    """Some podset above its minimum: victim_chunks() gives elastic chunks before (or instead of) the core."""
+    return any(ps.active_allocated > max(ps.min_available, ps.core) for ps in job.podsets)
+
+
+class VictimLists:
+    """One action's victim chunks, made when a search first reaches a job, and the lazy per-queue orders over them.
+
+    A queue's order (`JobOrder`) keys its jobs, not their chunks: a job's chunks are made only when the order is
+    read that far (most candidates are never reached). That is exact because a job's chunks depend only on its
+    own pods, which change only when a statement of the action commits. So each job's chunks on the committed
+    state are kept here (`chunks`), and `committing` is called with the jobs a statement touched before the
+    statement commits: an order not yet past such a job keeps the chunks it would have made when it was built
+    (the job's chunks before the commit, which every touched job has: its chunks were read by the search, or it
+    is the job being placed, `prepare`d before the search), and the job's chunks are made again on the new state.
+    Orders are read only between simulations (a failed simulation is rolled back before the next chunk is read).
+    """
+
+    __slots__ = ("_made", "_orders", "session")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._made: dict[int, list[Chunk]] = {}  # id(job) -> victim_chunks(job, False) on the committed state
+        self._orders: list[JobOrder] = []
+
+    def chunks(self, job: Job) -> list[Chunk]:
+        made = self._made.get(id(job))
+        if made is None:
+            made = self._made[id(job)] = victim_chunks(job, False)
+        return made
+
+    def prepare(self, job: Job) -> None:
+        """Before a search for `job`: its own chunks (it may be another queue's candidate) on the state before it."""
+        self.chunks(job)
+
+    def committing(self, jobs: Iterable[Job]) -> None:
+        """Before a statement touching `jobs` commits (its changes are applied already)."""
+        for job in jobs:
+            before = self._made.get(id(job))
+            if before is None:  # no order was read (the search's victims came from elsewhere)
+                assert not self._orders, "a touched job's chunks were made before the search changed it"
+                continue
+            for order in self._orders:
+                order.fix(job, before)
+            self._made[id(job)] = victim_chunks(job, False)
+
+    def order(self, jobs: Iterable[Job], protect: Callable[[Job], bool], drop_protected: bool) -> JobOrder:
+        """within_queue_order() of one queue's chunks of `jobs` (in candidate order): victim_chunks(job,
+        protect(job)) for each, or, with `drop_protected`, victim_chunks(job, False) of the unprotected jobs only."""
+        out = JobOrder(self, jobs, protect, drop_protected)
+        self._orders.append(out)
+        return out
+
+
+class JobOrder(Sequence[Chunk]):
+    """within_queue_order() of one queue's victim chunks, made and ordered only as far as it is read.
+
+    The within-queue key of a chunk is (priority, core, tie, -created, namespace, name, index) and a job's
+    (namespace, name) is unique, so a job's elastic chunks are consecutive in the order (in their list order):
+    a heap of one entry per job and part (its elastic chunks 0, its core 1) gives the same order.
+    Whether a job has elastic chunks is its podsets' counters; a job without any has one core chunk (a candidate
+    has live pods while no commit of the action touched it; one that was touched has its chunks made already).
+    `protect` is evaluated for every job when the order is built, as the eager lists did (it records min-runtime
+    deadlines); a protected job keeps its elastic chunks only (or none, with `drop_protected`).
+    """
+
+    __slots__ = ("_done", "_fixed", "_heap", "_len", "_lists")
+
+    def __init__(self, lists: VictimLists, jobs: Iterable[Job], protect: Callable[[Job], bool],
+                 drop_protected: bool) -> None:
+        session = lists.session
+        providers = session.framework.victim_order_keys
+        made = lists._made
+        fixed: dict[int, list[Chunk]] = {}
+        heap: list[tuple[object, ...]] = []
+        total = 0
+        for i, job in enumerate(jobs):
+            prot = protect(job)
+            if prot and drop_protected:
+                continue
+            chunks = made.get(id(job))
+            if chunks is None and _has_surplus(job):
+                chunks = made[id(job)] = victim_chunks(job, False)
+            if chunks is None:  # one core chunk (made when read)
+                if prot:
+                    continue
+                elastic, core = 0, True
+            else:
+                fixed[id(job)] = chunks  # as of now, whatever a later commit does to the job
+                core = bool(chunks) and chunks[-1].core
+                elastic = len(chunks) - core
+                if prot:
+                    core = False
+                if not (elastic or core):
+                    continue
+            rec = job.rec
+            tie = tuple(p(session, job) for p in providers) if providers else ()
+            if elastic:
+                heap.append((job.priority, 0, tie, -rec.created, rec.namespace, rec.name, i, job))
+            if core:
+                heap.append((job.priority, 1, tie, -rec.created, rec.namespace, rec.name, i, job))
+            total += elastic + core
+        heapq.heapify(heap)
+        self._lists = lists
+        self._heap = heap
+        self._fixed = fixed
+        self._len = total
+        self._done: list[Chunk] = []
+
+    def fix(self, job: Job, chunks: list[Chunk]) -> None:
+        """`job`'s chunks for this order are `chunks` unless it has read them already."""
+        self._fixed.setdefault(id(job), chunks)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        done, heap, fixed = self._done, self._heap, self._fixed
+        while len(done) <= index:
+            entry = heapq.heappop(heap)
+            job = entry[-1]
+            assert isinstance(job, Job)
+            chunks = fixed.get(id(job))
+            if chunks is None:
+                chunks = fixed[id(job)] = self._lists.chunks(job)
+            if entry[1] == 0:
+                done.extend(chunks[:-1] if chunks[-1].core else chunks)
+            else:
+                done.append(chunks[-1])
         return done[index]
 
     def __iter__(self) -> Iterator[Chunk]:
