@@ -21,7 +21,6 @@ from operators.scheduler.decide.actions.victims import (
     VictimLists,
     consolidation_message,
     preempt_min_runtime,
-    protected,
 )
 from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 from operators.scheduler.decide.units import AXES
@@ -126,9 +125,6 @@ class Consolidation:
         for other in candidates:
             assert other.queue is not None
             by_queue.setdefault(other.queue, []).append(other)
-
-        def moved_restarts(job: Job) -> bool:  # a move restarts the pod
-            assert job.queue is not None
-            return protected(session, job, preempt_min_runtime(session, job.queue))
-
-        return MergedVictims(session, [(q, lists.order(jobs, moved_restarts, True)) for q, jobs in by_queue.items()])
+        # Protected jobs are left out: a move restarts the pod. The protection is the victim queue's.
+        return MergedVictims(session, [(q, lists.order(jobs, preempt_min_runtime(session, q), True))
+                                       for q, jobs in by_queue.items()])

@@ -16,7 +16,6 @@ from operators.scheduler.decide.actions.victims import (
     JobOrder,
     MergedVictims,
     VictimLists,
-    protected,
     reclaim_message,
     reclaim_min_runtime,
     releasable,
@@ -158,7 +157,7 @@ class Reclaim:
             hit = shared[1]
         else:
             # Made and ordered lazily: a search reads a prefix of each queue's chunks (JobOrder).
-            hit = self._lists.order(self._by_queue[victim], lambda other: protected(session, other, runtime), False)
+            hit = self._lists.order(self._by_queue[victim], runtime, False)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit

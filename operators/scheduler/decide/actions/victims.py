@@ -8,7 +8,7 @@ the job's remaining pods (its gang core) as a whole. Only pods whose placement a
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
 from operators.core import keys
@@ -277,10 +277,11 @@ class VictimLists:
                 order.fix(job, before)
             self._made[id(job)] = victim_chunks(job, False)
 
-    def order(self, jobs: Iterable[Job], protect: Callable[[Job], bool], drop_protected: bool) -> JobOrder:
+    def order(self, jobs: Iterable[Job], runtime: float, drop_protected: bool) -> JobOrder:
         """within_queue_order() of one queue's chunks of `jobs` (in candidate order): victim_chunks(job,
-        protect(job)) for each, or, with `drop_protected`, victim_chunks(job, False) of the unprotected jobs only."""
-        out = JobOrder(self, jobs, protect, drop_protected)
+        protected(session, job, runtime)) for each, or, with `drop_protected`, victim_chunks(job, False) of the
+        unprotected jobs only."""
+        out = JobOrder(self, jobs, runtime, drop_protected)
         self._orders.append(out)
         return out
 
@@ -290,62 +291,90 @@ class JobOrder(Sequence[Chunk]):
 
     The within-queue key of a chunk is (priority, core, tie, -created, namespace, name, index) and a job's
     (namespace, name) is unique, so a job's elastic chunks are consecutive in the order (in their list order):
-    a heap of one entry per job and part (its elastic chunks 0, its core 1) gives the same order.
-    Whether a job has elastic chunks is its podsets' counters; a job without any has one core chunk (a candidate
-    has live pods while no commit of the action touched it; one that was touched has its chunks made already).
-    `protect` is evaluated for every job when the order is built, as the eager lists did (it records min-runtime
-    deadlines); a protected job keeps its elastic chunks only (or none, with `drop_protected`).
+    a heap of one entry per job and part (its elastic chunks 0, its core 1) gives the same order. A job is entered
+    at its elastic part when its podsets' counters show a surplus, else at its core (a candidate has live pods
+    while no commit of the action touched it, and one that was touched has its chunks made already); its chunks
+    are made when its first entry is popped, and its core entered then (a larger key than the one popped, so
+    the pops stay in order). The length is known only once the order is read to its end (`has` asks for one
+    index). `runtime` is the protection of the queue's jobs; `protected()` is evaluated for every job when the
+    order is built, as the eager lists did (it records min-runtime deadlines). A protected job keeps its
+    elastic chunks only (or none, with `drop_protected`).
     """
 
-    __slots__ = ("_done", "_fixed", "_heap", "_len", "_lists")
+    __slots__ = ("_done", "_fixed", "_heap", "_lists", "_protected")
 
-    def __init__(self, lists: VictimLists, jobs: Iterable[Job], protect: Callable[[Job], bool],
-                 drop_protected: bool) -> None:
+    def __init__(self, lists: VictimLists, jobs: Iterable[Job], runtime: float, drop_protected: bool) -> None:
         session = lists.session
         providers = session.framework.victim_order_keys
         made = lists._made
         fixed: dict[int, list[Chunk]] = {}
+        shielded: set[int] = set()
         heap: list[tuple[object, ...]] = []
-        total = 0
         for i, job in enumerate(jobs):
-            prot = protect(job)
+            prot = protected(session, job, runtime)
             if prot and drop_protected:
                 continue
             chunks = made.get(id(job))
-            if chunks is None and _has_surplus(job):
-                chunks = made[id(job)] = victim_chunks(job, False)
-            if chunks is None:  # one core chunk (made when read)
-                if prot:
-                    continue
-                elastic, core = 0, True
+            if chunks is None:
+                part = 0
+                for ps in job.podsets:  # _has_surplus(), inlined (hot)
+                    if ps.active_allocated > max(ps.min_available, ps.core):
+                        break
+                else:
+                    if prot:
+                        continue  # one core chunk, protected
+                    part = 1
             else:
                 fixed[id(job)] = chunks  # as of now, whatever a later commit does to the job
-                core = bool(chunks) and chunks[-1].core
-                elastic = len(chunks) - core
-                if prot:
-                    core = False
-                if not (elastic or core):
+                if chunks and not chunks[0].core:
+                    part = 0
+                elif chunks and not prot:
+                    part = 1
+                else:
                     continue
+            if prot:
+                shielded.add(id(job))
             rec = job.rec
             tie = tuple(p(session, job) for p in providers) if providers else ()
-            if elastic:
-                heap.append((job.priority, 0, tie, -rec.created, rec.namespace, rec.name, i, job))
-            if core:
-                heap.append((job.priority, 1, tie, -rec.created, rec.namespace, rec.name, i, job))
-            total += elastic + core
+            heap.append((job.priority, part, tie, -rec.created, rec.namespace, rec.name, i, job))
         heapq.heapify(heap)
         self._lists = lists
         self._heap = heap
         self._fixed = fixed
-        self._len = total
+        self._protected = shielded
         self._done: list[Chunk] = []
 
     def fix(self, job: Job, chunks: list[Chunk]) -> None:
         """`job`'s chunks for this order are `chunks` unless it has read them already."""
         self._fixed.setdefault(id(job), chunks)
 
+    def has(self, index: int) -> bool:
+        """Whether the order has a chunk at `index` (>= 0), read as far as that."""
+        done, heap, fixed = self._done, self._heap, self._fixed
+        while len(done) <= index:
+            if not heap:
+                return False
+            entry = heapq.heappop(heap)
+            job = entry[-1]
+            assert isinstance(job, Job)
+            chunks = fixed.get(id(job))
+            if chunks is None:
+                chunks = fixed[id(job)] = self._lists.chunks(job)
+            if not chunks:
+                continue
+            if entry[1] == 1:
+                done.append(chunks[-1])
+                continue
+            core = chunks[-1].core
+            done.extend(chunks[:-1] if core else chunks)
+            if core and id(job) not in self._protected:
+                heapq.heappush(heap, (*entry[:1], 1, *entry[2:]))
+        return True
+
     def __len__(self) -> int:
-        return self._len
+        while self.has(len(self._done)):
+            pass
+        return len(self._done)
 
     @overload
     def __getitem__(self, index: int) -> Chunk: ...
@@ -354,29 +383,22 @@ class JobOrder(Sequence[Chunk]):
     def __getitem__(self, index: slice) -> list[Chunk]: ...
 
     def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
+        if isinstance(index, slice) or index < 0:
+            return list(self)[index]
+        if not self.has(index):
             raise IndexError(index)
-        done, heap, fixed = self._done, self._heap, self._fixed
-        while len(done) <= index:
-            entry = heapq.heappop(heap)
-            job = entry[-1]
-            assert isinstance(job, Job)
-            chunks = fixed.get(id(job))
-            if chunks is None:
-                chunks = fixed[id(job)] = self._lists.chunks(job)
-            if entry[1] == 0:
-                done.extend(chunks[:-1] if chunks[-1].core else chunks)
-            else:
-                done.append(chunks[-1])
-        return done[index]
+        return self._done[index]
 
     def __iter__(self) -> Iterator[Chunk]:
-        for i in range(self._len):
-            yield self[i]
+        i = 0
+        while self.has(i):
+            yield self._done[i]
+            i += 1
+
+
+def _has(chunks: Sequence[Chunk], index: int) -> bool:
+    """Whether `chunks` has an item at `index`, without the length of a lazy order."""
+    return chunks.has(index) if isinstance(chunks, JobOrder) else index < len(chunks)
 
 
 class MergedVictims:
@@ -391,8 +413,8 @@ class MergedVictims:
 
     def __init__(self, session: Session, per_queue: Iterable[tuple[QueueState, Sequence[Chunk]]]) -> None:
         self._session = session
-        queues = [(q, chunks) for q, chunks in per_queue if len(chunks)]
-        self._total = sum(len(chunks) for _, chunks in queues)
+        queues = [(q, chunks) for q, chunks in per_queue if _has(chunks, 0)]
+        self._total: int | None = None  # known once every queue's list is read to its end
         self._items: list[Chunk] = []
         self._heap: list[tuple[int, float, str, QueueState]] = []
         # One queue: its chunks in their order, read as far as the search goes (a QueueOrder stays lazy).
@@ -408,14 +430,25 @@ class MergedVictims:
         heapq.heapify(self._heap)
 
     def __len__(self) -> int:
+        if self._total is None:
+            while self._extend():
+                pass
+            self._total = len(self._items)
         return self._total
+
+    def __bool__(self) -> bool:
+        return bool(self._items) or self._extend()
 
     def _extend(self) -> bool:
         if self._single is not None:
-            start = len(self._items)
-            if start >= self._total:
+            single, items = self._single, self._items
+            start = len(items)
+            if not _has(single, start):
                 return False
-            self._items.extend(self._single[start:start + self._BATCH])
+            end = start + self._BATCH
+            while start < end and _has(single, start):
+                items.append(single[start])
+                start += 1
             return True
         heap = self._heap
         if not heap:
@@ -435,7 +468,7 @@ class MergedVictims:
             t = taken[q]
             for r in AXES:
                 t[r] += v[r]
-            if i + 1 < len(chunks):
+            if _has(chunks, i + 1):
                 heapq.heappush(heap, (q.rec.priority, -_over_ratio(alloc[q], q.alloc_share, t), q.name, q))
         return True
 
