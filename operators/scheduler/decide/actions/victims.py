@@ -383,7 +383,13 @@ class JobOrder(Sequence[Chunk]):
     def __getitem__(self, index: slice) -> list[Chunk]: ...
 
     def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(index, slice) or index < 0:
+        if isinstance(index, slice):
+            start, stop, step = index.start or 0, index.stop, index.step or 1
+            if stop is not None and start >= 0 and stop >= 0 and step > 0:
+                self.has(stop - 1)  # read as far as the slice goes
+                return self._done[index]
+            return list(self)[index]
+        if index < 0:
             return list(self)[index]
         if not self.has(index):
             raise IndexError(index)
