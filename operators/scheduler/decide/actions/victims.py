@@ -231,11 +231,6 @@ class QueueOrder(Sequence[Chunk]):
             yield self[i]
 
 
-def _has_surplus(job: Job) -> bool:
-    """Some podset above its minimum: victim_chunks() gives elastic chunks before (or instead of) the core."""
-    return any(ps.active_allocated > max(ps.min_available, ps.core) for ps in job.podsets)
-
-
 class VictimLists:
     """One action's victim chunks, made when a search first reaches a job, and the lazy per-queue orders over them.
 
@@ -317,7 +312,7 @@ class JobOrder(Sequence[Chunk]):
             chunks = made.get(id(job))
             if chunks is None:
                 part = 0
-                for ps in job.podsets:  # _has_surplus(), inlined (hot)
+                for ps in job.podsets:  # some podset above its minimum: elastic chunks (victim_chunks' test)
                     if ps.active_allocated > max(ps.min_available, ps.core):
                         break
                 else:
