@@ -38,7 +38,7 @@ from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
 from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
-from operators.scheduler.decide.actions.victims import releasable
+from operators.scheduler.decide.actions.victims import QueueOrder, VictimLists, protected, releasable, victim_chunks
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
@@ -146,6 +146,17 @@ def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ..
     return counts
 
 
+def _eager_order(lists: Any, jobs: Any, runtime: float, drop_protected: bool) -> QueueOrder:
+    """A queue's victim order as before the lazy lists: every job's chunks made and keyed when the order is built."""
+    session = lists.session
+    chunks = []
+    for job in jobs:
+        guarded = protected(session, job, runtime)
+        if not (guarded and drop_protected):
+            chunks += victim_chunks(job, guarded)
+    return QueueOrder(chunks, session)
+
+
 CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
     "room": (Solver, "_room_for", lambda self, job, tasks: None),
@@ -163,6 +174,9 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "reclaim-bound": (reclaim_action, "reclaimable_bound", releasable),
     # fit summaries: nodes short of GPUs, CPU or memory counted from those tests (identity: the full fit on each)
     "fit-histogram": (Predicates, "histogram", staticmethod(_fit_on_every_node)),
+    # consolidation and reclaim: a job's victim chunks made when a search reads that far (identity: every
+    # candidate's chunks made and keyed when a queue's order is built)
+    "victims-lazy": (VictimLists, "order", _eager_order),
 }
 
 

@@ -18,11 +18,9 @@ from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver, cluster_free
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
-    QueueOrder,
+    VictimLists,
     consolidation_message,
     preempt_min_runtime,
-    protected,
-    victim_chunks,
 )
 from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 from operators.scheduler.decide.units import AXES
@@ -77,6 +75,7 @@ class Consolidation:
         solver = Solver(session, self.name)
         failed: set[tuple[object, ...]] = set()
         ordered: MergedVictims | None = None  # victims in victim order (the solver skips those taken)
+        lists = VictimLists(session)
         while not solver.exhausted and (job := tree.pop()) is not None:
             tasks = session.tasks_to_allocate(job)
             if not tasks:
@@ -91,7 +90,7 @@ class Consolidation:
             if session.capacity_error(job, tasks) is not None:
                 continue
             if ordered is None:
-                ordered = self._victims(session, job, candidates)
+                ordered = self._victims(session, lists, candidates)
             chunks = ordered
             if not chunks:
                 record_search(session, self.name, job, False)
@@ -101,9 +100,11 @@ class Consolidation:
             def describe(task: Task, chunk: Chunk, node: str, job: Job = job) -> str:
                 return consolidation_message(task, job, node)
 
+            lists.prepare(job)
             if solver.solve(stmt, job, tasks, chunks, describe=describe, move_victims=True,
                             max_victim_jobs=limit if limit > 0 else None):
                 record_search(session, self.name, job, True)
+                lists.committing({id(op.task.job): op.task.job for op in stmt.ops if op.task.job}.values())
                 stmt.commit()
                 tree.invalidate(job.queue)
                 solver.changed()
@@ -116,16 +117,14 @@ class Consolidation:
                 record_search(session, self.name, job, False)
 
     @staticmethod
-    def _victims(session: Session, job: Job, candidates: list[Job]) -> MergedVictims:
-        """order_chunks() of every candidate's chunks, merged across queues and ordered within each queue
-        lazily (a search that stops after a few hundred scenarios sees a short prefix of the cluster's victims)."""
-        by_queue: dict[QueueState, list[Chunk]] = {}
+    def _victims(session: Session, lists: VictimLists, candidates: list[Job]) -> MergedVictims:
+        """order_chunks() of every unprotected candidate's chunks (an elastic job's pods above minMember one at a
+        time, then its core), merged across queues and ordered within each queue lazily: a search that stops after
+        a few hundred scenarios makes and sees a short prefix of the cluster's victims."""
+        by_queue: dict[QueueState, list[Job]] = {}
         for other in candidates:
             assert other.queue is not None
-            if protected(session, other, preempt_min_runtime(session, other.queue)):
-                continue  # a move restarts the pod
-            # Pods above minMember one at a time, then the core: an elastic job's surplus pods move first.
-            chunks = victim_chunks(other, False)
-            if chunks:
-                by_queue.setdefault(other.queue, []).extend(chunks)
-        return MergedVictims(session, [(q, QueueOrder(chunks, session)) for q, chunks in by_queue.items()])
+            by_queue.setdefault(other.queue, []).append(other)
+        # Protected jobs are left out: a move restarts the pod. The protection is the victim queue's.
+        return MergedVictims(session, [(q, lists.order(jobs, preempt_min_runtime(session, q), True))
+                                       for q, jobs in by_queue.items()])

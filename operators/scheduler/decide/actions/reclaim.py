@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
+    JobOrder,
     MergedVictims,
-    QueueOrder,
-    protected,
+    VictimLists,
     reclaim_message,
     reclaim_min_runtime,
     releasable,
-    victim_chunks,
 )
 from operators.scheduler.decide.model import Chunk, Job, QueueState, Task
 from operators.scheduler.decide.units import AXES
@@ -69,8 +68,9 @@ class Reclaim:
         for other in candidates:
             assert other.queue is not None
             self._by_queue.setdefault(other.queue, []).append(other)
-        self._per_reclaimer: dict[tuple[QueueState, QueueState], QueueOrder] = {}
-        self._shared: dict[tuple[QueueState, float], tuple[int, QueueOrder]] = {}
+        self._per_reclaimer: dict[tuple[QueueState, QueueState], JobOrder] = {}
+        self._shared: dict[tuple[QueueState, float], tuple[int, JobOrder]] = {}
+        self._lists = VictimLists(session)
         self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
@@ -105,11 +105,13 @@ class Reclaim:
 
             validator = rules.scenario_validator(session, job, request, self._sides, existing=existing,
                                                  steady_path=steady_path)
+            self._lists.prepare(job)
             if solver.solve(stmt, job, tasks, chunks, describe=describe, validate=validator,
                             viable=validator.viable):
                 record_search(session, self.name, job, True)
                 victims = {id(op.task.job): op.task.job for op in stmt.ops if op.kind == "evict" and op.task.job}
                 touched = {op.task.job.queue for op in stmt.ops if op.task.job is not None}
+                self._lists.committing({id(op.task.job): op.task.job for op in stmt.ops if op.task.job}.values())
                 stmt.commit()
                 for victim in victims.values():
                     tree.invalidate(victim.queue)
@@ -138,13 +140,13 @@ class Reclaim:
         assert mine is not None
         contested = [r for r in AXES if request[r] > 0]
         may_take_from = session.framework.reclaim_rules.may_take_from
-        per_queue: list[tuple[QueueState, QueueOrder]] = []
+        per_queue: list[tuple[QueueState, JobOrder]] = []
         for victim in self._by_queue:
             if victim is not mine and may_take_from(session, mine, victim, contested, self._sides):
                 per_queue.append((victim, self._queue_chunks(session, mine, victim)))
         return MergedVictims(session, per_queue)
 
-    def _queue_chunks(self, session: Session, mine: QueueState, victim: QueueState) -> QueueOrder:
+    def _queue_chunks(self, session: Session, mine: QueueState, victim: QueueState) -> JobOrder:
         hit = self._per_reclaimer.get((victim, mine))
         if hit is not None:
             return hit
@@ -154,9 +156,8 @@ class Reclaim:
         if shared is not None and shared[0] == epoch:
             hit = shared[1]
         else:
-            # Ordered lazily: a search reads a prefix of each queue's chunks (QueueOrder).
-            hit = QueueOrder([c for other in self._by_queue[victim]
-                              for c in victim_chunks(other, protected(session, other, runtime))], session)
+            # Made and ordered lazily: a search reads a prefix of each queue's chunks (JobOrder).
+            hit = self._lists.order(self._by_queue[victim], runtime, False)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit

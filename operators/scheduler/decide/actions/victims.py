@@ -231,6 +231,177 @@ class QueueOrder(Sequence[Chunk]):
             yield self[i]
 
 
+class VictimLists:
+    """One action's victim chunks, made when a search first reaches a job, and the lazy per-queue orders over them.
+
+    A queue's order (`JobOrder`) keys its jobs, not their chunks: a job's chunks are made only when the order is
+    read that far (most candidates are never reached). That is exact because a job's chunks depend only on its
+    own pods, which change only when a statement of the action commits. So each job's chunks on the committed
+    state are kept here (`chunks`), and `committing` is called with the jobs a statement touched before the
+    statement commits: an order not yet past such a job keeps the chunks it would have made when it was built
+    (the job's chunks before the commit, which every touched job has: its chunks were read by the search, or it
+    is the job being placed, `prepare`d before the search), and the job's chunks are made again on the new state.
+    Orders are read only between simulations (a failed simulation is rolled back before the next chunk is read).
+    """
+
+    __slots__ = ("_made", "_orders", "session")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._made: dict[int, list[Chunk]] = {}  # id(job) -> victim_chunks(job, False) on the committed state
+        self._orders: list[JobOrder] = []
+
+    def chunks(self, job: Job) -> list[Chunk]:
+        made = self._made.get(id(job))
+        if made is None:
+            made = self._made[id(job)] = victim_chunks(job, False)
+        return made
+
+    def prepare(self, job: Job) -> None:
+        """Before a search for `job`: its own chunks (it may be another queue's candidate) on the state before it."""
+        self.chunks(job)
+
+    def committing(self, jobs: Iterable[Job]) -> None:
+        """Before a statement touching `jobs` commits (its changes are applied already)."""
+        for job in jobs:
+            before = self._made.get(id(job))
+            if before is None:  # no order was read (the search's victims came from elsewhere)
+                assert not self._orders, "a touched job's chunks were made before the search changed it"
+                continue
+            for order in self._orders:
+                order.fix(job, before)
+            self._made[id(job)] = victim_chunks(job, False)
+
+    def order(self, jobs: Iterable[Job], runtime: float, drop_protected: bool) -> JobOrder:
+        """within_queue_order() of one queue's chunks of `jobs` (in candidate order): victim_chunks(job,
+        protected(session, job, runtime)) for each, or, with `drop_protected`, victim_chunks(job, False) of the
+        unprotected jobs only."""
+        out = JobOrder(self, jobs, runtime, drop_protected)
+        self._orders.append(out)
+        return out
+
+
+class JobOrder(Sequence[Chunk]):
+    """within_queue_order() of one queue's victim chunks, made and ordered only as far as it is read.
+
+    The within-queue key of a chunk is (priority, core, tie, -created, namespace, name, index) and a job's
+    (namespace, name) is unique, so a job's elastic chunks are consecutive in the order (in their list order):
+    a heap of one entry per job and part (its elastic chunks 0, its core 1) gives the same order. A job is entered
+    at its elastic part when its podsets' counters show a surplus, else at its core (a candidate has live pods
+    while no commit of the action touched it, and one that was touched has its chunks made already); its chunks
+    are made when its first entry is popped, and its core entered then (a larger key than the one popped, so
+    the pops stay in order). The length is known only once the order is read to its end (`has` asks for one
+    index). `runtime` is the protection of the queue's jobs; `protected()` is evaluated for every job when the
+    order is built, as the eager lists did (it records min-runtime deadlines). A protected job keeps its
+    elastic chunks only (or none, with `drop_protected`).
+    """
+
+    __slots__ = ("_done", "_fixed", "_heap", "_lists", "_protected")
+
+    def __init__(self, lists: VictimLists, jobs: Iterable[Job], runtime: float, drop_protected: bool) -> None:
+        session = lists.session
+        providers = session.framework.victim_order_keys
+        made = lists._made
+        fixed: dict[int, list[Chunk]] = {}
+        shielded: set[int] = set()
+        heap: list[tuple[object, ...]] = []
+        for i, job in enumerate(jobs):
+            prot = protected(session, job, runtime)
+            if prot and drop_protected:
+                continue
+            chunks = made.get(id(job))
+            if chunks is None:
+                part = 0
+                for ps in job.podsets:  # some podset above its minimum: elastic chunks (victim_chunks' test)
+                    if ps.active_allocated > max(ps.min_available, ps.core):
+                        break
+                else:
+                    if prot:
+                        continue  # one core chunk, protected
+                    part = 1
+            else:
+                fixed[id(job)] = chunks  # as of now, whatever a later commit does to the job
+                if chunks and not chunks[0].core:
+                    part = 0
+                elif chunks and not prot:
+                    part = 1
+                else:
+                    continue
+            if prot:
+                shielded.add(id(job))
+            rec = job.rec
+            tie = tuple(p(session, job) for p in providers) if providers else ()
+            heap.append((job.priority, part, tie, -rec.created, rec.namespace, rec.name, i, job))
+        heapq.heapify(heap)
+        self._lists = lists
+        self._heap = heap
+        self._fixed = fixed
+        self._protected = shielded
+        self._done: list[Chunk] = []
+
+    def fix(self, job: Job, chunks: list[Chunk]) -> None:
+        """`job`'s chunks for this order are `chunks` unless it has read them already."""
+        self._fixed.setdefault(id(job), chunks)
+
+    def has(self, index: int) -> bool:
+        """Whether the order has a chunk at `index` (>= 0), read as far as that."""
+        done, heap, fixed = self._done, self._heap, self._fixed
+        while len(done) <= index:
+            if not heap:
+                return False
+            entry = heapq.heappop(heap)
+            job = entry[-1]
+            assert isinstance(job, Job)
+            chunks = fixed.get(id(job))
+            if chunks is None:
+                chunks = fixed[id(job)] = self._lists.chunks(job)
+            if not chunks:
+                continue
+            if entry[1] == 1:
+                done.append(chunks[-1])
+                continue
+            core = chunks[-1].core
+            done.extend(chunks[:-1] if core else chunks)
+            if core and id(job) not in self._protected:
+                heapq.heappush(heap, (*entry[:1], 1, *entry[2:]))
+        return True
+
+    def __len__(self) -> int:
+        while self.has(len(self._done)):
+            pass
+        return len(self._done)
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            start, stop, step = index.start or 0, index.stop, index.step or 1
+            if stop is not None and start >= 0 and stop >= 0 and step > 0:
+                self.has(stop - 1)  # read as far as the slice goes
+                return self._done[index]
+            return list(self)[index]
+        if index < 0:
+            return list(self)[index]
+        if not self.has(index):
+            raise IndexError(index)
+        return self._done[index]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        i = 0
+        while self.has(i):
+            yield self._done[i]
+            i += 1
+
+
+def _has(chunks: Sequence[Chunk], index: int) -> bool:
+    """Whether `chunks` has an item at `index`, without the length of a lazy order."""
+    return chunks.has(index) if isinstance(chunks, JobOrder) else index < len(chunks)
+
+
 class MergedVictims:
     """order_chunks() of several queues' chunks (each list already in within_queue_order()), merged lazily.
 
@@ -243,8 +414,8 @@ class MergedVictims:
 
     def __init__(self, session: Session, per_queue: Iterable[tuple[QueueState, Sequence[Chunk]]]) -> None:
         self._session = session
-        queues = [(q, chunks) for q, chunks in per_queue if len(chunks)]
-        self._total = sum(len(chunks) for _, chunks in queues)
+        queues = [(q, chunks) for q, chunks in per_queue if _has(chunks, 0)]
+        self._total: int | None = None  # known once every queue's list is read to its end
         self._items: list[Chunk] = []
         self._heap: list[tuple[int, float, str, QueueState]] = []
         # One queue: its chunks in their order, read as far as the search goes (a QueueOrder stays lazy).
@@ -260,14 +431,25 @@ class MergedVictims:
         heapq.heapify(self._heap)
 
     def __len__(self) -> int:
+        if self._total is None:
+            while self._extend():
+                pass
+            self._total = len(self._items)
         return self._total
+
+    def __bool__(self) -> bool:
+        return bool(self._items) or self._extend()
 
     def _extend(self) -> bool:
         if self._single is not None:
-            start = len(self._items)
-            if start >= self._total:
+            single, items = self._single, self._items
+            start = len(items)
+            if not _has(single, start):
                 return False
-            self._items.extend(self._single[start:start + self._BATCH])
+            end = start + self._BATCH
+            while start < end and _has(single, start):
+                items.append(single[start])
+                start += 1
             return True
         heap = self._heap
         if not heap:
@@ -287,7 +469,7 @@ class MergedVictims:
             t = taken[q]
             for r in AXES:
                 t[r] += v[r]
-            if i + 1 < len(chunks):
+            if _has(chunks, i + 1):
                 heapq.heappush(heap, (q.rec.priority, -_over_ratio(alloc[q], q.alloc_share, t), q.name, q))
         return True
 
