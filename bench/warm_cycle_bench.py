@@ -27,6 +27,7 @@ import pstats
 import random
 import sys
 import time
+from bisect import insort
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +42,7 @@ from operators.scheduler.decide.actions.victims import releasable
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Decisions
-from operators.scheduler.decide.placement import search
+from operators.scheduler.decide.placement import scoring, search
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.plugins.predicates import fit as predicates_fit
 from operators.scheduler.decide.plugins.predicates.plugin import Predicates
@@ -125,6 +126,12 @@ def _scanned_plan(resolved: Any, domains_at: Any, request: Any, placed: Any = ()
     return plan_domains(resolved, domains_at, request, placed)
 
 
+def _removed_then_inserted(lst: Any, old: float, new: float, idx: int) -> None:
+    """The node index's move as it was before the in-place shift: remove the old entry, insert the new one."""
+    scoring._remove(lst, old, idx)
+    insort(lst, (new, idx))
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
     """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
@@ -154,6 +161,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "reclaim-bound": (reclaim_action, "reclaimable_bound", releasable),
     # fit summaries: nodes short of GPUs, CPU or memory counted from those tests (identity: the full fit on each)
     "fit-histogram": (Predicates, "histogram", staticmethod(_fit_on_every_node)),
+    # node index: a re-keyed node's entry shifted in place by the distance it moves (identity: removed, inserted)
+    "index-move": (scoring, "_move", _removed_then_inserted),
 }
 
 

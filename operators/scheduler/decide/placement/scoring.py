@@ -116,9 +116,12 @@ class NodeIndex:
         elif ck != self.cpu_key[i]:
             _move(self.cpu_only_list, self.cpu_key[i], ck, i)
         was_shared, shareable = bool(self.in_shared[i]), self._shareable(node)
-        if was_shared and (not shareable or gk != old_gk):
+        if was_shared and shareable:
+            if gk != old_gk:
+                _move(self.shared_list, old_gk, gk, i)
+        elif was_shared:
             _remove(self.shared_list, old_gk, i)
-        if shareable and (not was_shared or gk != old_gk):
+        elif shareable:
             insort(self.shared_list, (gk, i))
         self.in_shared[i] = shareable
         self.gpu_key[i], self.cpu_key[i] = gk, ck
@@ -190,5 +193,19 @@ def _remove(lst: list[tuple[float, int]], key: float, idx: int) -> None:
 
 
 def _move(lst: list[tuple[float, int]], old: float, new: float, idx: int) -> None:
-    _remove(lst, old, idx)
-    insort(lst, (new, idx))
+    """Remove (old, idx) and insert (new, idx), keeping the list sorted, as `_remove` then `insort` leave it. The
+    new place is searched on the side of the old one it can be on; when it is the old place itself (most moves: a
+    placed task's node passes no other node's key), the entry is replaced, without shifting the list twice."""
+    entry = (new, idx)
+    pos = bisect_left(lst, (old, idx))
+    if pos == len(lst) or lst[pos] != (old, idx):
+        insort(lst, entry)
+        return
+    # Lower: every entry from pos on is >= (old, idx) > entry, so the place is at or before pos. Higher: every entry
+    # before pos is < (old, idx) < entry, so the place is after pos, one less once the old entry is out.
+    to = bisect_left(lst, entry, 0, pos) if new < old else bisect_left(lst, entry, pos + 1) - 1
+    if to == pos:
+        lst[pos] = entry
+    else:
+        del lst[pos]
+        lst.insert(to, entry)
