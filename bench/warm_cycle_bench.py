@@ -132,6 +132,15 @@ def _removed_then_inserted(lst: Any, old: float, new: float, idx: int) -> None:
     insort(lst, (new, idx))
 
 
+_flush_gpu_side = scoring.NodeIndex._flush_gpu
+
+
+def _flushed_both(index: Any) -> None:
+    """The node index's GPU-side flush as every flush was before the sides were split: the CPU side with it."""
+    _flush_gpu_side(index)
+    index._flush_cpu()
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
     """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
@@ -163,6 +172,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "fit-histogram": (Predicates, "histogram", staticmethod(_fit_on_every_node)),
     # node index: a re-keyed node's entry shifted in place by the distance it moves (identity: removed, inserted)
     "index-move": (scoring, "_move", _removed_then_inserted),
+    # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read)
+    "index-cpu-side": (scoring.NodeIndex, "_flush_gpu", _flushed_both),
 }
 
 
