@@ -221,11 +221,18 @@ def _move(lst: list[tuple[float, int]], old: float, new: float, idx: int) -> Non
     if pos == len(lst) or lst[pos] != (old, idx):
         insort(lst, entry)
         return
-    # Lower: every entry from pos on is >= (old, idx) > entry, so the place is at or before pos. Higher: every entry
-    # before pos is < (old, idx) < entry, so the place is after pos, one less once the old entry is out.
-    to = bisect_left(lst, entry, 0, pos) if new < old else bisect_left(lst, entry, pos + 1) - 1
-    if to == pos:
-        lst[pos] = entry
+    # Lower: every entry from pos on is >= (old, idx) > entry, so the place is at or before pos; it is pos when the
+    # entry before stays below. Higher: every entry before pos is < (old, idx) < entry, so the place is after pos,
+    # one less once the old entry is out; it is pos when the entry after stays above.
+    if new < old:
+        if pos == 0 or lst[pos - 1] < entry:
+            lst[pos] = entry
+            return
+        to = bisect_left(lst, entry, 0, pos - 1)
     else:
-        del lst[pos]
-        lst.insert(to, entry)
+        if pos + 1 == len(lst) or lst[pos + 1] > entry:
+            lst[pos] = entry
+            return
+        to = bisect_left(lst, entry, pos + 2) - 1
+    del lst[pos]
+    lst.insert(to, entry)
