@@ -172,7 +172,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "fit-histogram": (Predicates, "histogram", staticmethod(_fit_on_every_node)),
     # node index: a re-keyed node's entry shifted in place by the distance it moves (identity: removed, inserted)
     "index-move": (scoring, "_move", _removed_then_inserted),
-    # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read)
+    # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read, as the
+    # GPU side still is)
     "index-cpu-side": (scoring.NodeIndex, "_flush_gpu", _flushed_both),
 }
 

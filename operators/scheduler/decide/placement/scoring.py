@@ -39,9 +39,12 @@ class NodeIndex:
         self.shared_list: list[tuple[float, int]] = []  # nodes with a shared GPU that has room, by GPU key
         self._releasing: set[int] = set()  # nodes with resources still being released
         # Nodes whose free resources changed since the lists were last read: re-keyed when the order is next read.
-        # The GPU side (the GPU-key list, the shared list, the releasing set) and the CPU side (the CPU-key lists,
-        # read only by CPU-only tasks) each have their own: a node placed on several times between two reads of the
-        # CPU order is re-keyed there once.
+        # The GPU side (the GPU-key list, the shared list, the releasing set) is re-keyed at every read, as it always
+        # was: a disruptive search reads the order while a node's devices are blocked for it without an update
+        # (`Solver._move`), so when a GPU key is taken is part of the decisions. The CPU side (the CPU-key lists,
+        # read only by CPU-only tasks) is re-keyed only when it is read: a CPU key is the node's free CPU, which
+        # changes only through the operations that note it here, so it is the same whenever it is taken, and a node
+        # placed on several times between two CPU reads moves there once.
         self._dirty: dict[int, NodeState] = {}
         self._dirty_cpu: dict[int, NodeState] = {}
         for node in nodes:
@@ -99,14 +102,14 @@ class NodeIndex:
         self._flush_cpu()
 
     def _flush_gpu(self) -> None:
-        """Bring the GPU side up to date (every reader of it calls this first)."""
+        """Bring the GPU side up to date (every reader calls this first, the CPU side's through `flush`)."""
         if self._dirty:
             for node in self._dirty.values():
                 self._rekey_gpu(node)
             self._dirty.clear()
 
     def _flush_cpu(self) -> None:
-        """Bring the CPU side up to date (every reader of it calls this first)."""
+        """Bring the CPU side up to date (its readers call this first, through `flush`)."""
         if self._dirty_cpu:
             for node in self._dirty_cpu.values():
                 self._rekey_cpu(node)
@@ -166,7 +169,7 @@ class NodeIndex:
             yield i
 
     def cpu_order(self, min_free: float, cpu_only_nodes: bool) -> Iterator[int]:
-        self._flush_cpu()
+        self.flush()
         lst = self.cpu_only_list if cpu_only_nodes else self.cpu_gpu_list
         start = 0 if self.cpu_spread else bisect_left(lst, (min_free, -1))
         for pos in range(start, len(lst)):
@@ -184,7 +187,7 @@ class NodeIndex:
         return _within(self.gpu_key, self.in_shared, within, None)
 
     def cpu_order_within(self, min_free: float, cpu_only_nodes: bool, within: Iterable[int]) -> list[int]:
-        self._flush_cpu()
+        self.flush()
         return _within(self.cpu_key, self.is_cpu_only if cpu_only_nodes else self.is_gpu, within,
                        None if self.cpu_spread else min_free)
 
