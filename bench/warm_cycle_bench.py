@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
+from operators.scheduler.decide import model
 from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import releasable
@@ -49,6 +50,7 @@ from operators.scheduler.decide.plugins.predicates.plugin import Predicates
 from operators.scheduler.decide.plugins.topology import plugin as topology_plugin
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
+from operators.scheduler.decide.session.operations import Operations
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
 
@@ -141,6 +143,30 @@ def _flushed_both(index: Any) -> None:
     index._flush_cpu()
 
 
+def _status_by_sets(session: Any, task: Any, status: str) -> None:
+    """A task's status move with each status tested against every counted set (before the moves' table)."""
+    if task.job is not None:
+        session._touched.add(task.job)
+    old = task.status
+    if old == status:
+        return
+    ps, job = task.podset, task.job
+    if ps is not None:
+        session._count(ps, old, -1)
+        session._count(ps, status, +1)
+        if old == model.PENDING:
+            ps.pending.remove(task)
+        if status == model.PENDING:
+            ps.pending.append(task)
+            ps.pending.sort(key=session.framework.task_order_key)
+    if job is not None and job.queue is not None:
+        was = old in model.QUEUE_ALLOCATED or old == model.PIPELINED
+        now = status in model.QUEUE_ALLOCATED or status == model.PIPELINED
+        if was != now:
+            session._add_queue(job.queue, session.task_vector(task), job.preemptible, +1 if now else -1)
+    task.status = status
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
     """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
@@ -175,6 +201,9 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read, as the
     # GPU side still is)
     "index-cpu-side": (scoring.NodeIndex, "_flush_gpu", _flushed_both),
+    # statement: a status move's podset and queue differences looked up per pair of statuses (identity: both
+    # statuses tested against every set, the queue vector through task_vector())
+    "status-moves": (Operations, "_set_status", _status_by_sets),
 }
 
 
