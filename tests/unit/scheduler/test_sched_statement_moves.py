@@ -1,5 +1,7 @@
-"""The statement's cheaper bookkeeping gives what it gave before: a task's status move looked up per pair of statuses changes its podset's counters and its queues' allocation as
-  testing both statuses against the status sets does, for every pair of statuses and every kind of pod."""
+"""The statement's cheaper bookkeeping, each giving what it gave before:
+- a task's status move looked up per pair of statuses changes its podset's counters and its queues' allocation as
+  testing both statuses against the status sets does, for every pair of statuses and every kind of pod;
+- the fit summary of a histogram of node reasons is the summary of one entry per node."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import random
 
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
+from operators.scheduler.decide import explain
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.model import (
     ACTIVE_ALLOCATED,
@@ -118,3 +121,19 @@ def test_random_walks_keep_the_counters() -> None:
                 assert counters(ps) == expected_counters(ps.tasks)
         assert allocations(s) == expected_allocations(s, start)
 
+
+def test_histogram_summary_equals_one_entry_per_node() -> None:
+    reasons = ["node(s) didn't have enough resources: GPUs", "node(s) didn't have enough resources: CPU",
+               "node(s) had untolerated taint", "node(s) didn't match Pod's node affinity/selector"]
+    rng = random.Random(7)
+    cases: list[dict[tuple[str, ...], int]] = [{}, {(): 5}, {(reasons[0], reasons[0]): 2, (reasons[1],): 1}]
+    for _ in range(200):
+        hist: dict[tuple[str, ...], int] = {}
+        for _ in range(rng.randrange(0, 6)):
+            hist[tuple(rng.choices(reasons, k=rng.randrange(0, 4)))] = rng.randrange(1, 5000)
+        cases.append(hist)
+    for hist in cases:
+        per_node = [list(r) for r, k in hist.items() for _ in range(k)]
+        assert explain.fit_summary_of_histogram(hist) == explain.fit_summary(per_node)
+    assert explain.fit_summary_of_histogram({(reasons[0], reasons[0]): 2, (reasons[1],): 1}) == (
+        f"{explain.NO_NODES}: 1 {reasons[1]}. \n4 {reasons[0]}.")
