@@ -36,14 +36,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
-from operators.scheduler.decide import model
+from operators.core import keys
+from operators.scheduler.decide import explain, model
 from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import releasable
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
-from operators.scheduler.decide.decisions import Decisions
+from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Pipelined
 from operators.scheduler.decide.placement import scoring, search
+from operators.scheduler.decide.placement.gpus import format_portion
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.plugins.predicates import fit as predicates_fit
 from operators.scheduler.decide.plugins.predicates.plugin import Predicates
@@ -53,6 +55,7 @@ from operators.scheduler.decide.plugins.topology.plugin import Topology
 from operators.scheduler.decide.session.operations import Operations
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Snapshot, snapshot_from_objects
+from operators.scheduler.decide.units import GPU
 
 NOW = 1.7e9
 
@@ -167,6 +170,46 @@ def _status_by_sets(session: Any, task: Any, status: str) -> None:
     task.status = status
 
 
+def _committed_in_two_passes(session: Any, ops: list[Any]) -> None:
+    """A statement's commit as before the one pass: names through the task's and node's properties, the ops' jobs
+    collected in a second pass."""
+    started: set[str] = set()
+    pipelined_jobs: set[str] = set()
+    for op in ops:
+        task, job = op.task, op.task.job
+        pg = job.name if job else ""
+        node = session.nodes[task.node].name if task.node >= 0 else ""
+        if op.kind == "allocate":
+            session.decisions.binds.append(session._bind(task, node, pg))
+            if job is not None:
+                started.add(job.key)
+        elif op.kind == "pipeline":
+            session.decisions.pipelined.append(Pipelined(
+                task.namespace, task.name, pg, node, explain.pipelined_message(task.namespace, task.name, node),
+                task.groups))
+            if job is not None:
+                pipelined_jobs.add(job.key)
+        else:
+            session.decisions.evictions.append(Eviction(task.namespace, task.name, pg, op.action, op.for_job,
+                                                        op.message))
+    for job in {op.task.job.key: op.task.job for op in ops if op.task.job is not None}.values():
+        if job.key in started and job.key not in pipelined_jobs and job.allocated_at_open == 0 \
+                and not job.bound_in_session:
+            session.last_start[job.key] = session.now_text
+        if job.key in started:
+            job.bound_in_session = True
+
+
+def _bind_formatted(session: Any, task: Any, node: str, pod_group: str) -> Bind:
+    """A bind record with its portion text formatted at every bind."""
+    rec = task.rec
+    if rec.gpu.is_shared:
+        return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
+                    format_portion(task.portion), rec.gpu.num_devices, task.claims)
+    return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
+                format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole, task.claims)
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
     """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
@@ -204,6 +247,10 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # statement: a status move's podset and queue differences looked up per pair of statuses (identity: both
     # statuses tested against every set, the queue vector through task_vector())
     "status-moves": (Operations, "_set_status", _status_by_sets),
+    # statement: a commit in one pass over its ops, names read from the records (identity: two passes, properties)
+    "commit-pass": (Operations, "_commit", _committed_in_two_passes),
+    # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)
+    "bind-portion": (Operations, "_bind", _bind_formatted),
 }
 
 
