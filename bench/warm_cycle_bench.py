@@ -251,6 +251,10 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "commit-pass": (Operations, "_commit", _committed_in_two_passes),
     # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)
     "bind-portion": (Operations, "_bind", _bind_formatted),
+    # fit summaries: the reason histogram counted per reason times its nodes (identity: one flat list of every
+    # node's reasons, counted by explain.fit_summary)
+    "fit-summary-counts": (explain, "fit_summary_of_histogram",
+                           lambda per_node: explain.fit_summary([[r for rs, k in per_node.items() for r in rs * k]])),
 }
 
 
