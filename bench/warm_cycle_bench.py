@@ -28,6 +28,7 @@ import random
 import resource
 import sys
 import time
+from bisect import insort
 from dataclasses import replace
 from typing import Any
 
@@ -36,21 +37,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
+from operators.core import keys
+from operators.scheduler.decide import explain, model
 from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import QueueOrder, VictimLists, protected, releasable, victim_chunks
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
-from operators.scheduler.decide.decisions import Decisions
-from operators.scheduler.decide.placement import search
+from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Pipelined
+from operators.scheduler.decide.placement import scoring, search
+from operators.scheduler.decide.placement.gpus import format_portion
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.plugins.predicates import fit as predicates_fit
 from operators.scheduler.decide.plugins.predicates.plugin import Predicates
 from operators.scheduler.decide.plugins.topology import plugin as topology_plugin
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
+from operators.scheduler.decide.session.operations import Operations
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Removed, Snapshot, snapshot_from_objects
+from operators.scheduler.decide.units import GPU
 
 NOW = 1.7e9
 
@@ -134,6 +140,85 @@ def _scanned_plan(resolved: Any, domains_at: Any, request: Any, placed: Any = ()
     return plan_domains(resolved, domains_at, request, placed)
 
 
+def _removed_then_inserted(lst: Any, old: float, new: float, idx: int) -> None:
+    """The node index's move as it was before the in-place shift: remove the old entry, insert the new one."""
+    scoring._remove(lst, old, idx)
+    insort(lst, (new, idx))
+
+
+_flush_gpu_side = scoring.NodeIndex._flush_gpu
+
+
+def _flushed_both(index: Any) -> None:
+    """The node index's GPU-side flush as every flush was before the sides were split: the CPU side with it."""
+    _flush_gpu_side(index)
+    index._flush_cpu()
+
+
+def _status_by_sets(session: Any, task: Any, status: str) -> None:
+    """A task's status move with each status tested against every counted set (before the moves' table)."""
+    if task.job is not None:
+        session._touched.add(task.job)
+    old = task.status
+    if old == status:
+        return
+    ps, job = task.podset, task.job
+    if ps is not None:
+        session._count(ps, old, -1)
+        session._count(ps, status, +1)
+        if old == model.PENDING:
+            ps.pending.remove(task)
+        if status == model.PENDING:
+            ps.pending.append(task)
+            ps.pending.sort(key=session.framework.task_order_key)
+    if job is not None and job.queue is not None:
+        was = old in model.QUEUE_ALLOCATED or old == model.PIPELINED
+        now = status in model.QUEUE_ALLOCATED or status == model.PIPELINED
+        if was != now:
+            session._add_queue(job.queue, session.task_vector(task), job.preemptible, +1 if now else -1)
+    task.status = status
+
+
+def _committed_in_two_passes(session: Any, ops: list[Any]) -> None:
+    """A statement's commit as before the one pass: names through the task's and node's properties, the ops' jobs
+    collected in a second pass."""
+    started: set[str] = set()
+    pipelined_jobs: set[str] = set()
+    for op in ops:
+        task, job = op.task, op.task.job
+        pg = job.name if job else ""
+        node = session.nodes[task.node].name if task.node >= 0 else ""
+        if op.kind == "allocate":
+            session.decisions.binds.append(session._bind(task, node, pg))
+            if job is not None:
+                started.add(job.key)
+        elif op.kind == "pipeline":
+            session.decisions.pipelined.append(Pipelined(
+                task.namespace, task.name, pg, node, explain.pipelined_message(task.namespace, task.name, node),
+                task.groups))
+            if job is not None:
+                pipelined_jobs.add(job.key)
+        else:
+            session.decisions.evictions.append(Eviction(task.namespace, task.name, pg, op.action, op.for_job,
+                                                        op.message))
+    for job in {op.task.job.key: op.task.job for op in ops if op.task.job is not None}.values():
+        if job.key in started and job.key not in pipelined_jobs and job.allocated_at_open == 0 \
+                and not job.bound_in_session:
+            session.last_start[job.key] = session.now_text
+        if job.key in started:
+            job.bound_in_session = True
+
+
+def _bind_formatted(session: Any, task: Any, node: str, pod_group: str) -> Bind:
+    """A bind record with its portion text formatted at every bind."""
+    rec = task.rec
+    if rec.gpu.is_shared:
+        return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
+                    format_portion(task.portion), rec.gpu.num_devices, task.claims)
+    return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
+                format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole, task.claims)
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
     """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
@@ -177,6 +262,22 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation and reclaim: a job's victim chunks made when a search reads that far (identity: every
     # candidate's chunks made and keyed when a queue's order is built)
     "victims-lazy": (VictimLists, "order", _eager_order),
+    # node index: a re-keyed node's entry shifted in place by the distance it moves (identity: removed, inserted)
+    "index-move": (scoring, "_move", _removed_then_inserted),
+    # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read, as the
+    # GPU side still is)
+    "index-cpu-side": (scoring.NodeIndex, "_flush_gpu", _flushed_both),
+    # statement: a status move's podset and queue differences looked up per pair of statuses (identity: both
+    # statuses tested against every set, the queue vector through task_vector())
+    "status-moves": (Operations, "_set_status", _status_by_sets),
+    # statement: a commit in one pass over its ops, names read from the records (identity: two passes, properties)
+    "commit-pass": (Operations, "_commit", _committed_in_two_passes),
+    # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)
+    "bind-portion": (Operations, "_bind", _bind_formatted),
+    # fit summaries: the reason histogram counted per reason times its nodes (identity: one flat list of every
+    # node's reasons, counted by explain.fit_summary)
+    "fit-summary-counts": (explain, "fit_summary_of_histogram",
+                           lambda per_node: explain.fit_summary([[r for rs, k in per_node.items() for r in rs * k]])),
 }
 
 

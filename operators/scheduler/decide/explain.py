@@ -56,6 +56,18 @@ def fit_summary(node_reasons: Iterable[Sequence[str]], task_error: str = "") -> 
     return head + ": " + ". \n".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
 
 
+def fit_summary_of_histogram(per_node: Mapping[tuple[str, ...], int]) -> str:
+    """`fit_summary()` of the nodes' reasons given as a histogram (reasons -> how many nodes gave them): each
+    reason counted times its nodes, without one entry per node."""
+    counts: dict[str, int] = {}
+    for reasons, k in per_node.items():
+        for r in reasons:
+            counts[r] = counts.get(r, 0) + k
+    if not counts:
+        return NO_NODES
+    return NO_NODES + ": " + ". \n".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+
+
 def pod_not_found(namespace: str, pod: str, summary: str) -> str:
     return f"Resources were not found for pod {namespace}/{pod} due to: {summary}"
 

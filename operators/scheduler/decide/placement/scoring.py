@@ -39,7 +39,14 @@ class NodeIndex:
         self.shared_list: list[tuple[float, int]] = []  # nodes with a shared GPU that has room, by GPU key
         self._releasing: set[int] = set()  # nodes with resources still being released
         # Nodes whose free resources changed since the lists were last read: re-keyed when the order is next read.
+        # The GPU side (the GPU-key list, the shared list, the releasing set) is re-keyed at every read, as it always
+        # was: a disruptive search reads the order while a node's devices are blocked for it without an update
+        # (`Solver._move`), so when a GPU key is taken is part of the decisions. The CPU side (the CPU-key lists,
+        # read only by CPU-only tasks) is re-keyed only when it is read: a CPU key is the node's free CPU, which
+        # changes only through the operations that note it here, so it is the same whenever it is taken, and a node
+        # placed on several times between two CPU reads moves there once.
         self._dirty: dict[int, NodeState] = {}
+        self._dirty_cpu: dict[int, NodeState] = {}
         for node in nodes:
             if not node.ok:
                 continue
@@ -87,41 +94,60 @@ class NodeIndex:
         A simulation evicts a scenario's pods, places the job, and rolls back, node by node: deferred, a node
         touched several times between two reads is re-keyed once, and one left as it was is not moved. The lists
         hold (key, index) pairs, unique, so they read the same whatever order the nodes are re-keyed in."""
-        self._dirty[node.idx] = node
+        self._dirty[node.idx] = self._dirty_cpu[node.idx] = node
 
     def flush(self) -> None:
-        """Re-key the nodes changed since the last read (every reader calls this first)."""
+        """Re-key the nodes changed since the last read, on both sides."""
+        self._flush_gpu()
+        self._flush_cpu()
+
+    def _flush_gpu(self) -> None:
+        """Bring the GPU side up to date (every reader calls this first, the CPU side's through `flush`)."""
         if self._dirty:
             for node in self._dirty.values():
-                self._rekey(node)
+                self._rekey_gpu(node)
             self._dirty.clear()
+
+    def _flush_cpu(self) -> None:
+        """Bring the CPU side up to date (its readers call this first, through `flush`)."""
+        if self._dirty_cpu:
+            for node in self._dirty_cpu.values():
+                self._rekey_cpu(node)
+            self._dirty_cpu.clear()
 
     @property
     def releasing(self) -> set[int]:
-        """Nodes with resources still being released."""
+        """Nodes with resources still being released (both sides brought up to date: the caller reads the keys)."""
         self.flush()
         return self._releasing
 
-    def _rekey(self, node: NodeState) -> None:
+    def _rekey_cpu(self, node: NodeState) -> None:
         if not node.ok:
             return
         i = node.idx
-        gk, ck = self._gpu_key(node), self._cpu_key(node)
+        ck = self._cpu_key(node)
+        if ck != self.cpu_key[i]:
+            _move(self.cpu_gpu_list if node.cap_gpu > 0 else self.cpu_only_list, self.cpu_key[i], ck, i)
+            self.cpu_key[i] = ck
+
+    def _rekey_gpu(self, node: NodeState) -> None:
+        if not node.ok:
+            return
+        i = node.idx
+        gk = self._gpu_key(node)
         old_gk = self.gpu_key[i]
-        if node.cap_gpu > 0:
-            if gk != old_gk:
-                _move(self.gpu_list, old_gk, gk, i)
-            if ck != self.cpu_key[i]:
-                _move(self.cpu_gpu_list, self.cpu_key[i], ck, i)
-        elif ck != self.cpu_key[i]:
-            _move(self.cpu_only_list, self.cpu_key[i], ck, i)
+        if node.cap_gpu > 0 and gk != old_gk:
+            _move(self.gpu_list, old_gk, gk, i)
         was_shared, shareable = bool(self.in_shared[i]), self._shareable(node)
-        if was_shared and (not shareable or gk != old_gk):
+        if was_shared and shareable:
+            if gk != old_gk:
+                _move(self.shared_list, old_gk, gk, i)
+        elif was_shared:
             _remove(self.shared_list, old_gk, i)
-        if shareable and (not was_shared or gk != old_gk):
+        elif shareable:
             insort(self.shared_list, (gk, i))
         self.in_shared[i] = shareable
-        self.gpu_key[i], self.cpu_key[i] = gk, ck
+        self.gpu_key[i] = gk
         if self._is_releasing(node):
             self._releasing.add(i)
         else:
@@ -131,14 +157,14 @@ class NodeIndex:
 
     def gpu_order(self, min_free: float) -> Iterator[int]:
         """GPU nodes, best first. Binpack starts at the first node with enough free GPUs."""
-        self.flush()
+        self._flush_gpu()
         lst = self.gpu_list
         start = 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
         for pos in range(start, len(lst)):
             yield lst[pos][1]
 
     def shared_order(self) -> Iterator[int]:
-        self.flush()
+        self._flush_gpu()
         for _, i in self.shared_list:
             yield i
 
@@ -153,11 +179,11 @@ class NodeIndex:
     # (key, index) as the list is, from the same start; cheaper than walking the whole list past the others.
 
     def gpu_order_within(self, min_free: float, within: Iterable[int]) -> list[int]:
-        self.flush()
+        self._flush_gpu()
         return _within(self.gpu_key, self.is_gpu, within, None if self.gpu_spread else min_free)
 
     def shared_order_within(self, within: Iterable[int]) -> list[int]:
-        self.flush()
+        self._flush_gpu()
         return _within(self.gpu_key, self.in_shared, within, None)
 
     def cpu_order_within(self, min_free: float, cpu_only_nodes: bool, within: Iterable[int]) -> list[int]:
@@ -190,5 +216,26 @@ def _remove(lst: list[tuple[float, int]], key: float, idx: int) -> None:
 
 
 def _move(lst: list[tuple[float, int]], old: float, new: float, idx: int) -> None:
-    _remove(lst, old, idx)
-    insort(lst, (new, idx))
+    """Remove (old, idx) and insert (new, idx), keeping the list sorted, as `_remove` then `insort` leave it. The
+    new place is searched on the side of the old one it can be on; when it is the old place itself (most moves: a
+    placed task's node passes no other node's key), the entry is replaced, without shifting the list twice."""
+    entry = (new, idx)
+    pos = bisect_left(lst, (old, idx))
+    if pos == len(lst) or lst[pos] != (old, idx):
+        insort(lst, entry)
+        return
+    # Lower: every entry from pos on is >= (old, idx) > entry, so the place is at or before pos; it is pos when the
+    # entry before stays below. Higher: every entry before pos is < (old, idx) < entry, so the place is after pos,
+    # one less once the old entry is out; it is pos when the entry after stays above.
+    if new < old:
+        if pos == 0 or lst[pos - 1] < entry:
+            lst[pos] = entry
+            return
+        to = bisect_left(lst, entry, 0, pos - 1)
+    else:
+        if pos + 1 == len(lst) or lst[pos + 1] > entry:
+            lst[pos] = entry
+            return
+        to = bisect_left(lst, entry, pos + 2) - 1
+    del lst[pos]
+    lst.insert(to, entry)

@@ -15,6 +15,7 @@ from operators.scheduler.decide.model import (
     ALIVE,
     GATED,
     PIPELINED,
+    QUEUE_ALLOCATED,
     Job,
     NodeState,
     PodSet,
@@ -31,6 +32,27 @@ from operators.scheduler.decide.snapshot import Snapshot
 from operators.scheduler.decide.units import CPU_AXIS, GPU, GPU_AXIS, MEMORY_AXIS, gpu_memory_share
 
 DEFAULT_SUBGROUP = "default"
+
+# What a task's move between two statuses changes: its podset's (active_allocated, pipelined, active_used, alive,
+# gated) counters and its queue's allocation (+1 / -1 / 0: counted as allocated, pipelined included, after / before).
+StatusMove = tuple[int, int, int, int, int, int]
+_MOVES: dict[tuple[str, str], StatusMove] = {}
+
+
+def _counted(status: str) -> tuple[int, int, int, int, int, int]:
+    return (int(status in ACTIVE_ALLOCATED), int(status == PIPELINED), int(status in ACTIVE_USED),
+            int(status in ALIVE), int(status == GATED), int(status in QUEUE_ALLOCATED or status == PIPELINED))
+
+
+def status_move(old: str, new: str) -> StatusMove:
+    """The differences a move from `old` to `new` makes (statuses are a few constants: each pair is derived from
+    the status sets once, then looked up, instead of testing both statuses against every set at every move)."""
+    move = _MOVES.get((old, new))
+    if move is None:
+        before, after = _counted(old), _counted(new)
+        a, p, u, al, g, q = (y - x for x, y in zip(before, after, strict=True))
+        move = _MOVES[old, new] = (a, p, u, al, g, q)
+    return move
 
 
 @dataclass(slots=True)
@@ -132,6 +154,21 @@ class Accounting:
             ps.alive += sign
         if status == GATED:
             ps.gated += sign
+
+    @staticmethod
+    def _move_counts(ps: PodSet, move: StatusMove) -> None:
+        """`_count(ps, old, -1)` then `_count(ps, new, +1)`, as one move's differences."""
+        a, p, u, al, g, _ = move
+        if a:
+            ps.active_allocated += a
+        if p:
+            ps.pipelined += p
+        if u:
+            ps.active_used += u
+        if al:
+            ps.alive += al
+        if g:
+            ps.gated += g
 
     @staticmethod
     def _add_queue(queue: QueueState, vec: tuple[int, int, int], preemptible: bool, sign: int) -> None:

@@ -88,8 +88,7 @@ class Closing(Accounting):
                 per_node: dict[tuple[str, ...], int] = {(refused,): len(self.nodes)}
             else:
                 per_node = self.framework.fit_histogram(placer, task, self.nodes)
-            # One flat list: the histogram is the same, counted in C instead of one Counter.update per node.
-            summary = explain.fit_summary([[r for reasons, k in per_node.items() for r in reasons * k]])
+            summary = explain.fit_summary_of_histogram(per_node)
             self._summaries[key] = summary
         return summary
 

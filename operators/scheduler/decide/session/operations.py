@@ -12,7 +12,6 @@ from operators.scheduler.decide.model import (
     ALLOCATED,
     PENDING,
     PIPELINED,
-    QUEUE_ALLOCATED,
     RELEASING,
     SCALAR_IDLE,
     GpuGroup,
@@ -21,7 +20,7 @@ from operators.scheduler.decide.model import (
 )
 from operators.scheduler.decide.placement.gpus import format_portion
 from operators.scheduler.decide.placement.search import Placement
-from operators.scheduler.decide.session.accounting import Accounting
+from operators.scheduler.decide.session.accounting import Accounting, status_move
 from operators.scheduler.decide.units import GPU
 
 if TYPE_CHECKING:
@@ -120,26 +119,27 @@ class Operations(Accounting):
 
     def _set_status(self, task: Task, status: str) -> None:
         """Move a task between statuses, keeping podset counters, pending lists and queue accounting."""
-        if task.job is not None:
-            self._touched.add(task.job)
+        job = task.job
+        if job is not None:
+            self._touched.add(job)
         old = task.status
         if old == status:
             return
-        ps, job = task.podset, task.job
+        move = status_move(old, status)
+        ps = task.podset
         if ps is not None:
-            self._count(ps, old, -1)
-            self._count(ps, status, +1)
+            self._move_counts(ps, move)
             if old == PENDING:
                 ps.pending.remove(task)
             if status == PENDING:
                 ps.pending.append(task)
                 ps.pending.sort(key=self.framework.task_order_key)
-        if job is not None and job.queue is not None:
-            # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
-            was = old in QUEUE_ALLOCATED or old == PIPELINED
-            now = status in QUEUE_ALLOCATED or status == PIPELINED
-            if was != now:
-                self._add_queue(job.queue, self.task_vector(task), job.preemptible, +1 if now else -1)
+        # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
+        sign = move[5]
+        if sign and job is not None and job.queue is not None:
+            rec = task.rec  # task_vector() of a whole-GPU or CPU-only task inlined (once per placement)
+            vec = self.task_vector(task) if rec.gpu.is_shared else (rec.gpu.whole * GPU, rec.cpu, rec.memory)
+            self._add_queue(job.queue, vec, job.preemptible, sign)
         task.status = status
 
     def _evict(self, task: Task) -> None:
@@ -189,37 +189,52 @@ class Operations(Accounting):
     def _commit(self, ops: list[Op]) -> None:
         started: set[str] = set()
         pipelined_jobs: set[str] = set()
+        jobs: dict[str, Job] = {}  # the ops' jobs, in the order they first appear
+        nodes, decisions = self.nodes, self.decisions
+        binds = decisions.binds
         for op in ops:
-            task, job = op.task, op.task.job
-            pg = job.name if job else ""
-            node = self.nodes[task.node].name if task.node >= 0 else ""
-            if op.kind == "allocate":
-                self.decisions.binds.append(self._bind(task, node, pg))
+            task = op.task
+            job = task.job
+            if job is not None:
+                jobs[job.key] = job
+                pg = job.rec.name
+            else:
+                pg = ""
+            node = nodes[task.node].rec.name if task.node >= 0 else ""
+            kind = op.kind
+            if kind == "allocate":
+                binds.append(self._bind(task, node, pg))
                 if job is not None:
                     started.add(job.key)
-            elif op.kind == "pipeline":
-                self.decisions.pipelined.append(Pipelined(
+            elif kind == "pipeline":
+                decisions.pipelined.append(Pipelined(
                     task.namespace, task.name, pg, node, explain.pipelined_message(task.namespace, task.name, node),
                     task.groups))
                 if job is not None:
                     pipelined_jobs.add(job.key)
             else:
-                self.decisions.evictions.append(Eviction(task.namespace, task.name, pg, op.action, op.for_job,
-                                                         op.message))
-        for job in {op.task.job.key: op.task.job for op in ops if op.task.job is not None}.values():
-            if job.key in started and job.key not in pipelined_jobs and job.allocated_at_open == 0 \
-                    and not job.bound_in_session:
-                self.last_start[job.key] = self.now_text
-            if job.key in started:
+                decisions.evictions.append(Eviction(task.namespace, task.name, pg, op.action, op.for_job,
+                                                    op.message))
+        for key, job in jobs.items():
+            if key in started:
+                if key not in pipelined_jobs and job.allocated_at_open == 0 and not job.bound_in_session:
+                    self.last_start[key] = self.now_text
                 job.bound_in_session = True
 
     def _bind(self, task: Task, node: str, pod_group: str) -> Bind:
         rec = task.rec
-        if rec.gpu.is_shared:
-            return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
-                        format_portion(task.portion), rec.gpu.num_devices, task.claims)
-        return Bind(task.namespace, task.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
-                    format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole, task.claims)
+        gpu = rec.gpu
+        if gpu.is_shared:
+            return Bind(rec.namespace, rec.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
+                        format_portion(task.portion), gpu.num_devices, task.claims)
+        whole = gpu.whole
+        return Bind(rec.namespace, rec.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
+                    _WHOLE_PORTION if whole else _NO_PORTION, whole, task.claims)
+
+
+# The portion a whole-GPU or CPU-only pod's BindRequest carries, formatted once.
+_WHOLE_PORTION = format_portion(GPU)
+_NO_PORTION = format_portion(0)
 
 
 @dataclass(slots=True)
