@@ -4,6 +4,7 @@ ends early makes the chunks of the jobs it reached only."""
 
 from __future__ import annotations
 
+import gc
 import random
 from typing import Any
 
@@ -185,3 +186,22 @@ def test_an_order_keeps_the_chunks_of_its_build_across_a_commit(touched: str) ->
     assert _described(order) == before
     after = _described(lists.order(jobs, 0.0, False))
     assert after == _described(eager()) != before
+
+
+def test_a_cycle_whose_searches_read_victims_leaves_no_cyclic_garbage() -> None:
+    """The orders and their lists form no reference cycle: one through the session would leave the whole session
+    to the cyclic collector when the cycle ends, instead of reference counting freeing it."""
+    objs = elastic_cluster(4)
+    gc.collect()
+    gc.disable()
+    try:
+        d = cycle(objs, SchedulerConfig(actions=("allocate", "consolidation", "reclaim", "preempt")))
+        assert d.evictions  # the searches read victims
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (VictimLists, Session))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []

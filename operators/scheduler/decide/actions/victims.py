@@ -252,10 +252,7 @@ class VictimLists:
         self._orders: list[JobOrder] = []
 
     def chunks(self, job: Job) -> list[Chunk]:
-        made = self._made.get(id(job))
-        if made is None:
-            made = self._made[id(job)] = victim_chunks(job, False)
-        return made
+        return _made_chunks(self._made, job)
 
     def prepare(self, job: Job) -> None:
         """Before a search for `job`: its own chunks (it may be another queue's candidate) on the state before it."""
@@ -281,6 +278,14 @@ class VictimLists:
         return out
 
 
+def _made_chunks(made: dict[int, list[Chunk]], job: Job) -> list[Chunk]:
+    """victim_chunks(job, False) on the committed state, made once (`VictimLists`)."""
+    out = made.get(id(job))
+    if out is None:
+        out = made[id(job)] = victim_chunks(job, False)
+    return out
+
+
 class JobOrder(Sequence[Chunk]):
     """within_queue_order() of one queue's victim chunks, made and ordered only as far as it is read.
 
@@ -296,7 +301,9 @@ class JobOrder(Sequence[Chunk]):
     elastic chunks only (or none, with `drop_protected`).
     """
 
-    __slots__ = ("_done", "_fixed", "_heap", "_lists", "_protected")
+    # Holds the lists' `_made`, not the lists: they hold their orders, and a reference cycle through the session
+    # would leave the whole session to the cyclic collector instead of freeing it when the cycle ends.
+    __slots__ = ("_done", "_fixed", "_heap", "_made", "_protected")
 
     def __init__(self, lists: VictimLists, jobs: Iterable[Job], runtime: float, drop_protected: bool) -> None:
         session = lists.session
@@ -333,7 +340,7 @@ class JobOrder(Sequence[Chunk]):
             tie = tuple(p(session, job) for p in providers) if providers else ()
             heap.append((job.priority, part, tie, -rec.created, rec.namespace, rec.name, i, job))
         heapq.heapify(heap)
-        self._lists = lists
+        self._made = made
         self._heap = heap
         self._fixed = fixed
         self._protected = shielded
@@ -354,7 +361,7 @@ class JobOrder(Sequence[Chunk]):
             assert isinstance(job, Job)
             chunks = fixed.get(id(job))
             if chunks is None:
-                chunks = fixed[id(job)] = self._lists.chunks(job)
+                chunks = fixed[id(job)] = _made_chunks(self._made, job)
             if not chunks:
                 continue
             if entry[1] == 1:
