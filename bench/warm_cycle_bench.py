@@ -10,7 +10,7 @@ it (`--fresh`: none, as before the carry replayed allocate's repeated failures).
 its phases (wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU), what it replayed and the
 explanations it reused from the carry.
 `--profile N` profiles each warm cycle (CPU then includes the profiler's overhead).
-Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--fresh] [--check]
+Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--live-binds] [--fresh] [--check]
      [--no-removed] [--profile N] [--ab CUT]
 `--ab CUT` runs each cycle with a short cut of the disruptive searches and without it (`CUTS`) and compares them.
 """
@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from envelope_cluster import ENVELOPE, ENVELOPE_2X, generate_envelope
 
 from operators.core import keys
+from operators.core.api.bindrequest import BindRequestRecord
 from operators.scheduler.decide import explain, model
 from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
@@ -103,6 +104,17 @@ def real_churn(snapshot: Snapshot, share: float, n: int) -> Snapshot:
         g = podgroups[(p.namespace, p.pod_group)]
         kept.append(replace(g, name=g.name + suffix, uid=g.uid + suffix))
     return replace(snapshot, pods=tuple(pods), podgroups=tuple(kept))
+
+
+def lagged_binds(snapshot: Snapshot, decisions: Decisions, landing: list[Bind]) -> Snapshot:
+    """The next snapshot as a live cluster gives it, the binder a cycle behind: `landing` (the previous cycle's
+    binds) land (their pods run, their BindRequests deleted), this cycle's binds are BindRequests whose pods are
+    still pending (the same records), and the rest of the decisions apply as `apply_decisions` applies them."""
+    landed = apply_decisions(replace(snapshot, bindrequests=()), Decisions(binds=landing))
+    applied = apply_decisions(landed, replace(decisions, binds=[]))
+    return replace(applied, bindrequests=tuple(
+        BindRequestRecord(b.namespace, b.pod, b.pod, b.node, b.resource_type, b.gpu_groups, b.gpu_count,
+                          b.gpu_portion) for b in decisions.binds))
 
 
 _room_for = Solver._room_for
@@ -348,6 +360,10 @@ def main() -> int:
                         help="freeze what each cycle leaves before the collector is on again (gc.freeze): the cycle "
                              "runs with the collector off as before, but its survivors are never traversed; at the end "
                              "the frozen objects are unfrozen and collected, to count the garbage that was frozen")
+    parser.add_argument("--live-binds", action="store_true",
+                        help="binds land a cycle late, as in a live cluster: each cycle's binds are BindRequests of "
+                             "still pending pods in the next snapshot, bound (their BindRequests deleted) in the one "
+                             "after")
     parser.add_argument("--no-removed", action="store_true",
                         help="the snapshots do not say which records left (the carried open diffs them in full)")
     parser.add_argument("--check", action="store_true",
@@ -368,6 +384,7 @@ def main() -> int:
     gc.freeze()  # the generated objects are not the cycle's garbage
     print(f"{profile.name}: {len(snapshot.nodes)} nodes, {len(snapshot.pods)} pods; load1={os.getloadavg()[0]:.2f}")
     carry = None
+    landing: list[Bind] = []
     if args.ab:
         carries: dict[bool, object] = {}
         calls = _Calls()
@@ -413,7 +430,10 @@ def main() -> int:
             stats.sort_stats("tottime").print_stats(args.profile)
             stats.sort_stats("cumulative").print_stats(args.profile)
         before = snapshot
-        snapshot = apply_decisions(snapshot, decisions)
+        if args.live_binds:
+            snapshot, landing = lagged_binds(snapshot, decisions, landing), decisions.binds
+        else:
+            snapshot = apply_decisions(snapshot, decisions)
         if args.real_churn:
             snapshot = real_churn(snapshot, args.churn, n + 1)
         else:

@@ -283,3 +283,37 @@ def test_many_new_jobs_merge_into_the_sorted_job_list() -> None:
     snapshot = replace(snapshot, pods=(*snapshot.pods, *new.pods), podgroups=(*snapshot.podgroups, *new.podgroups))
     _, carry, _ = check(snapshot, carry)
     assert carry.opened is not None and carry.opened.rebuilt_jobs >= 100
+
+
+def _bindrequest(pod_name: str, node_name: str) -> Any:
+    return one({"apiVersion": "scheduling.run.ai/v1alpha2", "kind": "BindRequest",
+                "metadata": {"name": pod_name, "namespace": "ns"},
+                "spec": {"podName": pod_name, "selectedNode": node_name}})
+
+
+def _status(snapshot: Snapshot, job: str) -> list[str]:
+    """The statuses of a job's tasks in a fresh open."""
+    session = Session(snapshot, CONFIG, NOW)
+    statuses = [t.status for j in session.jobs if j.rec.name == job for t in j.tasks]
+    session.release()
+    return statuses
+
+
+def test_a_bindrequest_reaches_the_pending_pod_of_its_name_however_its_task_came() -> None:
+    # The carried open finds the task a changed BindRequest reaches by the pod's name (an index kept from open to
+    # open): a pod first seen in the open that built the index, or re-made since, must be found as well as an old one.
+    snapshot = snapshot_from_objects(base())
+    _, carry = run_carried_cycle(snapshot, CONFIG, NOW, None)
+    big = [one(podgroup("big", "q")), one(pod("big-0", "big", gpus=64))]  # pending: fits nowhere
+    snapshot = replace(snapshot, pods=(*snapshot.pods, big[1]), podgroups=(*snapshot.podgroups, big[0]),
+                       bindrequests=(_bindrequest("wait3-0", "n5"),))  # BindRequests changed: the index is built
+    _, carry, _ = check(snapshot, carry)
+    snapshot = replace(snapshot, bindrequests=(_bindrequest("big-0", "n0"),))  # the new pod's, the old one's gone
+    assert _status(snapshot, "big") == ["Binding"]  # what the carried open must see too
+    _, carry, _ = check(snapshot, carry)
+    remade = replace(next(p for p in snapshot.pods if p.name == "wait2-1"))  # an equal record, a new object
+    snapshot = replace(snapshot, pods=tuple(remade if p.name == "wait2-1" else p for p in snapshot.pods))
+    _, carry, _ = check(snapshot, carry)
+    snapshot = replace(snapshot, bindrequests=(_bindrequest("wait2-1", "n4"),))
+    assert "Binding" in _status(snapshot, "wait2")
+    check(snapshot, carry)

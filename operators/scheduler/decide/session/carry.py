@@ -51,6 +51,9 @@ class Opened:
     snapshot: Snapshot | None = None
     tasks_in_order: list[Task] = field(default_factory=list)  # parallel to snapshot.pods (after a full open)
     by_rec: dict[int, Task] | None = None  # id(pod record) -> its task, every pod of snapshot (after a carried open)
+    # (namespace, name) -> the task of each Pending pod of snapshot, for the tasks a changed BindRequest reaches
+    # (built by the first carried open whose BindRequests changed, kept up from then on; None: not built).
+    pending_by_name: dict[tuple[str, str], Task] | None = None
     pgs: dict[int, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # id(record) -> (it, its job)
     by_key: dict[GroupKey, tuple[PodGroupRecord, Job | None]] = field(default_factory=dict)  # the same by key
     loose: dict[GroupKey, list[Task]] = field(default_factory=dict)  # tasks of a PodGroup that are in no job

@@ -110,14 +110,32 @@ class Persisting(Opening):
             for t in job.tasks:
                 if by_id.pop(id(t.rec), None) is not None:
                     gone.append(t)
+        # A BindRequest that changed reaches the task of its pod if that pod is Pending (only a Pending pod's status
+        # reads it), found by name: every cycle's binds create BindRequests and the binder deletes them, so this is
+        # every cycle in a live cluster, and proportional to the BindRequests that changed, not to the tasks.
         old_binds = prev.binds
+        pending = prev.pending_by_name
+        prev.pending_by_name = None
         if binds != old_binds:
             changed = {k for k in binds.keys() | old_binds.keys() if binds.get(k) != old_binds.get(k)}
-            for t in list(by_id.values()):
-                rec = t.rec
-                if rec.phase == PENDING and (rec.namespace, rec.name) in changed \
-                        and by_id.pop(id(rec), None) is not None:
-                    gone.append(t)
+            if pending is None:
+                pending = {}
+                for t in by_id.values():
+                    rec = t.rec
+                    if rec.phase == PENDING:
+                        pending[(rec.namespace, rec.name)] = t
+                if len(pending) != sum(t.rec.phase == PENDING for t in by_id.values()):
+                    pending = None  # two pods of one name: no index, every task looked at (as it always was)
+            if pending is not None:
+                for k in changed:
+                    if (t := pending.get(k)) is not None and by_id.pop(id(t.rec), None) is not None:
+                        gone.append(t)
+            else:
+                for t in list(by_id.values()):
+                    rec = t.rec
+                    if rec.phase == PENDING and (rec.namespace, rec.name) in changed \
+                            and by_id.pop(id(rec), None) is not None:
+                        gone.append(t)
         pods = snap.pods
         tasks: list[Task | None] = list(map(by_id.get, map(id, pods)))
         fresh_at = list(compress(range(len(pods)), map(is_, tasks, repeat(None))))
@@ -132,8 +150,11 @@ class Persisting(Opening):
         for t in gone:
             if t.node >= 0:
                 dirty_nodes.add(t.node)
-            if t.rec.pod_group:
-                dirty_keys.add((t.rec.namespace, t.rec.pod_group))
+            rec = t.rec
+            if rec.pod_group:
+                dirty_keys.add((rec.namespace, rec.pod_group))
+            if pending is not None and rec.phase == PENDING and pending.get(name_key := (rec.namespace, rec.name)) is t:
+                del pending[name_key]
         task_status = self._task_status
         fresh_on_node: list[int] = []  # positions of new tasks on a node
         fresh_by_key: dict[tuple[str, str], list[Task]] = {}
@@ -141,6 +162,11 @@ class Persisting(Opening):
             pod = pods[i]
             status, node_name, _ = task_status(pod, binds)
             t = tasks[i] = by_id[id(pod)] = Task(pod, status)
+            if pending is not None and pod.phase == PENDING:
+                if (pod.namespace, pod.name) in pending:
+                    pending = None  # two pods of one name (see above)
+                else:
+                    pending[(pod.namespace, pod.name)] = t
             node = node_by_name.get(node_name) if node_name and status in ON_NODE else None
             if node is not None:
                 dirty_nodes.add(node.idx)
@@ -280,6 +306,7 @@ class Persisting(Opening):
             if job.queue is None:
                 self.outcome(job).errors.append(explain.unusable_queue(job.rec.queue, queue_parents))
         opened.by_rec = by_id
+        opened.pending_by_name = pending
         opened.kept = prev.kept
         self.carrying.fresh_pods = (list(map(pods.__getitem__, fresh_at)), prev.pod_flags)
         opened.nodes = nodes
