@@ -10,8 +10,8 @@ it (`--fresh`: none, as before the carry replayed allocate's repeated failures).
 its phases (wall ms, the cycle's own phase timer: on a loaded box they exceed the CPU), what it replayed and the
 explanations it reused from the carry.
 `--profile N` profiles each warm cycle (CPU then includes the profiler's overhead).
-Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--live-binds] [--fresh] [--check]
-     [--no-removed] [--profile N] [--ab CUT]
+Run: python bench/warm_cycle_bench.py [--envelope2x] [--cycles 3] [--churn 0.01] [--real-churn] [--live-binds]
+     [--fresh] [--check] [--no-removed] [--profile N] [--ab CUT]
 `--ab CUT` runs each cycle with a short cut of the disruptive searches and without it (`CUTS`) and compares them.
 """
 

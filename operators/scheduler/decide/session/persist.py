@@ -127,8 +127,8 @@ class Persisting(Opening):
                 if len(pending) != sum(t.rec.phase == PENDING for t in by_id.values()):
                     pending = None  # two pods of one name: no index, every task looked at (as it always was)
             if pending is not None:
-                for k in changed:
-                    if (t := pending.get(k)) is not None and by_id.pop(id(t.rec), None) is not None:
+                for bind_key in changed:
+                    if (t := pending.get(bind_key)) is not None and by_id.pop(id(t.rec), None) is not None:
                         gone.append(t)
             else:
                 for t in list(by_id.values()):
