@@ -119,12 +119,9 @@ class Persisting(Opening):
         if binds != old_binds:
             changed = {k for k in binds.keys() | old_binds.keys() if binds.get(k) != old_binds.get(k)}
             if pending is None:
-                pending = {}
-                for t in by_id.values():
-                    rec = t.rec
-                    if rec.phase == PENDING:
-                        pending[(rec.namespace, rec.name)] = t
-                if len(pending) != sum(t.rec.phase == PENDING for t in by_id.values()):
+                held = [t for t in by_id.values() if t.rec.phase == PENDING]
+                pending = {(t.rec.namespace, t.rec.name): t for t in held}
+                if len(pending) != len(held):
                     pending = None  # two pods of one name: no index, every task looked at (as it always was)
             if pending is not None:
                 for bind_key in changed:
