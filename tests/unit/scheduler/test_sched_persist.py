@@ -317,3 +317,31 @@ def test_a_bindrequest_reaches_the_pending_pod_of_its_name_however_its_task_came
     snapshot = replace(snapshot, bindrequests=(_bindrequest("wait2-1", "n4"),))
     assert "Binding" in _status(snapshot, "wait2")
     check(snapshot, carry)
+
+
+def test_two_pending_pods_of_one_name_are_both_reached_by_its_bindrequest() -> None:
+    # Never in a cluster, possible in a snapshot made of documents: the index by name holds one task per name, so the
+    # carried open must then look at every task, as a fresh open reads the BindRequest for both.
+    snapshot = snapshot_from_objects(base())
+    twin = [one(podgroup("twin", "q")), one(pod("twin-0", "twin", gpus=64))]
+    again = replace(twin[1], uid="uid-twin-0-again")
+    snapshot = replace(snapshot, pods=(*snapshot.pods, twin[1], again), podgroups=(*snapshot.podgroups, twin[0]))
+    _, carry = run_carried_cycle(snapshot, CONFIG, NOW, None)
+    snapshot = replace(snapshot, bindrequests=(_bindrequest("wait3-0", "n5"),))  # the index's first build
+    _, carry, _ = check(snapshot, carry)
+    snapshot = replace(snapshot, bindrequests=(_bindrequest("twin-0", "n0"),))
+    assert _status(snapshot, "twin") == ["Binding", "Binding"]
+    check(snapshot, carry)
+
+
+def test_a_new_pending_pod_of_a_name_the_index_holds_drops_the_index() -> None:
+    snapshot = snapshot_from_objects([*base(), podgroup("big", "q"), pod("big-0", "big", gpus=64)])  # fits nowhere
+    _, carry = run_carried_cycle(snapshot, CONFIG, NOW, None)
+    snapshot = replace(snapshot, bindrequests=(_bindrequest("wait3-0", "n5"),))  # the index's first build
+    _, carry, _ = check(snapshot, carry)
+    first = next(p for p in snapshot.pods if p.name == "big-0")
+    snapshot = replace(snapshot, pods=(*snapshot.pods, replace(first, uid="uid-big-0-again")))  # a new task
+    _, carry, _ = check(snapshot, carry)
+    snapshot = replace(snapshot, bindrequests=(_bindrequest("big-0", "n0"),))
+    assert _status(snapshot, "big") == ["Binding", "Binding"]
+    check(snapshot, carry)
