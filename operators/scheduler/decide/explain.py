@@ -50,10 +50,7 @@ def fit_summary(node_reasons: Iterable[Sequence[str]], task_error: str = "") -> 
     counts: Counter[str] = Counter()
     for reasons in node_reasons:
         counts.update(reasons)
-    head = task_error or NO_NODES
-    if not counts:
-        return head
-    return head + ": " + ". \n".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+    return _summary(task_error or NO_NODES, counts)
 
 
 def fit_summary_of_histogram(per_node: Mapping[tuple[str, ...], int]) -> str:
@@ -63,9 +60,13 @@ def fit_summary_of_histogram(per_node: Mapping[tuple[str, ...], int]) -> str:
     for reasons, k in per_node.items():
         for r in reasons:
             counts[r] = counts.get(r, 0) + k
+    return _summary(NO_NODES, counts)
+
+
+def _summary(head: str, counts: Mapping[str, int]) -> str:
     if not counts:
-        return NO_NODES
-    return NO_NODES + ": " + ". \n".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+        return head
+    return head + ": " + ". \n".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
 
 
 def pod_not_found(namespace: str, pod: str, summary: str) -> str:
