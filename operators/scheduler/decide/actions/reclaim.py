@@ -15,7 +15,9 @@ from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     JobOrder,
     MergedVictims,
+    OrderHandover,
     VictimLists,
+    commit_count,
     reclaim_message,
     reclaim_min_runtime,
     releasable,
@@ -70,7 +72,12 @@ class Reclaim:
             self._by_queue.setdefault(other.queue, []).append(other)
         self._per_reclaimer: dict[tuple[QueueState, QueueState], JobOrder] = {}
         self._shared: dict[tuple[QueueState, float], tuple[int, JobOrder]] = {}
-        self._lists = VictimLists(session)
+        # Consolidation's orders, when no commit came since it built them (`OrderHandover`): their chunks then are
+        # the committed state's, and these lists keep them.
+        handover, session.victim_orders = session.victim_orders, None
+        self._handover = handover if isinstance(handover, OrderHandover) and \
+            handover.commits == commit_count(session) else None
+        self._lists = VictimLists(session, self._handover.made if self._handover is not None else None)
         self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
@@ -156,8 +163,16 @@ class Reclaim:
         if shared is not None and shared[0] == epoch:
             hit = shared[1]
         else:
-            # Made and ordered lazily: a search reads a prefix of each queue's chunks (JobOrder).
-            hit = self._lists.order(self._by_queue[victim], runtime, False)
+            # Consolidation's order while no commit touched the queue's jobs (epoch 0), else made and ordered
+            # lazily: a search reads a prefix of each queue's chunks (JobOrder).
+            taken = None
+            if epoch == 0 and self._handover is not None:
+                taken = self._handover.take(victim, self._by_queue[victim], runtime)
+            if taken is not None:
+                self._lists.adopt(taken)
+                hit = taken
+            else:
+                hit = self._lists.order(self._by_queue[victim], runtime, False)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit
