@@ -17,7 +17,6 @@ from operators.scheduler.decide.actions.victims import (
     MergedVictims,
     OrderHandover,
     VictimLists,
-    commit_count,
     reclaim_message,
     reclaim_min_runtime,
     releasable,
@@ -75,9 +74,9 @@ class Reclaim:
         # Consolidation's orders, when no commit came since it built them (`OrderHandover`): their chunks then are
         # the committed state's, and these lists keep them.
         handover, session.victim_orders = session.victim_orders, None
-        self._handover = handover if isinstance(handover, OrderHandover) and \
-            handover.commits == commit_count(session) else None
-        self._lists = VictimLists(session, self._handover.made if self._handover is not None else None)
+        lists = handover.lists(session) if isinstance(handover, OrderHandover) else None
+        self._handover = handover if isinstance(handover, OrderHandover) and lists is not None else None
+        self._lists = lists if lists is not None else VictimLists(session)
         self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
@@ -167,12 +166,8 @@ class Reclaim:
             # lazily: a search reads a prefix of each queue's chunks (JobOrder).
             taken = None
             if epoch == 0 and self._handover is not None:
-                taken = self._handover.take(victim, self._by_queue[victim], runtime)
-            if taken is not None:
-                self._lists.adopt(taken)
-                hit = taken
-            else:
-                hit = self._lists.order(self._by_queue[victim], runtime, False)
+                taken = self._handover.take(self._lists, victim, self._by_queue[victim], runtime)
+            hit = taken if taken is not None else self._lists.order(self._by_queue[victim], runtime, False)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit

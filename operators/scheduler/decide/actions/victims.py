@@ -279,11 +279,6 @@ class VictimLists:
         self._orders.append(out)
         return out
 
-    def adopt(self, order: JobOrder) -> None:
-        """Take over an order built on these lists' `made` chunks: later commits fix it like the lists' own."""
-        assert order._made is self._made
-        self._orders.append(order)
-
 
 def _made_chunks(made: dict[int, list[Chunk]], job: Job) -> list[Chunk]:
     """victim_chunks(job, False) on the committed state, made once (`VictimLists`)."""
@@ -527,14 +522,24 @@ class OrderHandover:
         self.made = made
         self.orders = orders
 
-    def take(self, queue: QueueState, jobs: list[Job], runtime: float) -> JobOrder | None:
-        """The order of `queue`'s `jobs` under protection `runtime`, if consolidation's is exactly it."""
+    def lists(self, session: Session) -> VictimLists | None:
+        """Victim lists on consolidation's chunks, for orders taken over (`take`); None if a commit came since the
+        orders were built (a touched job's chunks in them would be those of before)."""
+        if self.commits != commit_count(session):
+            return None
+        return VictimLists(session, self.made)
+
+    def take(self, lists: VictimLists, queue: QueueState, jobs: list[Job], runtime: float) -> JobOrder | None:
+        """The order of `queue`'s `jobs` under protection `runtime`, if consolidation's is exactly it; taken over
+        by `lists` (from `self.lists()`), whose commits fix it from now on like the lists' own orders."""
+        assert lists._made is self.made
         hit = self.orders.get(queue)
         if hit is None or runtime != 0:
             return None
         theirs, order = hit
         if len(theirs) != len(jobs) or any(a is not b for a, b in zip(theirs, jobs, strict=True)):
             return None
+        lists._orders.append(order)
         return order
 
 
