@@ -42,7 +42,14 @@ from operators.core.api.bindrequest import BindRequestRecord
 from operators.scheduler.decide import explain, model
 from operators.scheduler.decide.actions import reclaim as reclaim_action
 from operators.scheduler.decide.actions.solver import Solver
-from operators.scheduler.decide.actions.victims import QueueOrder, VictimLists, protected, releasable, victim_chunks
+from operators.scheduler.decide.actions.victims import (
+    OrderHandover,
+    QueueOrder,
+    VictimLists,
+    protected,
+    releasable,
+    victim_chunks,
+)
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Pipelined
@@ -274,6 +281,9 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # consolidation and reclaim: a job's victim chunks made when a search reads that far (identity: every
     # candidate's chunks made and keyed when a queue's order is built)
     "victims-lazy": (VictimLists, "order", _eager_order),
+    # reclaim: consolidation's victim orders taken over while no commit came between (identity: reclaim builds
+    # every order itself)
+    "victims-handover": (OrderHandover, "lists", lambda self, session: None),
     # node index: a re-keyed node's entry shifted in place by the distance it moves (identity: removed, inserted)
     "index-move": (scoring, "_move", _removed_then_inserted),
     # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read, as the

@@ -310,7 +310,7 @@ def test_a_futile_walk_is_charged_what_the_walk_spends(monkeypatch: pytest.Monke
 def test_consolidation_victims_merged_lazily_change_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
     """Consolidation's lazily merged victims give the decisions of the eager order_chunks() over every chunk."""
 
-    def eager(session: Session, job: Any, candidates: list[Any]) -> list[Any]:
+    def eager(session: Session, job: Any, candidates: list[Any], *_: Any) -> list[Any]:
         return order_chunks(session, [c for other in candidates
                                       if not protected(session, other, preempt_min_runtime(session, other.queue))
                                       for c in victim_chunks(other, False)])

@@ -74,7 +74,7 @@ def elastic_cluster(seed: int) -> list[dict[str, Any]]:
     return objs
 
 
-def eager_consolidation_victims(session: Session, lists: object, candidates: list[Job]) -> MergedVictims:
+def eager_consolidation_victims(session: Session, lists: object, candidates: list[Job], *_: object) -> MergedVictims:
     """Consolidation's victims as built before the lazy lists: every unprotected candidate's chunks, made up front."""
     by_queue: dict[QueueState, list[Chunk]] = {}
     for other in candidates:

@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING
 from operators.scheduler.decide.actions.common import record_search
 from operators.scheduler.decide.actions.solver import Solver, cluster_free
 from operators.scheduler.decide.actions.victims import (
+    JobOrder,
     MergedVictims,
+    OrderHandover,
     VictimLists,
+    commit_count,
     consolidation_message,
     preempt_min_runtime,
 )
@@ -76,6 +79,8 @@ class Consolidation:
         failed: set[tuple[object, ...]] = set()
         ordered: MergedVictims | None = None  # victims in victim order (the solver skips those taken)
         lists = VictimLists(session)
+        handover: dict[QueueState, tuple[list[Job], JobOrder]] = {}
+        built = -1  # commit_count() when the orders were built
         while not solver.exhausted and (job := tree.pop()) is not None:
             tasks = session.tasks_to_allocate(job)
             if not tasks:
@@ -90,7 +95,8 @@ class Consolidation:
             if session.capacity_error(job, tasks) is not None:
                 continue
             if ordered is None:
-                ordered = self._victims(session, lists, candidates)
+                ordered = self._victims(session, lists, candidates, handover)
+                built = commit_count(session)
             chunks = ordered
             if not chunks:
                 record_search(session, self.name, job, False)
@@ -115,9 +121,12 @@ class Consolidation:
                 stmt.discard()
                 failed.add(signature)
                 record_search(session, self.name, job, False)
+        if handover:
+            session.victim_orders = OrderHandover(built, lists._made, handover)
 
     @staticmethod
-    def _victims(session: Session, lists: VictimLists, candidates: list[Job]) -> MergedVictims:
+    def _victims(session: Session, lists: VictimLists, candidates: list[Job],
+                 handover: dict[QueueState, tuple[list[Job], JobOrder]]) -> MergedVictims:
         """order_chunks() of every unprotected candidate's chunks (an elastic job's pods above minMember one at a
         time, then its core), merged across queues and ordered within each queue lazily: a search that stops after
         a few hundred scenarios makes and sees a short prefix of the cluster's victims."""
@@ -126,5 +135,11 @@ class Consolidation:
             assert other.queue is not None
             by_queue.setdefault(other.queue, []).append(other)
         # Protected jobs are left out: a move restarts the pod. The protection is the victim queue's.
-        return MergedVictims(session, [(q, lists.order(jobs, preempt_min_runtime(session, q), True))
-                                       for q, jobs in by_queue.items()])
+        per_queue: list[tuple[QueueState, JobOrder]] = []
+        for q, jobs in by_queue.items():
+            runtime = preempt_min_runtime(session, q)
+            order = lists.order(jobs, runtime, True)
+            per_queue.append((q, order))
+            if runtime == 0 and not order.any_protected:  # reclaim may take it over (OrderHandover)
+                handover[q] = (jobs, order)
+        return MergedVictims(session, per_queue)

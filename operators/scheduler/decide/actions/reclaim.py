@@ -15,6 +15,7 @@ from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     JobOrder,
     MergedVictims,
+    OrderHandover,
     VictimLists,
     reclaim_message,
     reclaim_min_runtime,
@@ -70,7 +71,12 @@ class Reclaim:
             self._by_queue.setdefault(other.queue, []).append(other)
         self._per_reclaimer: dict[tuple[QueueState, QueueState], JobOrder] = {}
         self._shared: dict[tuple[QueueState, float], tuple[int, JobOrder]] = {}
-        self._lists = VictimLists(session)
+        # Consolidation's orders, when no commit came since it built them (`OrderHandover`): their chunks then are
+        # the committed state's, and these lists keep them.
+        handover, session.victim_orders = session.victim_orders, None
+        lists = handover.lists(session) if isinstance(handover, OrderHandover) else None
+        self._handover = handover if isinstance(handover, OrderHandover) and lists is not None else None
+        self._lists = lists if lists is not None else VictimLists(session)
         self._epoch: dict[QueueState, int] = {}
         while not solver.exhausted and (job := tree.pop()) is not None:
             assert job.queue is not None
@@ -156,8 +162,12 @@ class Reclaim:
         if shared is not None and shared[0] == epoch:
             hit = shared[1]
         else:
-            # Made and ordered lazily: a search reads a prefix of each queue's chunks (JobOrder).
-            hit = self._lists.order(self._by_queue[victim], runtime, False)
+            # Consolidation's order while no commit touched the queue's jobs (epoch 0), else made and ordered
+            # lazily: a search reads a prefix of each queue's chunks (JobOrder).
+            taken = None
+            if epoch == 0 and self._handover is not None:
+                taken = self._handover.take(self._lists, victim, self._by_queue[victim], runtime)
+            hit = taken if taken is not None else self._lists.order(self._by_queue[victim], runtime, False)
             self._shared[(victim, runtime)] = (epoch, hit)
         self._per_reclaimer[(victim, mine)] = hit
         return hit

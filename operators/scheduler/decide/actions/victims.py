@@ -246,9 +246,11 @@ class VictimLists:
 
     __slots__ = ("_made", "_orders", "session")
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, made: dict[int, list[Chunk]] | None = None) -> None:
         self.session = session
-        self._made: dict[int, list[Chunk]] = {}  # id(job) -> victim_chunks(job, False) on the committed state
+        # id(job) -> victim_chunks(job, False) on the committed state (`made`: an earlier action's, taken over
+        # with its orders while no commit came between, `OrderHandover`)
+        self._made: dict[int, list[Chunk]] = {} if made is None else made
         self._orders: list[JobOrder] = []
 
     def chunks(self, job: Job) -> list[Chunk]:
@@ -303,7 +305,7 @@ class JobOrder(Sequence[Chunk]):
 
     # Holds the lists' `_made`, not the lists: they hold their orders, and a reference cycle through the session
     # would leave the whole session to the cyclic collector instead of freeing it when the cycle ends.
-    __slots__ = ("_done", "_fixed", "_heap", "_made", "_protected")
+    __slots__ = ("_done", "_fixed", "_heap", "_made", "_protected", "any_protected")
 
     def __init__(self, lists: VictimLists, jobs: Iterable[Job], runtime: float, drop_protected: bool) -> None:
         session = lists.session
@@ -312,10 +314,13 @@ class JobOrder(Sequence[Chunk]):
         fixed: dict[int, list[Chunk]] = {}
         shielded: set[int] = set()
         heap: list[tuple[object, ...]] = []
+        any_protected = False
         for i, job in enumerate(jobs):
             prot = protected(session, job, runtime)
-            if prot and drop_protected:
-                continue
+            if prot:
+                any_protected = True
+                if drop_protected:
+                    continue
             chunks = made.get(id(job))
             if chunks is None:
                 part = 0
@@ -345,6 +350,8 @@ class JobOrder(Sequence[Chunk]):
         self._fixed = fixed
         self._protected = shielded
         self._done: list[Chunk] = []
+        # No job of the order was protected: it is the same order with or without `drop_protected`.
+        self.any_protected = any_protected
 
     def fix(self, job: Job, chunks: list[Chunk]) -> None:
         """`job`'s chunks for this order are `chunks` unless it has read them already."""
@@ -494,6 +501,52 @@ class MergedVictims:
         while self._extend():
             pass
         return list(self._items)
+
+
+class OrderHandover:
+    """Consolidation's per-queue victim orders, handed to reclaim (the session's `victim_orders`).
+
+    Reclaim's order of a victim queue at its start is consolidation's when all of these hold (each checked):
+    no commit came between (`commits`: the session's binds, pipelines and evictions, one or more per commit;
+    a job's chunks and the queue's candidates change only with a commit), the queue's candidates are the same
+    jobs in the same order, reclaim's min-runtime for the queue is 0 and consolidation's was 0, and no job of
+    the queue was protected (so none was semi-preemptible: consolidation drops a protected job, reclaim keeps
+    its elastic chunks). A protection of 0 records no min-runtime deadline, so the replay's record is the same.
+    """
+
+    __slots__ = ("commits", "made", "orders")
+
+    def __init__(self, commits: int, made: dict[int, list[Chunk]],
+                 orders: dict[QueueState, tuple[list[Job], JobOrder]]) -> None:
+        self.commits = commits
+        self.made = made
+        self.orders = orders
+
+    def lists(self, session: Session) -> VictimLists | None:
+        """Victim lists on consolidation's chunks, for orders taken over (`take`); None if a commit came since the
+        orders were built (a touched job's chunks in them would be those of before)."""
+        if self.commits != commit_count(session):
+            return None
+        return VictimLists(session, self.made)
+
+    def take(self, lists: VictimLists, queue: QueueState, jobs: list[Job], runtime: float) -> JobOrder | None:
+        """The order of `queue`'s `jobs` under protection `runtime`, if consolidation's is exactly it; taken over
+        by `lists` (from `self.lists()`), whose commits fix it from now on like the lists' own orders."""
+        assert lists._made is self.made
+        hit = self.orders.get(queue)
+        if hit is None or runtime != 0:
+            return None
+        theirs, order = hit
+        if len(theirs) != len(jobs) or any(a is not b for a, b in zip(theirs, jobs, strict=True)):
+            return None
+        lists._orders.append(order)
+        return order
+
+
+def commit_count(session: Session) -> int:
+    """Grows with every commit that changed something (each adds a bind, a pipeline or an eviction)."""
+    d = session.decisions
+    return len(d.binds) + len(d.pipelined) + len(d.evictions)
 
 
 # --- min-runtime ---------------------------------------------------------------------------------

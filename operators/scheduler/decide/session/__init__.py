@@ -54,6 +54,7 @@ class Session(Persisting, Operations, ClusterFree, PluginCalls, Closing, Candida
         self._pending_jobs: list[Job] | None = None  # schedulable_jobs(): jobs with pending pods at its last call
         self._victims: list[Job] = []  # victim_candidates(), as of its last call (or session open)
         self._touched: set[Job] = set()  # jobs whose tasks changed status or node since then
+        self.victim_orders: object = None  # one action's victim orders for the next (actions/victims.py OrderHandover)
         # The enabled plugins' hooks, resolved once into plain callables and lists. Keep the session's instance
         # attributes at 30 or fewer: beyond, CPython stops sharing the instance dict's keys and every attribute
         # access of the hot loops gets slower (hooks live on `framework`, not as attributes here).
