@@ -29,7 +29,7 @@ import resource
 import sys
 import time
 from bisect import insort
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -238,6 +238,86 @@ def _bind_formatted(session: Any, task: Any, node: str, pod_group: str) -> Bind:
                 format_portion(GPU if rec.gpu.whole else 0), rec.gpu.whole, task.claims)
 
 
+@dataclass(frozen=True, slots=True)
+class _FrozenBind:
+    """The bind record as a frozen slotted dataclass (before the NamedTuple), with the same fields and output."""
+
+    namespace: str
+    pod: str
+    pod_group: str
+    node: str
+    resource_type: str
+    gpu_groups: tuple[str, ...] = ()
+    gpu_portion: str = "0.00"
+    gpu_count: int = 0
+    claim_allocations: tuple[tuple[str, str], ...] = ()
+
+    to_dict = Bind.to_dict
+
+
+_PORTIONS = {True: format_portion(GPU), False: format_portion(0)}
+
+
+def _bind_frozen(session: Any, task: Any, node: str, pod_group: str) -> Any:
+    """A bind built as a frozen dataclass (each field set through object.__setattr__)."""
+    rec = task.rec
+    gpu = rec.gpu
+    if gpu.is_shared:
+        return _FrozenBind(rec.namespace, rec.name, pod_group, node, keys.RESOURCE_TYPE_FRACTION, task.groups,
+                           format_portion(task.portion), gpu.num_devices, task.claims)
+    return _FrozenBind(rec.namespace, rec.name, pod_group, node, keys.RESOURCE_TYPE_REGULAR, (),
+                       _PORTIONS[bool(gpu.whole)], gpu.whole, task.claims)
+
+
+def _place_min_max(self: Any, task: Any, placement: Any, status: str) -> tuple[int, ...]:
+    """A placement as before the comparisons: its take from idle through min/max calls."""
+    node = self.nodes[placement.node]
+    rec = task.rec
+    ic = min(rec.cpu, max(node.idle_cpu, 0))
+    im = min(rec.memory, max(node.idle_mem, 0))
+    whole = rec.gpu.whole
+    ig = min(whole, max(node.idle_gpu, 0))
+    rc, rm, rg = rec.cpu - ic, rec.memory - im, whole - ig  # the rest comes out of what is releasing
+    taken = (ic, rc, im, rm, ig, rg)
+    node.idle_cpu -= ic
+    node.rel_cpu -= rc
+    node.idle_mem -= im
+    node.rel_mem -= rm
+    node.idle_gpu -= ig
+    node.rel_gpu -= rg
+    node.n_pods += 1
+    if rec.scalars and node.scalars:
+        for name, qty in rec.scalars:
+            s = node.scalars[name]
+            s[model.SCALAR_IDLE] -= qty
+    choice = placement.gpu
+    if choice is not None:
+        for gid, new, from_rel in zip(choice.groups, choice.new, choice.from_releasing, strict=True):
+            if new:
+                if from_rel:
+                    node.rel_gpu -= 1
+                else:
+                    node.idle_gpu -= 1
+                node.groups[gid] = model.GpuGroup(gid)
+            g = node.groups[gid]
+            g.used += placement.portion
+            g.pods += 1
+        task.groups = choice.groups
+        task.portion = placement.portion
+    if rec.constraints.host_ports:
+        ports = node.ports if node.ports is not None else {}
+        for p in rec.constraints.host_ports:
+            ports[p] = ports.get(p, 0) + 1
+        node.ports = ports
+    task.node = node.idx
+    self._set_status(task, status)
+    if self.pod_index is not None:
+        self.pod_index.add(rec, node.idx)
+    self._free_dirty.add(node.idx)
+    self.index.update(node)
+    return taken
+
+
 # Short cuts of the disruptive searches, each with its identity (the search without it), for `--ab`.
 def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ...], int]:
     """The fit summary's histogram with the full fit on every node (as before the predicates plugin's `histogram`)."""
@@ -296,6 +376,10 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "commit-pass": (Operations, "_commit", _committed_in_two_passes),
     # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)
     "bind-portion": (Operations, "_bind", _bind_formatted),
+    # statement: a bind record built as a NamedTuple (identity: a frozen slotted dataclass)
+    "bind-tuple": (Operations, "_bind", _bind_frozen),
+    # statement: a placement's take from idle by comparisons (identity: min/max calls)
+    "place-compare": (Operations, "_place", _place_min_max),
     # fit summaries: the reason histogram counted per reason times its nodes (identity: one flat list of every
     # node's reasons, counted by explain.fit_summary)
     "fit-summary-counts": (explain, "fit_summary_of_histogram",

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from operators.scheduler.decide.searchbackoff import Backoff
 
 
-@dataclass(frozen=True, slots=True)
-class Bind:
-    """Create a BindRequest (spec.selectedNode, receivedResourceType, receivedGPU, selectedGPUGroups)."""
+class Bind(NamedTuple):
+    """Create a BindRequest (spec.selectedNode, receivedResourceType, receivedGPU, selectedGPUGroups).
+
+    A NamedTuple, not a frozen dataclass: one is built per bound pod, and a frozen dataclass's constructor sets
+    each field through object.__setattr__ (~1.3 us against ~0.4 us); a NamedTuple is as immutable, hashable and
+    picklable. Compare Binds only with Binds (a tuple of the same fields compares equal)."""
 
     namespace: str
     pod: str

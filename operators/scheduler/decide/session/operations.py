@@ -35,11 +35,16 @@ class Operations(Accounting):
     def _place(self, task: Task, placement: Placement, status: str) -> tuple[int, ...]:
         node = self.nodes[placement.node]
         rec = task.rec
-        ic = min(rec.cpu, max(node.idle_cpu, 0))
-        im = min(rec.memory, max(node.idle_mem, 0))
-        whole = rec.gpu.whole
-        ig = min(whole, max(node.idle_gpu, 0))
-        rc, rm, rg = rec.cpu - ic, rec.memory - im, whole - ig  # the rest comes out of what is releasing
+        # Each resource is taken from what is idle first, min(request, max(idle, 0)), the rest from what is
+        # releasing; written as comparisons (requests are never negative), not min/max calls (hot: once per pod).
+        cpu, mem, whole = rec.cpu, rec.memory, rec.gpu.whole
+        idle = node.idle_cpu
+        ic = cpu if idle >= cpu else idle if idle > 0 else 0
+        idle = node.idle_mem
+        im = mem if idle >= mem else idle if idle > 0 else 0
+        idle = node.idle_gpu
+        ig = whole if idle >= whole else idle if idle > 0 else 0
+        rc, rm, rg = cpu - ic, mem - im, whole - ig  # the rest comes out of what is releasing
         taken = (ic, rc, im, rm, ig, rg)
         node.idle_cpu -= ic
         node.rel_cpu -= rc
