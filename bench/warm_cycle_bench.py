@@ -54,7 +54,12 @@ from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Pipelined
 from operators.scheduler.decide.placement import scoring, search
-from operators.scheduler.decide.placement.gpus import format_portion
+from operators.scheduler.decide.placement.gpus import (
+    format_portion,
+    fraction_units,
+    has_sharing_fit,
+    portion_on_node,
+)
 from operators.scheduler.decide.placement.search import Placer
 from operators.scheduler.decide.plugins.predicates import fit as predicates_fit
 from operators.scheduler.decide.plugins.predicates.plugin import Predicates
@@ -269,6 +274,25 @@ def _bind_frozen(session: Any, task: Any, node: str, pod_group: str) -> Any:
                        _PORTIONS[bool(gpu.whole)], gpu.whole, task.claims)
 
 
+def _scan_every_fit(self: Any, task: Any, order: Any, mask: Any, idle_only: bool, sharing: bool = False) -> Any:
+    """Placer._scan as before the resource pre-test: the fit called on every node of the order in the mask."""
+    nodes = self.nodes
+    fraction = task.rec.gpu.portion
+    portion = fraction_units(fraction) if fraction is not None else None
+    for i in order:
+        if not mask[i]:
+            continue
+        node = nodes[i]
+        if sharing:
+            p = portion if portion is not None else portion_on_node(task.rec.gpu, node)
+            if p is None or not has_sharing_fit(node, p):
+                continue
+        hit = self.fit(self, task, node, idle_only)
+        if hit is not None:
+            return hit
+    return None
+
+
 def _place_min_max(self: Any, task: Any, placement: Any, status: str) -> tuple[int, ...]:
     """A placement as before the comparisons: its take from idle through min/max calls."""
     node = self.nodes[placement.node]
@@ -380,6 +404,9 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "bind-tuple": (Operations, "_bind", _bind_frozen),
     # statement: a placement's take from idle by comparisons (identity: min/max calls)
     "place-compare": (Operations, "_place", _place_min_max),
+    # placer: a scan skips nodes short of the pod's CPU or memory before the fit call (identity: the fit on every
+    # node of the order)
+    "scan-resources": (Placer, "_scan", _scan_every_fit),
     # fit summaries: the reason histogram counted per reason times its nodes (identity: one flat list of every
     # node's reasons, counted by explain.fit_summary)
     "fit-summary-counts": (explain, "fit_summary_of_histogram",

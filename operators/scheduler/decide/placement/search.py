@@ -38,6 +38,9 @@ class Placement:
 
 
 class NodeFitFunction(Protocol):
+    """Does a task fit a node. It refuses a node short of the pod's CPU or memory (idle, or idle + releasing when
+    not idle_only): the placer's scans skip such nodes without calling it."""
+
     def __call__(self, placer: Placer, task: Task, node: NodeState, idle_only: bool,
                  why: list[str] | None = None) -> Placement | None: ...
 
@@ -183,12 +186,22 @@ class Placer:
     def _scan(self, task: Task, order: Iterable[int], mask: bytearray, idle_only: bool,
               sharing: bool = False) -> Placement | None:
         nodes = self.nodes
-        fraction = task.rec.gpu.portion
+        rec = task.rec
+        cpu, mem = rec.cpu, rec.memory
+        fraction = rec.gpu.portion
         portion = fraction_units(fraction) if fraction is not None else None
         for i in order:
             if not mask[i]:
                 continue
             node = nodes[i]
+            # The fit's resource tests refuse a node short of the pod's CPU or memory whatever its devices (a
+            # NodeFitFunction's contract). A GPU order walks past many such nodes (GPUs idle, CPU
+            # taken): they are refused here without the call, and for a shared pod without counting its devices.
+            if idle_only:
+                if cpu > node.idle_cpu or mem > node.idle_mem:
+                    continue
+            elif cpu > node.idle_cpu + node.rel_cpu or mem > node.idle_mem + node.rel_mem:
+                continue
             if sharing:
                 p = portion if portion is not None else portion_on_node(task.rec.gpu, node)
                 if p is None or not has_sharing_fit(node, p):
