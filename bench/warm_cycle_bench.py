@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import heapq
 import inspect
 import json
 import os
@@ -29,8 +30,9 @@ import resource
 import sys
 import time
 from bisect import insort
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, overload
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,10 +43,10 @@ from operators.core import keys
 from operators.core.api.bindrequest import BindRequestRecord
 from operators.scheduler.decide import explain, model
 from operators.scheduler.decide.actions import reclaim as reclaim_action
+from operators.scheduler.decide.actions import victims as victims_module
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     OrderHandover,
-    QueueOrder,
     VictimLists,
     protected,
     releasable,
@@ -53,6 +55,7 @@ from operators.scheduler.decide.actions.victims import (
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.cycle import run_carried_cycle, run_cycle
 from operators.scheduler.decide.decisions import Bind, Decisions, Eviction, Pipelined
+from operators.scheduler.decide.model import Chunk
 from operators.scheduler.decide.placement import scoring, search
 from operators.scheduler.decide.placement.gpus import (
     format_portion,
@@ -66,6 +69,7 @@ from operators.scheduler.decide.plugins.predicates.plugin import Predicates
 from operators.scheduler.decide.plugins.topology import plugin as topology_plugin
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
+from operators.scheduler.decide.session import Session
 from operators.scheduler.decide.session.operations import Operations
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Removed, Snapshot, snapshot_from_objects
@@ -352,6 +356,49 @@ def _fit_on_every_node(placer: Any, task: Any, nodes: Any) -> dict[tuple[str, ..
         reasons = tuple(why)
         counts[reasons] = counts.get(reasons, 0) + 1
     return counts
+
+
+class QueueOrder(Sequence[Chunk]):
+    """within_queue_order() of one queue's chunks, ordered only as far as it is read (the order reclaim and
+    consolidation read before the lazy victim lists, `--ab victims-lazy`'s identity).
+
+    A heap of the keyed chunks, popped into a sorted prefix on demand: the keys are unique, so the pops come in
+    the sort's order. A search that stops early (reclaim at 5,000 nodes reads a few hundred of each queue's
+    thousands of chunks) pays a heapify and its prefix's pops instead of a full sort.
+    """
+
+    __slots__ = ("_done", "_heap", "_len")
+
+    def __init__(self, chunks: Iterable[Chunk], session: Session | None = None) -> None:
+        self._heap = victims_module._keyed(chunks, session)
+        heapq.heapify(self._heap)
+        self._len = len(self._heap)
+        self._done: list[Chunk] = []
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Chunk]: ...
+
+    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._len))]
+        if index < 0:
+            index += self._len
+        if not 0 <= index < self._len:
+            raise IndexError(index)
+        done, heap = self._done, self._heap
+        while len(done) <= index:
+            done.append(heapq.heappop(heap)[1])
+        return done[index]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        for i in range(self._len):
+            yield self[i]
 
 
 def _eager_order(lists: Any, jobs: Any, runtime: float, drop_protected: bool) -> QueueOrder:

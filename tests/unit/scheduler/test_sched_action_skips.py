@@ -16,7 +16,6 @@ from operators.scheduler.decide.actions.preempt import Preempt, could_preempt
 from operators.scheduler.decide.actions.solver import Solver
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
-    QueueOrder,
     order_chunks,
     preempt_min_runtime,
     protected,
@@ -155,25 +154,6 @@ def test_merged_victims_equal_order_chunks() -> None:
     assert list(single) == order_chunks(s, by_queue[next(q for q in by_queue if q.name == "qa")])
 
 
-
-def test_queue_order_is_within_queue_order_read_lazily() -> None:
-    s = session_of(reclaim_cluster())
-    chunks = [c for j in s.jobs for c in victim_chunks(j, protected=False)]
-    rng = random.Random(7)
-    rng.shuffle(chunks)  # the index breaks ties in input order: the lazy form must keep that too
-    expected = within_queue_order(chunks, s)
-    assert len(expected) > 3
-    lazy = QueueOrder(chunks, s)
-    assert len(lazy) == len(expected)
-    assert lazy[1] == expected[1]
-    assert len(lazy._done) == 2  # ordered only as far as it was read
-    assert lazy[-1] == expected[-1] and lazy[1:3] == expected[1:3]
-    assert list(lazy) == expected and list(lazy) == expected
-    with pytest.raises(IndexError):
-        lazy[len(expected)]
-    single = MergedVictims(s, [(chunks[0].job.queue, QueueOrder(chunks, s))])
-    assert next(iter(single)) == expected[0]
-    assert list(single) == expected
 
 # --- cluster free ------------------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ from operators.scheduler.decide.actions.consolidate import Consolidation
 from operators.scheduler.decide.actions.reclaim import Reclaim
 from operators.scheduler.decide.actions.victims import (
     MergedVictims,
-    QueueOrder,
     VictimLists,
     preempt_min_runtime,
     protected,
@@ -84,10 +83,10 @@ def eager_consolidation_victims(session: Session, lists: object, candidates: lis
         chunks = victim_chunks(other, False)
         if chunks:
             by_queue.setdefault(other.queue, []).extend(chunks)
-    return MergedVictims(session, [(q, QueueOrder(chunks, session)) for q, chunks in by_queue.items()])
+    return MergedVictims(session, [(q, within_queue_order(chunks, session)) for q, chunks in by_queue.items()])
 
 
-def eager_queue_chunks(self: Reclaim, session: Session, mine: QueueState, victim: QueueState) -> QueueOrder:
+def eager_queue_chunks(self: Reclaim, session: Session, mine: QueueState, victim: QueueState) -> list[Chunk]:
     """Reclaim's per-queue victims as built before the lazy lists: every candidate's chunks, made up front."""
     hit = self._per_reclaimer.get((victim, mine))
     if hit is not None:
@@ -98,8 +97,8 @@ def eager_queue_chunks(self: Reclaim, session: Session, mine: QueueState, victim
     if shared is not None and shared[0] == epoch:
         out: Any = shared[1]
     else:
-        out = QueueOrder([c for other in self._by_queue[victim]
-                          for c in victim_chunks(other, protected(session, other, runtime))], session)
+        out = within_queue_order([c for other in self._by_queue[victim]
+                                  for c in victim_chunks(other, protected(session, other, runtime))], session)
         self._shared[(victim, runtime)] = (epoch, out)
     self._per_reclaimer[(victim, mine)] = out
     return out  # type: ignore[no-any-return]

@@ -189,48 +189,6 @@ def within_queue_order(chunks: Iterable[Chunk], session: Session | None = None) 
     return [c for _, c in keyed]
 
 
-class QueueOrder(Sequence[Chunk]):
-    """within_queue_order() of one queue's chunks, ordered only as far as it is read.
-
-    A heap of the keyed chunks, popped into a sorted prefix on demand: the keys are unique, so the pops come in
-    the sort's order. A search that stops early (reclaim at 5,000 nodes reads a few hundred of each queue's
-    thousands of chunks) pays a heapify and its prefix's pops instead of a full sort.
-    """
-
-    __slots__ = ("_done", "_heap", "_len")
-
-    def __init__(self, chunks: Iterable[Chunk], session: Session | None = None) -> None:
-        self._heap = _keyed(chunks, session)
-        heapq.heapify(self._heap)
-        self._len = len(self._heap)
-        self._done: list[Chunk] = []
-
-    def __len__(self) -> int:
-        return self._len
-
-    @overload
-    def __getitem__(self, index: int) -> Chunk: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Chunk]: ...
-
-    def __getitem__(self, index: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._len))]
-        if index < 0:
-            index += self._len
-        if not 0 <= index < self._len:
-            raise IndexError(index)
-        done, heap = self._done, self._heap
-        while len(done) <= index:
-            done.append(heapq.heappop(heap)[1])
-        return done[index]
-
-    def __iter__(self) -> Iterator[Chunk]:
-        for i in range(self._len):
-            yield self[i]
-
-
 class VictimLists:
     """One action's victim chunks, made when a search first reaches a job, and the lazy per-queue orders over them.
 
@@ -432,7 +390,7 @@ class MergedVictims:
         self._total: int | None = None  # known once every queue's list is read to its end
         self._items: list[Chunk] = []
         self._heap: list[tuple[int, float, str, QueueState]] = []
-        # One queue: its chunks in their order, read as far as the search goes (a QueueOrder stays lazy).
+        # One queue: its chunks in their order, read as far as the search goes (a JobOrder stays lazy).
         self._single: Sequence[Chunk] | None = queues[0][1] if len(queues) == 1 else None
         if self._single is not None:
             return
