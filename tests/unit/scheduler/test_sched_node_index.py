@@ -28,6 +28,22 @@ def cluster(seed: int) -> list[dict[str, Any]]:
     return objs
 
 
+def churn(stmt: Any, running: list[Any], marks: list[int], rng: random.Random) -> bool:
+    """One random step of a statement: roll back to a random checkpoint, or evict one to three running tasks
+    after a new one. False when nothing is left to evict."""
+    if marks and rng.random() < 0.3:
+        stmt.rollback(marks.pop(rng.randrange(len(marks))))
+        marks[:] = [m for m in marks if m <= len(stmt.ops)]
+        return True
+    live = [t for t in running if t.status in VICTIM_STATUSES]
+    if not live:
+        return False
+    marks.append(stmt.checkpoint())
+    for t in rng.sample(live, min(len(live), rng.randint(1, 3))):
+        stmt.evict(t, "reclaim", "ns/x", "test")
+    return True
+
+
 READERS = (
     lambda index: list(index.gpu_order(0)),
     lambda index: list(index.gpu_order(1)),
@@ -51,16 +67,8 @@ def test_deferred_rekeying_reads_as_a_fresh_index() -> None:
         running = [t for j in s.jobs for t in j.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
         marks = []
         for step in range(30):
-            if marks and rng.random() < 0.3:
-                stmt.rollback(marks.pop(rng.randrange(len(marks))))
-                marks = [m for m in marks if m <= len(stmt.ops)]
-            else:
-                live = [t for t in running if t.status in VICTIM_STATUSES]
-                if not live:
-                    break
-                marks.append(stmt.checkpoint())
-                for t in rng.sample(live, min(len(live), rng.randint(1, 3))):
-                    stmt.evict(t, "reclaim", "ns/x", "test")
+            if not churn(stmt, running, marks, rng):
+                break
             if step % 3 == 0:  # several changes between two reads: re-keyed once, at the read
                 fresh = NodeIndex(s.nodes, s.config.gpu_placement, s.config.cpu_placement)
                 first = READERS[step // 3 % len(READERS)]  # each reader in turn is the first after changes

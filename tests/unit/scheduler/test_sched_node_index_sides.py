@@ -12,6 +12,7 @@ import random
 from bisect import bisect_left, insort
 
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
+from test_sched_node_index import churn
 
 from operators.scheduler.decide.config import SchedulerConfig
 from operators.scheduler.decide.model import VICTIM_STATUSES
@@ -97,16 +98,8 @@ def test_each_side_read_alone_reads_as_a_fresh_index() -> None:
         running = [t for j in s.jobs for t in j.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
         marks = []
         for _ in range(25):
-            if marks and rng.random() < 0.3:
-                stmt.rollback(marks.pop(rng.randrange(len(marks))))
-                marks = [m for m in marks if m <= len(stmt.ops)]
-            else:
-                live = [t for t in running if t.status in VICTIM_STATUSES]
-                if not live:
-                    break
-                marks.append(stmt.checkpoint())
-                for t in rng.sample(live, min(len(live), rng.randint(1, 3))):
-                    stmt.evict(t, "reclaim", "ns/x", "test")
+            if not churn(stmt, running, marks, rng):
+                break
             side, read = rng.choice(readers)
             stale["gpu"] += side == "gpu" and bool(s.index._dirty_cpu)
             stale["cpu"] += side == "cpu" and bool(s.index._dirty)
