@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import gc
+import logging
+import re
 import weakref
 from collections.abc import Iterator
 
@@ -40,12 +42,15 @@ def test_what_a_cycle_keeps_is_frozen_before_the_collector_is_on_again() -> None
     assert not tracked & set(map(id, opened.tasks_in_order))
 
 
-def test_garbage_frozen_with_a_cycle_is_freed_by_the_next_thaw() -> None:
+def test_garbage_frozen_with_a_cycle_is_freed_by_the_next_thaw(caplog: pytest.LogCaptureFixture) -> None:
     def leave_garbage() -> weakref.ref[Cyclic]:
         return weakref.ref(Cyclic())  # unreachable at once, but a reference cycle: only a collection frees it
 
     gone = frozen(False, leave_garbage)
     gc.collect()
     assert gone() is not None  # frozen: no collection looks at it
-    frozen(True, lambda: None)
+    with caplog.at_level(logging.INFO, logger="scheduler"):
+        frozen(True, lambda: None)
     assert gone() is None
+    held, freed = map(int, re.findall(r"(\d+) objects had been frozen, (\d+) of them", caplog.text)[0])
+    assert held > 0 and freed >= 1  # at least the cyclic instance, which was in the frozen set
