@@ -249,6 +249,7 @@ class Opening(Accounting):
         task_vector = self.task_vector
         task_order_key = self.framework.task_order_key
         threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        sums: dict[QueueState, list[int]] = {}  # per queue: allocated, allocated non-preemptible, requested
         for pg in podgroups:
             key = (pg.namespace, pg.name)
             if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
@@ -271,8 +272,8 @@ class Opening(Accounting):
             else:  # _podsets() of a PodGroup without sub-groups, without the dict
                 podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
                 podsets = None
-            job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
-                      podsets=podset_list, has_subgroups=bool(pg.subgroups))
+            # Positional (rec, queue, priority, preemptible, podsets, has_subgroups): cheaper than keywords.
+            job = Job(pg, queue, priority, preemptible, podset_list, bool(pg.subgroups))
             if len(members) > 1:
                 members.sort(key=task_order_key)
             alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
@@ -340,20 +341,33 @@ class Opening(Accounting):
                 continue
             if opened is not None:
                 job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
-            for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
-                alloc = q.allocated
-                alloc[0] += alloc_gpu
-                alloc[1] += alloc_cpu
-                alloc[2] += alloc_mem
-                if not preemptible:
-                    anp = q.allocated_np
-                    anp[0] += alloc_gpu
-                    anp[1] += alloc_cpu
-                    anp[2] += alloc_mem
-                req = q.request
-                req[0] += req_gpu
-                req[1] += req_cpu
-                req[2] += req_mem
+            # _add_queue(queue, allocated, preemptible, +1), then the request: summed per queue here and added up
+            # each queue's lineage once below, not once per job (exact integer sums, so the order does not matter).
+            acc = sums.get(queue)
+            if acc is None:
+                acc = sums[queue] = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+            acc[0] += alloc_gpu
+            acc[1] += alloc_cpu
+            acc[2] += alloc_mem
+            if not preemptible:
+                acc[3] += alloc_gpu
+                acc[4] += alloc_cpu
+                acc[5] += alloc_mem
+            acc[6] += req_gpu
+            acc[7] += req_cpu
+            acc[8] += req_mem
+        for queue, acc in sums.items():
+            for q in lineages[queue]:
+                alloc, anp, req = q.allocated, q.allocated_np, q.request
+                alloc[0] += acc[0]
+                alloc[1] += acc[1]
+                alloc[2] += acc[2]
+                anp[0] += acc[3]
+                anp[1] += acc[4]
+                anp[2] += acc[5]
+                req[0] += acc[6]
+                req[1] += acc[7]
+                req[2] += acc[8]
         return out
 
     @staticmethod
