@@ -1,6 +1,7 @@
 """Session open's queue sums: each queue's allocated, allocated non-preemptible and requested amounts are the sums,
 over the jobs of every queue below it and its own, of what each job's tasks use or ask by the definitions (summed
-per queue, then added up the lineage once: the same integers as adding each job up its lineage)."""
+per queue, then added up the lineage once: the same integers as adding each job up its lineage). With them, what
+the same loop derives per task: each podset's counters and each job's victim-candidate flag, by their definitions."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ import pytest
 from sched_builders import PRIORITY_CLASSES, node, pod, podgroup, queue
 
 from operators.scheduler.decide.config import SchedulerConfig
-from operators.scheduler.decide.model import GATED, PENDING, QUEUE_ALLOCATED
+from operators.scheduler.decide.model import (
+    ACTIVE_ALLOCATED,
+    ACTIVE_USED,
+    ALIVE,
+    GATED,
+    PENDING,
+    PIPELINED,
+    QUEUE_ALLOCATED,
+    RELEASING,
+    RUNNING,
+    VICTIM_STATUSES,
+)
 from operators.scheduler.decide.session import Session
 from operators.scheduler.decide.snapshot import snapshot_from_objects
 
@@ -67,3 +79,21 @@ def test_queue_sums_at_open_are_the_lineage_sums_of_the_jobs(seed: int) -> None:
     assert any(w[1] != [0, 0, 0] for w in want.values())  # some non-preemptible allocation to check
     for name, q in s.queues.items():
         assert [q.allocated, q.allocated_np, q.request] == want[name], name
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_podset_counters_and_victim_flags_at_open_by_definition(seed: int) -> None:
+    s = Session(snapshot_from_objects(objects(seed)), SchedulerConfig(), 1e9)
+    victims = 0
+    for job in s.jobs:
+        for ps in job.podsets:
+            st = [t.status for t in ps.tasks]
+            assert (ps.active_allocated, ps.pipelined, ps.active_used, ps.alive, ps.gated) == (
+                sum(x in ACTIVE_ALLOCATED for x in st), st.count(PIPELINED), sum(x in ACTIVE_USED for x in st),
+                sum(x in ALIVE for x in st), st.count(GATED)), job.key
+            assert ps.pending == [t for t in ps.tasks if t.status == PENDING]
+        on_node = any(t.status in VICTIM_STATUSES and t.node >= 0 for t in job.tasks)
+        assert job.open_victim == (on_node and job.preemptible and job.queue is not None), job.key
+        victims += job.open_victim
+    seen = {t.status for job in s.jobs for t in job.tasks}
+    assert victims and {RUNNING, PENDING, RELEASING} <= seen  # each branch of the loop taken

@@ -282,7 +282,8 @@ class Opening(Accounting):
             for task in members:
                 rec = task.rec
                 if podsets is None:
-                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                    sub = rec.subgroup
+                    ps = podset_list[0] if not sub or sub == DEFAULT_SUBGROUP else None
                 else:
                     ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
                 if ps is None:
@@ -290,22 +291,30 @@ class Opening(Accounting):
                 task.job, task.podset = job, ps
                 job_tasks.append(task)
                 ps.tasks.append(task)
+                # Per status: the podset's counters (_count), whether the task is a victim candidate's (Running /
+                # Bound / Binding on a node), whether it counts for the queue's request (Pending, allocated, or
+                # waiting only for quota: quotagates' demand) and allocation (QUEUE_ALLOCATED). The two common
+                # statuses take their answers without a set lookup.
                 status = task.status
-                if not victim and status in VICTIM_STATUSES and task.node >= 0:
-                    victim = True
-                if status == PENDING:
-                    ps.alive += 1
-                    task.fit_key = rec.fit_key
-                    ps.pending.append(task)
-                elif status == RUNNING:
+                if status == RUNNING:
+                    if not victim and task.node >= 0:
+                        victim = True
                     ps.active_allocated += 1
                     ps.active_used += 1
                     ps.alive += 1
+                    queued = allocated = True
+                elif status == PENDING:
+                    ps.alive += 1
+                    task.fit_key = rec.fit_key
+                    ps.pending.append(task)
+                    queued, allocated = True, False
                 else:
+                    if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                        victim = True
                     count(ps, status, +1)
-                # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
-                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
-                                          or (status == GATED and rec.quota_gated)):
+                    allocated = status in QUEUE_ALLOCATED
+                    queued = allocated or (status == GATED and rec.quota_gated)
+                if queued and queue is not None:
                     gpu = rec.gpu
                     if gpu.is_shared:
                         need_gpu, need_cpu, need_mem = task_vector(task)
@@ -314,7 +323,7 @@ class Opening(Accounting):
                     req_gpu += need_gpu
                     req_cpu += need_cpu
                     req_mem += need_mem
-                    if status != PENDING and status != GATED:
+                    if allocated:
                         alloc_gpu += need_gpu
                         alloc_cpu += need_cpu
                         alloc_mem += need_mem
