@@ -249,6 +249,7 @@ class Opening(Accounting):
         task_vector = self.task_vector
         task_order_key = self.framework.task_order_key
         threshold = keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+        sums: dict[QueueState, list[int]] = {}  # per queue: allocated, allocated non-preemptible, requested
         for pg in podgroups:
             key = (pg.namespace, pg.name)
             if pg.scheduling_backoff == 1 and node_pool in pg.unschedulable_pools:
@@ -271,8 +272,8 @@ class Opening(Accounting):
             else:  # _podsets() of a PodGroup without sub-groups, without the dict
                 podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
                 podsets = None
-            job = Job(rec=pg, queue=queue, priority=priority, preemptible=preemptible,
-                      podsets=podset_list, has_subgroups=bool(pg.subgroups))
+            # Positional (rec, queue, priority, preemptible, podsets, has_subgroups): cheaper than keywords.
+            job = Job(pg, queue, priority, preemptible, podset_list, bool(pg.subgroups))
             if len(members) > 1:
                 members.sort(key=task_order_key)
             alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
@@ -281,7 +282,8 @@ class Opening(Accounting):
             for task in members:
                 rec = task.rec
                 if podsets is None:
-                    ps = podset_list[0] if (rec.subgroup or DEFAULT_SUBGROUP) == DEFAULT_SUBGROUP else None
+                    sub = rec.subgroup
+                    ps = podset_list[0] if not sub or sub == DEFAULT_SUBGROUP else None
                 else:
                     ps = podsets.get(rec.subgroup or DEFAULT_SUBGROUP)
                 if ps is None:
@@ -289,22 +291,30 @@ class Opening(Accounting):
                 task.job, task.podset = job, ps
                 job_tasks.append(task)
                 ps.tasks.append(task)
+                # Per status: the podset's counters (_count), whether the task is a victim candidate's (Running /
+                # Bound / Binding on a node), whether it counts for the queue's request (Pending, allocated, or
+                # waiting only for quota: quotagates' demand) and allocation (QUEUE_ALLOCATED). The two common
+                # statuses take their answers without a set lookup.
                 status = task.status
-                if not victim and status in VICTIM_STATUSES and task.node >= 0:
-                    victim = True
-                if status == PENDING:
-                    ps.alive += 1
-                    task.fit_key = rec.fit_key
-                    ps.pending.append(task)
-                elif status == RUNNING:
+                if status == RUNNING:
+                    if not victim and task.node >= 0:
+                        victim = True
                     ps.active_allocated += 1
                     ps.active_used += 1
                     ps.alive += 1
+                    queued = allocated = True
+                elif status == PENDING:
+                    ps.alive += 1
+                    task.fit_key = rec.fit_key
+                    ps.pending.append(task)
+                    queued, allocated = True, False
                 else:
+                    if not victim and status in VICTIM_STATUSES and task.node >= 0:
+                        victim = True
                     count(ps, status, +1)
-                # A pod waiting only for quota (quotagates) is the queue's demand as if it were pending.
-                if queue is not None and (status == PENDING or status in QUEUE_ALLOCATED
-                                          or (status == GATED and rec.quota_gated)):
+                    allocated = status in QUEUE_ALLOCATED
+                    queued = allocated or (status == GATED and rec.quota_gated)
+                if queued and queue is not None:
                     gpu = rec.gpu
                     if gpu.is_shared:
                         need_gpu, need_cpu, need_mem = task_vector(task)
@@ -313,7 +323,7 @@ class Opening(Accounting):
                     req_gpu += need_gpu
                     req_cpu += need_cpu
                     req_mem += need_mem
-                    if status != PENDING and status != GATED:
+                    if allocated:
                         alloc_gpu += need_gpu
                         alloc_cpu += need_cpu
                         alloc_mem += need_mem
@@ -340,20 +350,33 @@ class Opening(Accounting):
                 continue
             if opened is not None:
                 job.usage = (alloc_gpu, alloc_cpu, alloc_mem, req_gpu, req_cpu, req_mem)
-            for q in lineages[queue]:  # _add_queue(queue, allocated, preemptible, +1), then the request
-                alloc = q.allocated
-                alloc[0] += alloc_gpu
-                alloc[1] += alloc_cpu
-                alloc[2] += alloc_mem
-                if not preemptible:
-                    anp = q.allocated_np
-                    anp[0] += alloc_gpu
-                    anp[1] += alloc_cpu
-                    anp[2] += alloc_mem
-                req = q.request
-                req[0] += req_gpu
-                req[1] += req_cpu
-                req[2] += req_mem
+            # _add_queue(queue, allocated, preemptible, +1), then the request: summed per queue here and added up
+            # each queue's lineage once below, not once per job (exact integer sums, so the order does not matter).
+            acc = sums.get(queue)
+            if acc is None:
+                acc = sums[queue] = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+            acc[0] += alloc_gpu
+            acc[1] += alloc_cpu
+            acc[2] += alloc_mem
+            if not preemptible:
+                acc[3] += alloc_gpu
+                acc[4] += alloc_cpu
+                acc[5] += alloc_mem
+            acc[6] += req_gpu
+            acc[7] += req_cpu
+            acc[8] += req_mem
+        for queue, acc in sums.items():
+            for q in lineages[queue]:
+                alloc, anp, req = q.allocated, q.allocated_np, q.request
+                alloc[0] += acc[0]
+                alloc[1] += acc[1]
+                alloc[2] += acc[2]
+                anp[0] += acc[3]
+                anp[1] += acc[4]
+                anp[2] += acc[5]
+                req[0] += acc[6]
+                req[1] += acc[7]
+                req[2] += acc[8]
         return out
 
     @staticmethod
