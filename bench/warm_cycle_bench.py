@@ -183,6 +183,43 @@ def _flushed_both(index: Any) -> None:
     index._flush_cpu()
 
 
+def _rekey_gpu_by_calls(index: Any, node: Any) -> None:
+    """The node index's GPU re-key as it was before the inlining: the key, shareable and releasing tests through
+    their methods, the groups scanned even when there are none."""
+    if not node.ok:
+        return
+    i = node.idx
+    gk = index._gpu_key(node)
+    old_gk = index.gpu_key[i]
+    if node.cap_gpu > 0 and gk != old_gk:
+        scoring._move(index.gpu_list, old_gk, gk, i)
+    was_shared, shareable = bool(index.in_shared[i]), index._shareable(node)
+    if was_shared and shareable:
+        if gk != old_gk:
+            scoring._move(index.shared_list, old_gk, gk, i)
+    elif was_shared:
+        scoring._remove(index.shared_list, old_gk, i)
+    elif shareable:
+        insort(index.shared_list, (gk, i))
+    index.in_shared[i] = shareable
+    index.gpu_key[i] = gk
+    if index._is_releasing(node):
+        index._releasing.add(i)
+    else:
+        index._releasing.discard(i)
+
+
+def _rekey_cpu_by_call(index: Any, node: Any) -> None:
+    """The node index's CPU re-key as it was before the inlining: the key through `_cpu_key`."""
+    if not node.ok:
+        return
+    i = node.idx
+    ck = index._cpu_key(node)
+    if ck != index.cpu_key[i]:
+        scoring._move(index.cpu_gpu_list if node.cap_gpu > 0 else index.cpu_only_list, index.cpu_key[i], ck, i)
+        index.cpu_key[i] = ck
+
+
 def _status_by_sets(session: Any, task: Any, status: str) -> None:
     """A task's status move with each status tested against every counted set (before the moves' table)."""
     if task.job is not None:
@@ -440,6 +477,11 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read, as the
     # GPU side still is)
     "index-cpu-side": (scoring.NodeIndex, "_flush_gpu", _flushed_both),
+    # node index: a GPU re-key with the key and the shareable / releasing tests inlined, the groups' scans skipped
+    # on a node without shared devices (identity: through the methods, the groups scanned)
+    "rekey-gpu-inline": (scoring.NodeIndex, "_rekey_gpu", _rekey_gpu_by_calls),
+    # node index: a CPU re-key with the key inlined (identity: through `_cpu_key`)
+    "rekey-cpu-inline": (scoring.NodeIndex, "_rekey_cpu", _rekey_cpu_by_call),
     # statement: a status move's podset and queue differences looked up per pair of statuses (identity: both
     # statuses tested against every set, the queue vector through task_vector())
     "status-moves": (Operations, "_set_status", _status_by_sets),
