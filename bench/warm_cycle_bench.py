@@ -70,6 +70,7 @@ from operators.scheduler.decide.plugins.topology import plugin as topology_plugi
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
 from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.session.accounting import status_move
 from operators.scheduler.decide.session.operations import Operations
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Removed, Snapshot, snapshot_from_objects
@@ -241,6 +242,32 @@ def _status_by_sets(session: Any, task: Any, status: str) -> None:
         now = status in model.QUEUE_ALLOCATED or status == model.PIPELINED
         if was != now:
             session._add_queue(job.queue, session.task_vector(task), job.preemptible, +1 if now else -1)
+    task.status = status
+
+
+def _status_by_calls(session: Any, task: Any, status: str) -> None:
+    """A task's status move as before the inlining: the move through `status_move`, the podset counters through
+    `_move_counts`, the queues through `_add_queue`."""
+    job = task.job
+    if job is not None:
+        session._touched.add(job)
+    old = task.status
+    if old == status:
+        return
+    move = status_move(old, status)
+    ps = task.podset
+    if ps is not None:
+        session._move_counts(ps, move)
+        if old == model.PENDING:
+            ps.pending.remove(task)
+        if status == model.PENDING:
+            ps.pending.append(task)
+            ps.pending.sort(key=session.framework.task_order_key)
+    sign = move[5]
+    if sign and job is not None and job.queue is not None:
+        rec = task.rec
+        vec = session.task_vector(task) if rec.gpu.is_shared else (rec.gpu.whole * GPU, rec.cpu, rec.memory)
+        session._add_queue(job.queue, vec, job.preemptible, sign)
     task.status = status
 
 
@@ -485,6 +512,9 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # statement: a status move's podset and queue differences looked up per pair of statuses (identity: both
     # statuses tested against every set, the queue vector through task_vector())
     "status-moves": (Operations, "_set_status", _status_by_sets),
+    # statement: a status move with the table's look-up, the podset counters and the queue lineage's sums inlined
+    # (identity: through `status_move`, `_move_counts` and `_add_queue`)
+    "status-inline": (Operations, "_set_status", _status_by_calls),
     # statement: a commit in one pass over its ops, names read from the records (identity: two passes, properties)
     "commit-pass": (Operations, "_commit", _committed_in_two_passes),
     # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)
