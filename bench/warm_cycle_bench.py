@@ -271,6 +271,52 @@ def _status_by_calls(session: Any, task: Any, status: str) -> None:
     task.status = status
 
 
+def _find_by_generator(self: Any, task: Any) -> Any:
+    """The placer's search as before the whole-GPU walk: a whole-GPU pod's scan over `gpu_order`'s generator."""
+    if task.fit_key in self.failed:
+        return None
+    rec = task.rec
+    if rec.gpu_error:
+        return None
+    if self.prefilters:
+        for prefilter in self.prefilters:
+            if prefilter(self.session, task) is not None:
+                return None
+    mask = self.mask(task)
+    if self.scorers and any(wants(self.session, task) for wants, _, _ in self.scorers):
+        return self._scored(task, mask)
+    if rec.nominated_node:
+        for node in self.nodes:
+            if node.name == rec.nominated_node and mask[node.idx]:
+                hit = self.fit(self, task, node, True) or self.fit(self, task, node, False)
+                if hit:
+                    return hit
+    gpu = rec.gpu
+    index = self.index
+    within = self.within
+    if gpu.is_shared:
+        if not self.gpu_spread:
+            order = index.shared_order() if within is None else index.shared_order_within(within)
+            hit = self._scan(task, order, mask, True, sharing=True)
+            if hit or (index.releasing and (hit := self._releasing(task, mask, sharing_only=True))):
+                return hit
+        least = 0 if self.gpu_spread else 1
+        hit = self._scan(task, index.gpu_order(least) if within is None else index.gpu_order_within(least, within),
+                         mask, True)
+    elif gpu.whole:
+        hit = self._scan(task, index.gpu_order(gpu.whole) if within is None
+                         else index.gpu_order_within(gpu.whole, within), mask, True)
+    elif within is None:
+        hit = (self._scan(task, index.cpu_order(rec.cpu, True), mask, True)
+               or self._scan(task, index.cpu_order(rec.cpu, False), mask, True))
+    else:
+        hit = (self._scan(task, index.cpu_order_within(rec.cpu, True, within), mask, True)
+               or self._scan(task, index.cpu_order_within(rec.cpu, False, within), mask, True))
+    if hit is None and index.releasing:
+        hit = self._releasing(task, mask, sharing_only=False)
+    return hit
+
+
 def _committed_in_two_passes(session: Any, ops: list[Any]) -> None:
     """A statement's commit as before the one pass: names through the task's and node's properties, the ops' jobs
     collected in a second pass."""
@@ -515,6 +561,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # statement: a status move with the table's look-up, the podset counters and the queue lineage's sums inlined
     # (identity: through `status_move`, `_move_counts` and `_add_queue`)
     "status-inline": (Operations, "_set_status", _status_by_calls),
+    # placer: a whole-GPU pod's scan walks the sorted list in place (identity: the scan over `gpu_order`'s generator)
+    "scan-whole": (Placer, "find", _find_by_generator),
     # statement: a commit in one pass over its ops, names read from the records (identity: two passes, properties)
     "commit-pass": (Operations, "_commit", _committed_in_two_passes),
     # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)

@@ -181,11 +181,16 @@ class NodeIndex:
 
     def gpu_order(self, min_free: float) -> Iterator[int]:
         """GPU nodes, best first. Binpack starts at the first node with enough free GPUs."""
-        self._flush_gpu()
-        lst = self.gpu_list
-        start = 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
+        lst, start = self.gpu_from(min_free)
         for pos in range(start, len(lst)):
             yield lst[pos][1]
+
+    def gpu_from(self, min_free: float) -> tuple[list[tuple[float, int]], int]:
+        """`gpu_order` as the sorted (key, index) list, brought up to date now, and the position it starts at: the
+        nodes from there on, while nothing changes them, are what `gpu_order` yields."""
+        self._flush_gpu()
+        lst = self.gpu_list
+        return lst, 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
 
     def shared_order(self) -> Iterator[int]:
         self._flush_gpu()
