@@ -317,6 +317,16 @@ def _find_by_generator(self: Any, task: Any) -> Any:
     return hit
 
 
+@dataclass(frozen=True, slots=True)
+class _FrozenPlacement:
+    """The placement as it was before the NamedTuple (`--ab placement-tuple`'s identity)."""
+
+    node: int
+    pipeline: bool
+    gpu: Any = None
+    portion: int = 0
+
+
 def _committed_in_two_passes(session: Any, ops: list[Any]) -> None:
     """A statement's commit as before the one pass: names through the task's and node's properties, the ops' jobs
     collected in a second pass."""
@@ -563,6 +573,8 @@ CUTS: dict[str, tuple[object, str, object]] = {
     "status-inline": (Operations, "_set_status", _status_by_calls),
     # placer: a whole-GPU pod's scan walks the sorted list in place (identity: the scan over `gpu_order`'s generator)
     "scan-whole": (Placer, "find", _find_by_generator),
+    # placer: the fit's placement built as a NamedTuple (identity: a frozen slotted dataclass)
+    "placement-tuple": (predicates_fit, "Placement", _FrozenPlacement),
     # statement: a commit in one pass over its ops, names read from the records (identity: two passes, properties)
     "commit-pass": (Operations, "_commit", _committed_in_two_passes),
     # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)

@@ -8,8 +8,7 @@ gives binpack/spread order with name tie-breaks, so the first node passing all c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from operators.scheduler.decide.model import NodeState, Task
 from operators.scheduler.decide.placement import predicates as pred
@@ -29,8 +28,11 @@ from operators.scheduler.decide.placement.scoring import (
 from operators.scheduler.decide.units import GPU
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(NamedTuple):
+    """Where the search puts a task. A NamedTuple, immutable and hashable as the frozen dataclass it was: one is
+    built for every node the fit takes (each placement of a backlog), and a frozen dataclass's constructor sets each
+    field through `object.__setattr__`."""
+
     node: int
     pipeline: bool
     gpu: GpuChoice | None = None
