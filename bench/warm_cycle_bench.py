@@ -70,6 +70,7 @@ from operators.scheduler.decide.plugins.topology import plugin as topology_plugi
 from operators.scheduler.decide.plugins.topology.domains import plan_domains, with_free
 from operators.scheduler.decide.plugins.topology.plugin import Topology
 from operators.scheduler.decide.session import Session
+from operators.scheduler.decide.session.accounting import status_move
 from operators.scheduler.decide.session.operations import Operations
 from operators.scheduler.decide.simulation import apply_decisions, with_implicit_podgroups
 from operators.scheduler.decide.snapshot import Removed, Snapshot, snapshot_from_objects
@@ -183,6 +184,43 @@ def _flushed_both(index: Any) -> None:
     index._flush_cpu()
 
 
+def _rekey_gpu_by_calls(index: Any, node: Any) -> None:
+    """The node index's GPU re-key as it was before the inlining: the key, shareable and releasing tests through
+    their methods, the groups scanned even when there are none."""
+    if not node.ok:
+        return
+    i = node.idx
+    gk = index._gpu_key(node)
+    old_gk = index.gpu_key[i]
+    if node.cap_gpu > 0 and gk != old_gk:
+        scoring._move(index.gpu_list, old_gk, gk, i)
+    was_shared, shareable = bool(index.in_shared[i]), index._shareable(node)
+    if was_shared and shareable:
+        if gk != old_gk:
+            scoring._move(index.shared_list, old_gk, gk, i)
+    elif was_shared:
+        scoring._remove(index.shared_list, old_gk, i)
+    elif shareable:
+        insort(index.shared_list, (gk, i))
+    index.in_shared[i] = shareable
+    index.gpu_key[i] = gk
+    if index._is_releasing(node):
+        index._releasing.add(i)
+    else:
+        index._releasing.discard(i)
+
+
+def _rekey_cpu_by_call(index: Any, node: Any) -> None:
+    """The node index's CPU re-key as it was before the inlining: the key through `_cpu_key`."""
+    if not node.ok:
+        return
+    i = node.idx
+    ck = index._cpu_key(node)
+    if ck != index.cpu_key[i]:
+        scoring._move(index.cpu_gpu_list if node.cap_gpu > 0 else index.cpu_only_list, index.cpu_key[i], ck, i)
+        index.cpu_key[i] = ck
+
+
 def _status_by_sets(session: Any, task: Any, status: str) -> None:
     """A task's status move with each status tested against every counted set (before the moves' table)."""
     if task.job is not None:
@@ -205,6 +243,88 @@ def _status_by_sets(session: Any, task: Any, status: str) -> None:
         if was != now:
             session._add_queue(job.queue, session.task_vector(task), job.preemptible, +1 if now else -1)
     task.status = status
+
+
+def _status_by_calls(session: Any, task: Any, status: str) -> None:
+    """A task's status move as before the inlining: the move through `status_move`, the podset counters through
+    `_move_counts`, the queues through `_add_queue`."""
+    job = task.job
+    if job is not None:
+        session._touched.add(job)
+    old = task.status
+    if old == status:
+        return
+    move = status_move(old, status)
+    ps = task.podset
+    if ps is not None:
+        session._move_counts(ps, move)
+        if old == model.PENDING:
+            ps.pending.remove(task)
+        if status == model.PENDING:
+            ps.pending.append(task)
+            ps.pending.sort(key=session.framework.task_order_key)
+    sign = move[5]
+    if sign and job is not None and job.queue is not None:
+        rec = task.rec
+        vec = session.task_vector(task) if rec.gpu.is_shared else (rec.gpu.whole * GPU, rec.cpu, rec.memory)
+        session._add_queue(job.queue, vec, job.preemptible, sign)
+    task.status = status
+
+
+def _find_by_generator(self: Any, task: Any) -> Any:
+    """The placer's search as before the whole-GPU walk: a whole-GPU pod's scan over `gpu_order`'s generator."""
+    if task.fit_key in self.failed:
+        return None
+    rec = task.rec
+    if rec.gpu_error:
+        return None
+    if self.prefilters:
+        for prefilter in self.prefilters:
+            if prefilter(self.session, task) is not None:
+                return None
+    mask = self.mask(task)
+    if self.scorers and any(wants(self.session, task) for wants, _, _ in self.scorers):
+        return self._scored(task, mask)
+    if rec.nominated_node:
+        for node in self.nodes:
+            if node.name == rec.nominated_node and mask[node.idx]:
+                hit = self.fit(self, task, node, True) or self.fit(self, task, node, False)
+                if hit:
+                    return hit
+    gpu = rec.gpu
+    index = self.index
+    within = self.within
+    if gpu.is_shared:
+        if not self.gpu_spread:
+            order = index.shared_order() if within is None else index.shared_order_within(within)
+            hit = self._scan(task, order, mask, True, sharing=True)
+            if hit or (index.releasing and (hit := self._releasing(task, mask, sharing_only=True))):
+                return hit
+        least = 0 if self.gpu_spread else 1
+        hit = self._scan(task, index.gpu_order(least) if within is None else index.gpu_order_within(least, within),
+                         mask, True)
+    elif gpu.whole:
+        hit = self._scan(task, index.gpu_order(gpu.whole) if within is None
+                         else index.gpu_order_within(gpu.whole, within), mask, True)
+    elif within is None:
+        hit = (self._scan(task, index.cpu_order(rec.cpu, True), mask, True)
+               or self._scan(task, index.cpu_order(rec.cpu, False), mask, True))
+    else:
+        hit = (self._scan(task, index.cpu_order_within(rec.cpu, True, within), mask, True)
+               or self._scan(task, index.cpu_order_within(rec.cpu, False, within), mask, True))
+    if hit is None and index.releasing:
+        hit = self._releasing(task, mask, sharing_only=False)
+    return hit
+
+
+@dataclass(frozen=True, slots=True)
+class _FrozenPlacement:
+    """The placement as it was before the NamedTuple (`--ab placement-tuple`'s identity)."""
+
+    node: int
+    pipeline: bool
+    gpu: Any = None
+    portion: int = 0
 
 
 def _committed_in_two_passes(session: Any, ops: list[Any]) -> None:
@@ -440,9 +560,21 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # node index: the CPU-key lists re-keyed only when a CPU-only task reads them (identity: at every read, as the
     # GPU side still is)
     "index-cpu-side": (scoring.NodeIndex, "_flush_gpu", _flushed_both),
+    # node index: a GPU re-key with the key and the shareable / releasing tests inlined, the groups' scans skipped
+    # on a node without shared devices (identity: through the methods, the groups scanned)
+    "rekey-gpu-inline": (scoring.NodeIndex, "_rekey_gpu", _rekey_gpu_by_calls),
+    # node index: a CPU re-key with the key inlined (identity: through `_cpu_key`)
+    "rekey-cpu-inline": (scoring.NodeIndex, "_rekey_cpu", _rekey_cpu_by_call),
     # statement: a status move's podset and queue differences looked up per pair of statuses (identity: both
     # statuses tested against every set, the queue vector through task_vector())
     "status-moves": (Operations, "_set_status", _status_by_sets),
+    # statement: a status move with the table's look-up, the podset counters and the queue lineage's sums inlined
+    # (identity: through `status_move`, `_move_counts` and `_add_queue`)
+    "status-inline": (Operations, "_set_status", _status_by_calls),
+    # placer: a whole-GPU pod's scan walks the sorted list in place (identity: the scan over `gpu_order`'s generator)
+    "scan-whole": (Placer, "find", _find_by_generator),
+    # placer: the fit's placement built as a NamedTuple (identity: a frozen slotted dataclass)
+    "placement-tuple": (predicates_fit, "Placement", _FrozenPlacement),
     # statement: a commit in one pass over its ops, names read from the records (identity: two passes, properties)
     "commit-pass": (Operations, "_commit", _committed_in_two_passes),
     # statement: a whole-GPU / CPU-only bind's portion text formatted once (identity: at every bind)

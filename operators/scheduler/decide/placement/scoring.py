@@ -125,30 +125,54 @@ class NodeIndex:
         if not node.ok:
             return
         i = node.idx
-        ck = self._cpu_key(node)
-        if ck != self.cpu_key[i]:
-            _move(self.cpu_gpu_list if node.cap_gpu > 0 else self.cpu_only_list, self.cpu_key[i], ck, i)
+        # `_cpu_key` inlined (once per placed-on node and CPU read).
+        free = node.idle_cpu + node.rel_cpu
+        if self.cpu_spread:
+            cap = node.cap_cpu
+            ck: float = -(free / cap) if cap else 0.0
+        else:
+            ck = free
+        old = self.cpu_key[i]
+        if ck != old:
+            _move(self.cpu_gpu_list if node.cap_gpu > 0 else self.cpu_only_list, old, ck, i)
             self.cpu_key[i] = ck
 
     def _rekey_gpu(self, node: NodeState) -> None:
         if not node.ok:
             return
         i = node.idx
-        gk = self._gpu_key(node)
+        # `_gpu_key`, `_shareable` and `_is_releasing` inlined (once per placed-on node and GPU read, the hot path
+        # of a backlog's binds): a node without shared devices (no groups) is neither shareable nor releasing any
+        # device's portions, so their scans over the groups are skipped.
+        free = node.idle_gpu + node.rel_gpu
+        if self.gpu_spread:
+            total = node.gpu_total or node.cap_gpu
+            gk: float = -(free / total) if total else 0.0
+        else:
+            gk = free
         old_gk = self.gpu_key[i]
-        if node.cap_gpu > 0 and gk != old_gk:
+        if gk != old_gk and node.cap_gpu > 0:
             _move(self.gpu_list, old_gk, gk, i)
-        was_shared, shareable = bool(self.in_shared[i]), self._shareable(node)
-        if was_shared and shareable:
-            if gk != old_gk:
-                _move(self.shared_list, old_gk, gk, i)
-        elif was_shared:
-            _remove(self.shared_list, old_gk, i)
+        groups = node.groups
+        if groups:
+            shareable = any(not g.fully_releasing and g.free > 0 for g in groups.values())
+            releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0 or any(
+                g.releasing > 0 for g in groups.values())
+        else:
+            shareable = False
+            releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0
+        if self.in_shared[i]:
+            if shareable:
+                if gk != old_gk:
+                    _move(self.shared_list, old_gk, gk, i)
+            else:
+                _remove(self.shared_list, old_gk, i)
+                self.in_shared[i] = 0
         elif shareable:
             insort(self.shared_list, (gk, i))
-        self.in_shared[i] = shareable
+            self.in_shared[i] = 1
         self.gpu_key[i] = gk
-        if self._is_releasing(node):
+        if releasing:
             self._releasing.add(i)
         else:
             self._releasing.discard(i)
@@ -157,11 +181,16 @@ class NodeIndex:
 
     def gpu_order(self, min_free: float) -> Iterator[int]:
         """GPU nodes, best first. Binpack starts at the first node with enough free GPUs."""
-        self._flush_gpu()
-        lst = self.gpu_list
-        start = 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
+        lst, start = self.gpu_from(min_free)
         for pos in range(start, len(lst)):
             yield lst[pos][1]
+
+    def gpu_from(self, min_free: float) -> tuple[list[tuple[float, int]], int]:
+        """`gpu_order` as the sorted (key, index) list, brought up to date now, and the position it starts at: the
+        nodes from there on, while nothing changes them, are what `gpu_order` yields."""
+        self._flush_gpu()
+        lst = self.gpu_list
+        return lst, 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
 
     def shared_order(self) -> Iterator[int]:
         self._flush_gpu()

@@ -8,8 +8,7 @@ gives binpack/spread order with name tie-breaks, so the first node passing all c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from operators.scheduler.decide.model import NodeState, Task
 from operators.scheduler.decide.placement import predicates as pred
@@ -29,8 +28,11 @@ from operators.scheduler.decide.placement.scoring import (
 from operators.scheduler.decide.units import GPU
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(NamedTuple):
+    """Where the search puts a task. A NamedTuple, immutable and hashable as the frozen dataclass it was: one is
+    built for every node the fit takes (each placement of a backlog), and a frozen dataclass's constructor sets each
+    field through `object.__setattr__`."""
+
     node: int
     pipeline: bool
     gpu: GpuChoice | None = None
@@ -171,8 +173,11 @@ class Placer:
             hit = self._scan(task, index.gpu_order(least) if within is None else index.gpu_order_within(least, within),
                              mask, True)
         elif gpu.whole:
-            hit = self._scan(task, index.gpu_order(gpu.whole) if within is None
-                             else index.gpu_order_within(gpu.whole, within), mask, True)
+            if within is None:
+                lst, start = index.gpu_from(gpu.whole)
+                hit = self._scan_whole(task, lst, start, mask)
+            else:
+                hit = self._scan(task, index.gpu_order_within(gpu.whole, within), mask, True)
         elif within is None:
             hit = (self._scan(task, index.cpu_order(rec.cpu, True), mask, True)
                    or self._scan(task, index.cpu_order(rec.cpu, False), mask, True))
@@ -207,6 +212,26 @@ class Placer:
                 if p is None or not has_sharing_fit(node, p):
                     continue
             hit = self.fit(self, task, node, idle_only)
+            if hit is not None:
+                return hit
+        return None
+
+    def _scan_whole(self, task: Task, lst: list[tuple[float, int]], start: int, mask: bytearray) -> Placement | None:
+        """`_scan(task, index.gpu_order(whole), mask, True)` for a whole-GPU pod (most of a backlog's searches): the
+        sorted list walked from its start in place, without the order's generator (the fit does not change the
+        index, so the list is the same throughout the walk)."""
+        nodes = self.nodes
+        rec = task.rec
+        cpu, mem = rec.cpu, rec.memory
+        fit = self.fit
+        for pos in range(start, len(lst)):
+            i = lst[pos][1]
+            if not mask[i]:
+                continue
+            node = nodes[i]
+            if cpu > node.idle_cpu or mem > node.idle_mem:  # refused by the fit's resource tests (see `_scan`)
+                continue
+            hit = fit(self, task, node, True)
             if hit is not None:
                 return hit
         return None

@@ -36,7 +36,7 @@ DEFAULT_SUBGROUP = "default"
 # What a task's move between two statuses changes: its podset's (active_allocated, pipelined, active_used, alive,
 # gated) counters and its queue's allocation (+1 / -1 / 0: counted as allocated, pipelined included, after / before).
 StatusMove = tuple[int, int, int, int, int, int]
-_MOVES: dict[tuple[str, str], StatusMove] = {}
+STATUS_MOVES: dict[tuple[str, str], StatusMove] = {}
 
 
 def _counted(status: str) -> tuple[int, int, int, int, int, int]:
@@ -47,11 +47,11 @@ def _counted(status: str) -> tuple[int, int, int, int, int, int]:
 def status_move(old: str, new: str) -> StatusMove:
     """The differences a move from `old` to `new` makes (statuses are a few constants: each pair is derived from
     the status sets once, then looked up, instead of testing both statuses against every set at every move)."""
-    move = _MOVES.get((old, new))
+    move = STATUS_MOVES.get((old, new))
     if move is None:
         before, after = _counted(old), _counted(new)
         a, p, u, al, g, q = (y - x for x, y in zip(before, after, strict=True))
-        move = _MOVES[old, new] = (a, p, u, al, g, q)
+        move = STATUS_MOVES[old, new] = (a, p, u, al, g, q)
     return move
 
 

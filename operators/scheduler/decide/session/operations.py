@@ -16,11 +16,12 @@ from operators.scheduler.decide.model import (
     SCALAR_IDLE,
     GpuGroup,
     Job,
+    QueueState,
     Task,
 )
 from operators.scheduler.decide.placement.gpus import format_portion
 from operators.scheduler.decide.placement.search import Placement
-from operators.scheduler.decide.session.accounting import Accounting, status_move
+from operators.scheduler.decide.session.accounting import STATUS_MOVES, Accounting, status_move
 from operators.scheduler.decide.units import GPU
 
 if TYPE_CHECKING:
@@ -130,21 +131,55 @@ class Operations(Accounting):
         old = task.status
         if old == status:
             return
-        move = status_move(old, status)
+        # `status_move`, `_move_counts` and `_add_queue` inlined: this runs at every placement, eviction and undo.
+        move = STATUS_MOVES.get((old, status)) or status_move(old, status)
+        a, p, u, al, g, sign = move
         ps = task.podset
         if ps is not None:
-            self._move_counts(ps, move)
+            if a:
+                ps.active_allocated += a
+            if p:
+                ps.pipelined += p
+            if u:
+                ps.active_used += u
+            if al:
+                ps.alive += al
+            if g:
+                ps.gated += g
             if old == PENDING:
                 ps.pending.remove(task)
             if status == PENDING:
                 ps.pending.append(task)
                 ps.pending.sort(key=self.framework.task_order_key)
-        # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session.
-        sign = move[5]
+        # Virtual allocations (incl. pipelined) count for ordering and capacity checks in this session: the task's
+        # vector, signed, added to its queue and every ancestor ([gpu, cpu, memory] lists written in place).
         if sign and job is not None and job.queue is not None:
             rec = task.rec  # task_vector() of a whole-GPU or CPU-only task inlined (once per placement)
-            vec = self.task_vector(task) if rec.gpu.is_shared else (rec.gpu.whole * GPU, rec.cpu, rec.memory)
-            self._add_queue(job.queue, vec, job.preemptible, sign)
+            if rec.gpu.is_shared:
+                v0, v1, v2 = self.task_vector(task)
+            else:
+                v0, v1, v2 = rec.gpu.whole * GPU, rec.cpu, rec.memory
+            if sign != 1:
+                v0, v1, v2 = sign * v0, sign * v1, sign * v2
+            q: QueueState | None = job.queue
+            if job.preemptible:
+                while q is not None:
+                    alloc = q.allocated
+                    alloc[0] += v0
+                    alloc[1] += v1
+                    alloc[2] += v2
+                    q = q.parent
+            else:
+                while q is not None:
+                    alloc = q.allocated
+                    alloc[0] += v0
+                    alloc[1] += v1
+                    alloc[2] += v2
+                    alloc = q.allocated_np
+                    alloc[0] += v0
+                    alloc[1] += v1
+                    alloc[2] += v2
+                    q = q.parent
         task.status = status
 
     def _evict(self, task: Task) -> None:
