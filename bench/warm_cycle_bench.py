@@ -221,6 +221,29 @@ def _rekey_cpu_by_call(index: Any, node: Any) -> None:
         index.cpu_key[i] = ck
 
 
+def _move_counts(ps: Any, move: Any) -> None:
+    """The podset counters of one status move, as the session applied them before `_set_status` inlined them."""
+    a, p, u, al, g, _ = move
+    ps.active_allocated += a
+    ps.pipelined += p
+    ps.active_used += u
+    ps.alive += al
+    ps.gated += g
+
+
+def _add_queue(queue: Any, vec: Any, preemptible: bool, sign: int) -> None:
+    """A task's signed vector added to its queue and every ancestor, as the session did before `_set_status`
+    inlined it."""
+    gpu, cpu, mem = (sign * x for x in vec)
+    q = queue
+    while q is not None:
+        for acc in (q.allocated, q.allocated_np) if not preemptible else (q.allocated,):
+            acc[0] += gpu
+            acc[1] += cpu
+            acc[2] += mem
+        q = q.parent
+
+
 def _status_by_sets(session: Any, task: Any, status: str) -> None:
     """A task's status move with each status tested against every counted set (before the moves' table)."""
     if task.job is not None:
@@ -241,7 +264,7 @@ def _status_by_sets(session: Any, task: Any, status: str) -> None:
         was = old in model.QUEUE_ALLOCATED or old == model.PIPELINED
         now = status in model.QUEUE_ALLOCATED or status == model.PIPELINED
         if was != now:
-            session._add_queue(job.queue, session.task_vector(task), job.preemptible, +1 if now else -1)
+            _add_queue(job.queue, session.task_vector(task), job.preemptible, +1 if now else -1)
     task.status = status
 
 
@@ -257,7 +280,7 @@ def _status_by_calls(session: Any, task: Any, status: str) -> None:
     move = status_move(old, status)
     ps = task.podset
     if ps is not None:
-        session._move_counts(ps, move)
+        _move_counts(ps, move)
         if old == model.PENDING:
             ps.pending.remove(task)
         if status == model.PENDING:
@@ -267,7 +290,7 @@ def _status_by_calls(session: Any, task: Any, status: str) -> None:
     if sign and job is not None and job.queue is not None:
         rec = task.rec
         vec = session.task_vector(task) if rec.gpu.is_shared else (rec.gpu.whole * GPU, rec.cpu, rec.memory)
-        session._add_queue(job.queue, vec, job.preemptible, sign)
+        _add_queue(job.queue, vec, job.preemptible, sign)
     task.status = status
 
 

@@ -156,38 +156,6 @@ class Accounting:
             ps.gated += sign
 
     @staticmethod
-    def _move_counts(ps: PodSet, move: StatusMove) -> None:
-        """`_count(ps, old, -1)` then `_count(ps, new, +1)`, as one move's differences."""
-        a, p, u, al, g, _ = move
-        if a:
-            ps.active_allocated += a
-        if p:
-            ps.pipelined += p
-        if u:
-            ps.active_used += u
-        if al:
-            ps.alive += al
-        if g:
-            ps.gated += g
-
-    @staticmethod
-    def _add_queue(queue: QueueState, vec: tuple[int, int, int], preemptible: bool, sign: int) -> None:
-        gpu, cpu, mem = vec
-        gpu, cpu, mem = sign * gpu, sign * cpu, sign * mem
-        q: QueueState | None = queue
-        while q is not None:  # the accumulators are [gpu, cpu, memory] lists, written in place
-            alloc = q.allocated
-            alloc[0] += gpu
-            alloc[1] += cpu
-            alloc[2] += mem
-            if not preemptible:
-                anp = q.allocated_np
-                anp[0] += gpu
-                anp[1] += cpu
-                anp[2] += mem
-            q = q.parent
-
-    @staticmethod
     def add_up_lineage(queue: QueueState, field: str, vec: Sequence[int], sign: int) -> None:
         """Add `sign * vec` to the vector `field` (`request`, `allocated_np`, ...) of the queue and its ancestors."""
         gpu, cpu, mem = vec
