@@ -248,7 +248,7 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
-        self._room = self._room_for(job, tasks) if move_victims else None
+        self._room = self._room_for(job, tasks)
         # The bound is tested once the walk is REACH_AFTER chunks in without a scenario reaching validation: a
         # search that finds scenarios early never pays for it.
         check_at = REACH_AFTER if not move_victims and isinstance(chunks, Sized) else -1
@@ -545,9 +545,11 @@ class Solver:
         The job's capacity checks (queue limits) run here, on the state without the victims."""
         session = self.session
         start = stmt.checkpoint()
-        # Consolidation on the committed state: when the nodes cannot hold the job's pods once the scenario's
-        # victims are evicted, no order of placing it and moving them can (`Room`); the attempts are not made.
-        room = self._room if move_victims and start == 0 else None
+        # On the committed state: when the nodes cannot hold the job's pods once the scenario's victims are
+        # evicted, no order of placing it (and, for consolidation, moving them) can (`Room`); the attempts are
+        # not made. Reclaim and preempt place the job alone, so the same bound holds for their scenarios, with
+        # or without the moves `_simulate_moved` makes after the job is placed.
+        room = self._room if start == 0 else None
         left: int | None = None
         if room is not None:
             touched = {t.node for c in scenario for t in c.tasks}
