@@ -19,6 +19,8 @@ Early in its walk, a reclaim/preempt search tests an upper bound of what any of 
 when no node's victims, and no prefix within the eviction caps, could cover the job beside the cluster's free
 resources, no scenario would pass the walk's own resource checks, so the rest of the walk is skipped and charged
 the work it would have spent (one unit per chunk): the budget ends where it did, the decisions are the same.
+Every action's scenario is refused before its placement attempts when its evictions leave the nodes fewer pod
+slots than the job has pods (`Room`): the attempts would fail (so reclaim's and preempt's job-alone placements too).
 """
 
 from __future__ import annotations
@@ -145,8 +147,8 @@ class Solver:
         self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
         # Per victim list (by identity, the list kept alive here): its Reach. Lists are fixed within an action.
         self._reach: dict[int, tuple[object, Reach]] = {}
-        # Consolidation: the job being solved's Room (None: not used for it) and, per Room key, the nodes' total
-        # slots on the committed state.
+        # The job being solved's Room (None: not used for it) and, per Room key, the nodes' total slots on the
+        # committed state.
         self._room: Room | None = None
         self._room_keys: tuple[object, ...] = ()
         self._room_totals: dict[tuple[object, ...], int] = {}
@@ -410,7 +412,7 @@ class Solver:
         return False
 
     def _room_for(self, job: Job, tasks: Sequence[Task]) -> Room | None:
-        """The Room of a consolidation search for `job`, or None when its pods are under different node constraints
+        """The Room of a search for `job`, or None when its pods are under different node constraints
         (one mask per Room). Jobs asking for optional features are bounded too: what their plugins do inside a
         simulated attempt is undone with it (a topology subset only narrows the mask, the plans are memoized on
         their inputs, the job's outcome is restored after the search, and `session.simulating` keeps the domains
