@@ -147,11 +147,11 @@ class Solver:
         self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
         # Per victim list (by identity, the list kept alive here): its Reach. Lists are fixed within an action.
         self._reach: dict[int, tuple[object, Reach]] = {}
-        # The job being solved's Room (None: not used for it) and, per Room key, the nodes' total slots on the
-        # committed state.
+        # The job being solved's Room (None: not used for it) and, per Room key, the nodes' slots on the committed
+        # state summed so far and the next node to read (`_room_left`).
         self._room: Room | None = None
         self._room_keys: tuple[object, ...] = ()
-        self._room_totals: dict[tuple[object, ...], int] = {}
+        self._room_totals: dict[tuple[object, ...], list[int]] = {}
 
     def changed(self) -> None:
         """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
@@ -427,19 +427,33 @@ class Solver:
         return Room(tasks, mask)
 
     def _room_left(self, room: Room, touched: Iterable[int]) -> int | None:
-        """On the committed state (before a scenario's evictions): the nodes' slots outside `touched`, or None
-        when a failed attempt would compute a pod's fit summary first (a summary is made once per shape and cycle,
-        on the state of its first failure, so the attempt must run to make it)."""
+        """On the committed state (before a scenario's evictions): the nodes' slots outside `touched`; None when
+        the bound cannot refuse the scenario, or when a failed attempt would compute a pod's fit summary first (a
+        summary is made once per shape and cycle, on the state of its first failure, so the attempt must run to
+        make it). Evictions only add slots, so while the nodes hold the job's pods on the committed state no
+        scenario is refused: the slots are summed only until they reach the job's pod count, and on from there
+        for a job with more pods (one running sum and position per Room key, until the next commit)."""
         session = self.session
         summaries = session._summaries
         if not all(k in summaries for k in self._room_keys):
             return None
         key = (id(room.mask), room.gpu, room.cpu, room.mem)
-        total = self._room_totals.get(key)
-        if total is None:
-            total = self._room_totals[key] = sum(room.slots(n) for n in session.nodes)
+        acc = self._room_totals.get(key)
+        if acc is None:
+            acc = self._room_totals[key] = [0, 0]
+        total, i = acc
+        need = room.need
         nodes = session.nodes
-        return total - sum(room.slots(nodes[n]) for n in touched)
+        slots = room.slots
+        if total < need:
+            end = len(nodes)
+            while i < end and total < need:
+                total += slots(nodes[i])
+                i += 1
+            acc[0], acc[1] = total, i
+        if total >= need:
+            return None
+        return total - sum(slots(nodes[n]) for n in touched)  # the whole sum: every node was read
 
     def reach(self, chunks: Iterable[Chunk]) -> Reach:
         """The Reach of a victim list, computed once per list and action."""
