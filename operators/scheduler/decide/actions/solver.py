@@ -148,7 +148,7 @@ class Solver:
         # Per victim list (by identity, the list kept alive here): its Reach. Lists are fixed within an action.
         self._reach: dict[int, tuple[object, Reach]] = {}
         # The job being solved's Room (None: not used for it) and, per Room key, the nodes' slots on the committed
-        # state summed so far and the next node to read (`_room_left`).
+        # state summed so far and the next node to read (`_room_holds`).
         self._room: Room | None = None
         self._room_keys: tuple[object, ...] = ()
         self._room_totals: dict[tuple[object, ...], list[int]] = {}
@@ -416,7 +416,7 @@ class Solver:
         (one mask per Room). Jobs asking for optional features are bounded too: what their plugins do inside a
         simulated attempt is undone with it (a topology subset only narrows the mask, the plans are memoized on
         their inputs, the job's outcome is restored after the search, and `session.simulating` keeps the domains
-        tried out of its explanation); only the fit summaries are left behind, which `_room_left` guards."""
+        tried out of its explanation); only the fit summaries are left behind, which `_room_before` guards."""
         if not tasks:
             return None
         placer = self.session.placer
@@ -426,34 +426,44 @@ class Solver:
         self._room_keys = tuple({t.fit_key: None for t in tasks})
         return Room(tasks, mask)
 
-    def _room_left(self, room: Room, touched: Iterable[int]) -> int | None:
-        """On the committed state (before a scenario's evictions): the nodes' slots outside `touched`; None when
-        the bound cannot refuse the scenario, or when a failed attempt would compute a pod's fit summary first (a
-        summary is made once per shape and cycle, on the state of its first failure, so the attempt must run to
-        make it). Evictions only add slots, so while the nodes hold the job's pods on the committed state no
-        scenario is refused: the slots are summed only until they reach the job's pod count, and on from there
-        for a job with more pods (one running sum and position per Room key, until the next commit)."""
-        session = self.session
-        summaries = session._summaries
+    def _room_before(self, room: Room, scenario: Sequence[Chunk]) -> dict[int, int] | None:
+        """On the committed state: the slots of the nodes a scenario's victims leave, or None when a failed attempt
+        would compute a pod's fit summary first (a summary is made once per shape and cycle, on the state of its
+        first failure, so the attempt must run to make it)."""
+        summaries = self.session._summaries
         if not all(k in summaries for k in self._room_keys):
             return None
+        nodes = self.session.nodes
+        return {n: room.slots(nodes[n]) for n in {t.node for c in scenario for t in c.tasks}}
+
+    def _room_holds(self, room: Room, before: dict[int, int], after: int) -> bool:
+        """Whether the nodes may hold the job's pods once a scenario's victims are evicted: `after` slots on the
+        nodes they leave (`before`: those nodes' slots on the committed state) and the other nodes' slots on the
+        committed state. Those are summed only as far as the answer needs: one running sum over the nodes (touched
+        ones at their committed slots) and its position per Room key, until the next commit."""
+        need = room.need - after
+        if need <= 0:
+            return True
         key = (id(room.mask), room.gpu, room.cpu, room.mem)
         acc = self._room_totals.get(key)
         if acc is None:
             acc = self._room_totals[key] = [0, 0]
         total, i = acc
-        need = room.need
-        nodes = session.nodes
+        left = total - sum(v for n, v in before.items() if n < i)
+        if left >= need:
+            return True
+        nodes = self.session.nodes
+        end = len(nodes)
         slots = room.slots
-        if total < need:
-            end = len(nodes)
-            while i < end and total < need:
-                total += slots(nodes[i])
-                i += 1
-            acc[0], acc[1] = total, i
-        if total >= need:
-            return None
-        return total - sum(slots(nodes[n]) for n in touched)  # the whole sum: every node was read
+        while i < end and left < need:
+            v = before.get(i)
+            if v is None:
+                v = slots(nodes[i])
+                left += v
+            total += v
+            i += 1
+        acc[0], acc[1] = total, i
+        return left >= need
 
     def reach(self, chunks: Iterable[Chunk]) -> Reach:
         """The Reach of a victim list, computed once per list and action."""
@@ -566,16 +576,13 @@ class Solver:
         # not made. Reclaim and preempt place the job alone, so the same bound holds for their scenarios, with
         # or without the moves `_simulate_moved` makes after the job is placed.
         room = self._room if start == 0 else None
-        left: int | None = None
-        if room is not None:
-            touched = {t.node for c in scenario for t in c.tasks}
-            left = self._room_left(room, touched)
+        before = self._room_before(room, scenario) if room is not None else None
         for chunk, reason in zip(scenario, reasons, strict=True):
             for task in chunk.tasks:
                 stmt.evict(task, self.action, job.key, describe(task, chunk, reason))
-        if left is not None and room is not None:
+        if before is not None and room is not None:
             nodes = session.nodes
-            if left + sum(room.slots(nodes[n]) for n in touched) < room.need:
+            if not self._room_holds(room, before, sum(room.slots(nodes[n]) for n in before)):
                 stmt.rollback(start)
                 return False
         if not move_victims:
