@@ -50,6 +50,9 @@ MOVED_WORK_BUDGET = 5_000
 MOVED_REASON = "it is re-placed on another node, so its queue keeps its share"
 # Chunks a reclaim/preempt walk takes before it tests whether any later scenario could cover the job (`Reach`).
 REACH_AFTER = 256
+# Node reads a Room check's scan costs about as much as one failed placement attempt of reclaim or preempt: a
+# Room key's scan past the point its answers need is deferred for (nodes // this) checks, attempting those.
+ROOM_READS_PER_ATTEMPT = 500
 # Scenarios up to this many chunks are remembered (by equivalence) when they fail, and not tried again.
 MAX_KEYED_CHUNKS = 32
 
@@ -152,6 +155,7 @@ class Solver:
         self._room: Room | None = None
         self._room_keys: tuple[object, ...] = ()
         self._room_totals: dict[tuple[object, ...], list[int]] = {}
+        self._room_defer = 0  # checks a Room key answers "may hold" before its scan goes on (`_room_holds`)
 
     def changed(self) -> None:
         """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
@@ -251,6 +255,8 @@ class Solver:
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
         self._room = self._room_for(job, tasks)
+        # Consolidation's attempts move every victim: a scan pays at once. Reclaim's and preempt's place the job.
+        self._room_defer = 0 if move_victims else len(session.nodes) // ROOM_READS_PER_ATTEMPT
         # The bound is tested once the walk is REACH_AFTER chunks in without a scenario reaching validation: a
         # search that finds scenarios early never pays for it.
         check_at = REACH_AFTER if not move_victims and isinstance(chunks, Sized) else -1
@@ -440,20 +446,24 @@ class Solver:
         """Whether the nodes may hold the job's pods once a scenario's victims are evicted: `after` slots on the
         nodes they leave (`before`: those nodes' slots on the committed state) and the other nodes' slots on the
         committed state. Those are summed only as far as the answer needs: one running sum over the nodes (touched
-        ones at their committed slots) and its position per Room key, until the next commit."""
+        ones at their committed slots) and its position per Room key, until the next commit. "May hold" only lets the
+        attempt run, so a key's first `_room_defer` checks that would read on answer it without reading."""
         need = room.need - after
         if need <= 0:
             return True
         key = (id(room.mask), room.gpu, room.cpu, room.mem)
         acc = self._room_totals.get(key)
         if acc is None:
-            acc = self._room_totals[key] = [0, 0]
-        total, i = acc
+            acc = self._room_totals[key] = [0, 0, 0]
+        total, i, asked = acc
         left = total - sum(v for n, v in before.items() if n < i)
         if left >= need:
             return True
         nodes = self.session.nodes
         end = len(nodes)
+        if i < end and asked < self._room_defer:
+            acc[2] = asked + 1
+            return True
         slots = room.slots
         while i < end and left < need:
             v = before.get(i)
