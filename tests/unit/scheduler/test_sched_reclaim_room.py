@@ -88,15 +88,16 @@ def test_room_changes_no_reclaim_decision(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_room_counts_the_slots_the_evictions_free() -> None:
-    # qb's pod (8 GPUs) fits n0 only once a0-0 (8 GPUs) is evicted: before the eviction the nodes have no slot for
-    # it, after it exactly one (a bound read before the evictions, or refusing at equality, keeps b pending).
+    # qb's gang (2 pods of 4 GPUs) fits n0 only once a0-0 (8 GPUs) is evicted: before the eviction the nodes have no
+    # slot for it, after it exactly two (a bound read before the evictions, or refusing at equality, keeps b
+    # pending). A single pod would not do: its scenarios are not bounded.
     objs = [node("n0", gpus=8), queue("qa", gpu=(0, -1, 1)), queue("qb", gpu=(8, -1, 1)), *PRIORITY_CLASSES,
             podgroup("a0", "qa", priority_class="build-preemptible"),
             pod("a0-0", "a0", gpus=8, node_name="n0", phase="Running"),
-            podgroup("b", "qb", created=LATER), pod("b-0", "b", gpus=8, created=LATER)]
+            podgroup("b", "qb", 2, created=LATER), *(pod(f"b-{k}", "b", gpus=4, created=LATER) for k in range(2))]
     d = cycle(objs, SchedulerConfig(actions=("allocate", "reclaim")))
     assert [(e.pod, e.action) for e in d.evictions] == [("a0-0", "reclaim")]
-    assert {p.pod: p.node for p in d.pipelined} == {"b-0": "n0"}
+    assert {p.pod: p.node for p in d.pipelined} == {"b-0": "n0", "b-1": "n0"}
 
 
 def test_room_counts_the_slots_of_a_gang_spread_over_the_evicted_nodes() -> None:

@@ -254,7 +254,9 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
-        self._room = self._room_for(job, tasks)
+        # A single pod's reclaim/preempt scenarios are its node's alone, tried only when that node then has the pod's
+        # resources: the Room, counting every node's slots, would refuse next to none (none at either envelope).
+        self._room = self._room_for(job, tasks) if move_victims or len(tasks) > 1 else None
         # Consolidation's attempts move every victim: a scan pays at once. Reclaim's and preempt's place the job.
         self._room_defer = 0 if move_victims else len(session.nodes) // ROOM_READS_PER_ATTEMPT
         # The bound is tested once the walk is REACH_AFTER chunks in without a scenario reaching validation: a
