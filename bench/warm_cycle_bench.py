@@ -561,6 +561,10 @@ CUTS: dict[str, tuple[object, str, object]] = {
     # the same for jobs asking for an optional feature (identity: the guard that kept every attempt of theirs)
     "room-features": (Solver, "_room_for",
                       lambda self, job, tasks: None if job.rec.optional_features else _room_for(self, job, tasks)),
+    # reclaim and preempt: a scenario whose evictions leave the nodes too few slots for the job is not simulated
+    # (identity: the short cut on consolidation's scenarios only)
+    "room-reclaim": (Solver, "_room_for", lambda self, job, tasks:
+                     _room_for(self, job, tasks) if self.action == "consolidation" else None),
     # topology: domain totals moved by the changed nodes' differences (identity: the domains summed again)
     "topology-deltas": (Topology, "_domains_free", _resummed),
     # placer: a small node subset (a topology domain) searched by its own nodes (identity: the whole order walked)

@@ -19,6 +19,8 @@ Early in its walk, a reclaim/preempt search tests an upper bound of what any of 
 when no node's victims, and no prefix within the eviction caps, could cover the job beside the cluster's free
 resources, no scenario would pass the walk's own resource checks, so the rest of the walk is skipped and charged
 the work it would have spent (one unit per chunk): the budget ends where it did, the decisions are the same.
+Every action's scenario is refused before its placement attempts when its evictions leave the nodes fewer pod
+slots than the job has pods (`Room`): the attempts would fail (so reclaim's and preempt's job-alone placements too).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ MOVED_WORK_BUDGET = 5_000
 MOVED_REASON = "it is re-placed on another node, so its queue keeps its share"
 # Chunks a reclaim/preempt walk takes before it tests whether any later scenario could cover the job (`Reach`).
 REACH_AFTER = 256
+# Node reads a Room check's scan costs about as much as one failed placement attempt of reclaim or preempt: a
+# Room key's scan past the point its answers need is deferred for (nodes // this) checks, attempting those.
+ROOM_READS_PER_ATTEMPT = 500
 # Scenarios up to this many chunks are remembered (by equivalence) when they fail, and not tried again.
 MAX_KEYED_CHUNKS = 32
 
@@ -145,11 +150,12 @@ class Solver:
         self._failed_sets: dict[str, set[tuple[object, ...]]] = {}
         # Per victim list (by identity, the list kept alive here): its Reach. Lists are fixed within an action.
         self._reach: dict[int, tuple[object, Reach]] = {}
-        # Consolidation: the job being solved's Room (None: not used for it) and, per Room key, the nodes' total
-        # slots on the committed state.
+        # The job being solved's Room (None: not used for it) and, per Room key, the nodes' slots on the committed
+        # state summed so far and the next node to read (`_room_holds`).
         self._room: Room | None = None
         self._room_keys: tuple[object, ...] = ()
-        self._room_totals: dict[tuple[object, ...], int] = {}
+        self._room_totals: dict[tuple[object, ...], list[int]] = {}
+        self._room_defer = 0  # checks a Room key answers "may hold" before its scan goes on (`_room_holds`)
 
     def changed(self) -> None:
         """Call after committing a statement: cluster-wide free resources are recomputed on next use, and
@@ -248,7 +254,11 @@ class Solver:
         failed_sets = self._failed_sets.setdefault(job.key, set())
         if move_victims and _short(request, free):
             return False  # moving pods around never frees capacity
-        self._room = self._room_for(job, tasks) if move_victims else None
+        # A single pod's reclaim/preempt scenarios are its node's alone, tried only when that node then has the pod's
+        # resources: the Room, counting every node's slots, would refuse next to none (none at either envelope).
+        self._room = self._room_for(job, tasks) if move_victims or len(tasks) > 1 else None
+        # Consolidation's attempts move every victim: a scan pays at once. Reclaim's and preempt's place the job.
+        self._room_defer = 0 if move_victims else len(session.nodes) // ROOM_READS_PER_ATTEMPT
         # The bound is tested once the walk is REACH_AFTER chunks in without a scenario reaching validation: a
         # search that finds scenarios early never pays for it.
         check_at = REACH_AFTER if not move_victims and isinstance(chunks, Sized) else -1
@@ -410,11 +420,11 @@ class Solver:
         return False
 
     def _room_for(self, job: Job, tasks: Sequence[Task]) -> Room | None:
-        """The Room of a consolidation search for `job`, or None when its pods are under different node constraints
+        """The Room of a search for `job`, or None when its pods are under different node constraints
         (one mask per Room). Jobs asking for optional features are bounded too: what their plugins do inside a
         simulated attempt is undone with it (a topology subset only narrows the mask, the plans are memoized on
         their inputs, the job's outcome is restored after the search, and `session.simulating` keeps the domains
-        tried out of its explanation); only the fit summaries are left behind, which `_room_left` guards."""
+        tried out of its explanation); only the fit summaries are left behind, which `_room_before` guards."""
         if not tasks:
             return None
         placer = self.session.placer
@@ -424,20 +434,48 @@ class Solver:
         self._room_keys = tuple({t.fit_key: None for t in tasks})
         return Room(tasks, mask)
 
-    def _room_left(self, room: Room, touched: Iterable[int]) -> int | None:
-        """On the committed state (before a scenario's evictions): the nodes' slots outside `touched`, or None
-        when a failed attempt would compute a pod's fit summary first (a summary is made once per shape and cycle,
-        on the state of its first failure, so the attempt must run to make it)."""
-        session = self.session
-        summaries = session._summaries
+    def _room_before(self, room: Room, scenario: Sequence[Chunk]) -> dict[int, int] | None:
+        """On the committed state: the slots of the nodes a scenario's victims leave, or None when a failed attempt
+        would compute a pod's fit summary first (a summary is made once per shape and cycle, on the state of its
+        first failure, so the attempt must run to make it)."""
+        summaries = self.session._summaries
         if not all(k in summaries for k in self._room_keys):
             return None
+        nodes = self.session.nodes
+        return {n: room.slots(nodes[n]) for n in {t.node for c in scenario for t in c.tasks}}
+
+    def _room_holds(self, room: Room, before: dict[int, int], after: int) -> bool:
+        """Whether the nodes may hold the job's pods once a scenario's victims are evicted: `after` slots on the
+        nodes they leave (`before`: those nodes' slots on the committed state) and the other nodes' slots on the
+        committed state. Those are summed only as far as the answer needs: one running sum over the nodes (touched
+        ones at their committed slots) and its position per Room key, until the next commit. "May hold" only lets the
+        attempt run, so a key's first `_room_defer` checks that would read on answer it without reading."""
+        need = room.need - after
+        if need <= 0:
+            return True
         key = (id(room.mask), room.gpu, room.cpu, room.mem)
-        total = self._room_totals.get(key)
-        if total is None:
-            total = self._room_totals[key] = sum(room.slots(n) for n in session.nodes)
-        nodes = session.nodes
-        return total - sum(room.slots(nodes[n]) for n in touched)
+        acc = self._room_totals.get(key)
+        if acc is None:
+            acc = self._room_totals[key] = [0, 0, 0]
+        total, i, asked = acc
+        left = total - sum(v for n, v in before.items() if n < i)
+        if left >= need:
+            return True
+        nodes = self.session.nodes
+        end = len(nodes)
+        if i < end and asked < self._room_defer:
+            acc[2] = asked + 1
+            return True
+        slots = room.slots
+        while i < end and left < need:
+            v = before.get(i)
+            if v is None:
+                v = slots(nodes[i])
+                left += v
+            total += v
+            i += 1
+        acc[0], acc[1] = total, i
+        return left >= need
 
     def reach(self, chunks: Iterable[Chunk]) -> Reach:
         """The Reach of a victim list, computed once per list and action."""
@@ -545,19 +583,18 @@ class Solver:
         The job's capacity checks (queue limits) run here, on the state without the victims."""
         session = self.session
         start = stmt.checkpoint()
-        # Consolidation on the committed state: when the nodes cannot hold the job's pods once the scenario's
-        # victims are evicted, no order of placing it and moving them can (`Room`); the attempts are not made.
-        room = self._room if move_victims and start == 0 else None
-        left: int | None = None
-        if room is not None:
-            touched = {t.node for c in scenario for t in c.tasks}
-            left = self._room_left(room, touched)
+        # On the committed state: when the nodes cannot hold the job's pods once the scenario's victims are
+        # evicted, no order of placing it (and, for consolidation, moving them) can (`Room`); the attempts are
+        # not made. Reclaim and preempt place the job alone, so the same bound holds for their scenarios, with
+        # or without the moves `_simulate_moved` makes after the job is placed.
+        room = self._room if start == 0 else None
+        before = self._room_before(room, scenario) if room is not None else None
         for chunk, reason in zip(scenario, reasons, strict=True):
             for task in chunk.tasks:
                 stmt.evict(task, self.action, job.key, describe(task, chunk, reason))
-        if left is not None and room is not None:
+        if before is not None and room is not None:
             nodes = session.nodes
-            if left + sum(room.slots(nodes[n]) for n in touched) < room.need:
+            if not self._room_holds(room, before, sum(room.slots(nodes[n]) for n in before)):
                 stmt.rollback(start)
                 return False
         if not move_victims:
