@@ -556,7 +556,8 @@ def _eager_order(lists: Any, jobs: Any, runtime: float, drop_protected: bool) ->
 
 
 CUTS: dict[str, tuple[object, str, object]] = {
-    # consolidation: a scenario whose evictions leave the nodes too few slots for the job is not simulated
+    # every search (consolidation, and gangs' reclaim and preempt): a scenario whose evictions leave the nodes too few
+    # slots for the job is not simulated
     "room": (Solver, "_room_for", lambda self, job, tasks: None),
     # the same for jobs asking for an optional feature (identity: the guard that kept every attempt of theirs)
     "room-features": (Solver, "_room_for",
