@@ -290,16 +290,15 @@ class PodGroupRecord:
     # semi-preemptibility, safeToConsolidate: false): derived from the fields above, so a session tests one flag
     # per PodGroup and the features' plugins look only at the jobs (`Session.feature_jobs`) that set it.
     optional_features: bool = field(default=False, init=False, compare=False, repr=False)
+    # "namespace/name": formatted once per record (which lives across cycles), not once per session's job.
+    key: str = field(default="", init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         object.__setattr__(self, "optional_features", bool(
             self.subgroups or self.min_sub_group is not None or self.preemption_delay is not None
             or self.topology is not None or self.preemptibility == keys.SEMI_PREEMPTIBLE
             or not self.safe_to_consolidate))
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 def topology_constraint(raw: Any) -> TopologyConstraintSpec | None:

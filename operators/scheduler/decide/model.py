@@ -163,7 +163,7 @@ class Job:
     podsets: list[PodSet]
     has_subgroups: bool
     tasks: list[Task] = field(default_factory=list)
-    key: str = ""  # "namespace/name", set once
+    key: str = ""  # "namespace/name": the PodGroup record's key, passed by session open (no __post_init__ per job)
     allocated_at_open: int = 0  # active-allocated pods (non-pipelined) when the session opened
     pipelined_in_session: bool = False
     bound_in_session: bool = False
@@ -173,9 +173,6 @@ class Job:
     usage: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0)
     open_victim: bool = False
     feature: bool = False
-
-    def __post_init__(self) -> None:
-        self.key = self.rec.key
 
     @property
     def namespace(self) -> str:

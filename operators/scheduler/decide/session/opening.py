@@ -269,11 +269,13 @@ class Opening(Accounting):
             if pg.subgroups:
                 podsets = self._podsets(pg.subgroups, pg.min_member)
                 podset_list = list(podsets.values())
-            else:  # _podsets() of a PodGroup without sub-groups, without the dict
-                podset_list = [PodSet(DEFAULT_SUBGROUP, max(pg.min_member, 1))]
+            else:  # _podsets() of a PodGroup without sub-groups, without the dict (and max() inlined)
+                min_member = pg.min_member
+                podset_list = [PodSet(DEFAULT_SUBGROUP, min_member if min_member > 1 else 1)]
                 podsets = None
-            # Positional (rec, queue, priority, preemptible, podsets, has_subgroups): cheaper than keywords.
-            job = Job(pg, queue, priority, preemptible, podset_list, bool(pg.subgroups))
+            # Positional (rec, queue, priority, preemptible, podsets, has_subgroups, tasks, key): cheaper than
+            # keywords; the key is the record's own, formatted once per record.
+            job = Job(pg, queue, priority, preemptible, podset_list, bool(pg.subgroups), [], pg.key)
             if len(members) > 1:
                 members.sort(key=task_order_key)
             alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
