@@ -162,8 +162,8 @@ class Job:
     preemptible: bool
     podsets: list[PodSet]
     has_subgroups: bool
+    key: str  # "namespace/name": the PodGroup record's key, passed in (no __post_init__ per job)
     tasks: list[Task] = field(default_factory=list)
-    key: str = ""  # "namespace/name": the PodGroup record's key, passed by session open (no __post_init__ per job)
     allocated_at_open: int = 0  # active-allocated pods (non-pipelined) when the session opened
     pipelined_in_session: bool = False
     bound_in_session: bool = False

@@ -273,9 +273,9 @@ class Opening(Accounting):
                 min_member = pg.min_member
                 podset_list = [PodSet(DEFAULT_SUBGROUP, min_member if min_member > 1 else 1)]
                 podsets = None
-            # Positional (rec, queue, priority, preemptible, podsets, has_subgroups, tasks, key): cheaper than
-            # keywords; the key is the record's own, formatted once per record.
-            job = Job(pg, queue, priority, preemptible, podset_list, bool(pg.subgroups), [], pg.key)
+            # Positional (rec, queue, priority, preemptible, podsets, has_subgroups, key): cheaper than keywords;
+            # the key is the record's own, formatted once per record.
+            job = Job(pg, queue, priority, preemptible, podset_list, bool(pg.subgroups), pg.key)
             if len(members) > 1:
                 members.sort(key=task_order_key)
             alloc_gpu = alloc_cpu = alloc_mem = req_gpu = req_cpu = req_mem = 0
