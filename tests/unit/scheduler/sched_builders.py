@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from operators.scheduler.decide.config import SchedulerConfig
@@ -99,6 +100,26 @@ def gang(name: str, n: int, *, queue_name: str = "q", min_member: int | None = N
     objs = [podgroup(name, queue_name, n if min_member is None else min_member,
                      namespace=pod_kwargs.get("namespace", "ns"))]
     objs += [pod(f"{name}-{i}", name, **pod_kwargs) for i in range(n)]
+    return objs
+
+
+def preemptible_fill(rng: random.Random, queue_name: str, n_nodes: int, least: int, prefix: str
+                     ) -> list[dict[str, Any]]:
+    """Nodes n0.. (8 GPUs each) each filled with `least`-8 GPUs of Running preemptible single-pod jobs of 1, 2 or 4
+    GPUs, named `prefix` and a running number: the victims of the disruptive actions' tests."""
+    objs: list[dict[str, Any]] = []
+    job = 0
+    for i in range(n_nodes):
+        used = rng.randint(least, 8)
+        while used > 0:
+            gpus = min(used, rng.choice([1, 2, 4]))
+            used -= gpus
+            name = f"{prefix}{job}"
+            job += 1
+            objs += [podgroup(name, queue_name, priority_class="build-preemptible",
+                              created=f"2025-01-01T00:{job:02d}:00Z"),
+                     pod(f"{name}-0", name, gpus=gpus, cpu=str(rng.choice([1, 2])), node_name=f"n{i}",
+                         phase="Running")]
     return objs
 
 

@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 import pytest
-from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
+from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, preemptible_fill, queue
 from test_sched_topology import gang as topology_gang
 from test_sched_topology import racks, running, simulate, unschedulable
 
@@ -44,17 +44,7 @@ def fragmented(seed: int) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [*PRIORITY_CLASSES, queue("q")]
     n_nodes = rng.randint(3, 5)
     objs += [node(f"n{i}", gpus=8, cpu=str(rng.choice([16, 64]))) for i in range(n_nodes)]
-    job = 0
-    for i in range(n_nodes):
-        used = rng.randint(4, 8)
-        while used > 0:
-            gpus = min(used, rng.choice([1, 2, 4]))
-            used -= gpus
-            name = f"r{job}"
-            job += 1
-            objs += [podgroup(name, "q", priority_class="build-preemptible", created=f"2025-01-01T00:{job:02d}:00Z"),
-                     pod(f"{name}-0", name, gpus=gpus, cpu=str(rng.choice([1, 2])), node_name=f"n{i}",
-                         phase="Running")]
+    objs += preemptible_fill(rng, "q", n_nodes, 4, "r")
     for j in range(rng.randint(1, 3)):
         name, size = f"p{j}", rng.choice([1, 2, 2, 3, 4])
         gpus = rng.choice([2, 4, 4, 8])

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 import pytest
-from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, queue
+from sched_builders import PRIORITY_CLASSES, cycle, node, pod, podgroup, preemptible_fill, queue
 
 from operators.scheduler.decide.actions import solver as solver_module
 from operators.scheduler.decide.actions.solver import Solver
@@ -25,17 +25,7 @@ def contested(seed: int) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [*PRIORITY_CLASSES, queue("qa", gpu=(2, -1, 1)),
                                   queue("qb", gpu=(8 * n_nodes - 2, -1, 1))]
     objs += [node(f"n{i}", gpus=8, cpu=str(rng.choice([16, 64]))) for i in range(n_nodes)]
-    job = 0
-    for i in range(n_nodes):
-        used = rng.randint(5, 8)
-        while used > 0:
-            gpus = min(used, rng.choice([1, 2, 4]))
-            used -= gpus
-            name = f"a{job}"
-            job += 1
-            objs += [podgroup(name, "qa", priority_class="build-preemptible", created=f"2025-01-01T00:{job:02d}:00Z"),
-                     pod(f"{name}-0", name, gpus=gpus, cpu=str(rng.choice([1, 2])), node_name=f"n{i}",
-                         phase="Running")]
+    objs += preemptible_fill(rng, "qa", n_nodes, 5, "a")
     for j in range(rng.randint(1, 3)):
         name, size = f"b{j}", rng.choice([1, 2, 3, 4, 5])
         gpus = rng.choice([2, 4, 8])
