@@ -162,9 +162,16 @@ def test_rayjob_gang_gets_one_request_and_binds_once_provisioned(autoscaled: Clu
     created = [ts(b["metadata"]["creationTimestamp"]) for b in binds]
     # All bound within two cycles of Provisioned (timestamps have whole seconds) ...
     assert since <= min(created) and max(created) - since <= 2 * PERIOD + 1, (created, since)
-    # ... every pod on a node the provisioner added for it.
+    # ... every pod on a node the provisioner added for it, but for as many pods as other workloads' pods took
+    # those nodes before the gang was placed: the new nodes are preferred, not reserved, and the suite's cluster
+    # is shared (a pod pending elsewhere may take a new node the moment it is Ready).
     nodes = {x["metadata"]["name"] for x in cluster.get_json("nodes", "-l", PROVISIONER_NODES)["items"]}
-    assert sorted(b["spec"]["selectedNode"] in nodes for b in binds) == [True] * n, binds
+    placed = {b["spec"]["podName"]: b["spec"]["selectedNode"] for b in binds}
+    elsewhere = sorted(pod for pod, node in placed.items() if node not in nodes)
+    taken = sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}@{p['spec']['nodeName']}"
+                   for p in cluster.get_json("pods", "--all-namespaces")["items"]
+                   if p["spec"].get("nodeName") in nodes and p["metadata"]["namespace"] != namespace)
+    assert len(elsewhere) <= len(taken), {"not on a new node": elsewhere, "new nodes taken": taken, "binds": placed}
     wait_for("the request to be deleted once the gang runs", lambda: requests(cluster, namespace) == [])
     wait_for("its PodTemplates to be deleted", lambda: cluster.get_json(
         "podtemplates", namespace=namespace)["items"] == [])

@@ -4,7 +4,8 @@ A gang whose workload (or queue) opted in with a provisioning class, that cannot
 not blocked by its queue's quota, gets one `ProvisioningRequest` (autoscaling.x-k8s.io/v1) for its pending pods,
 with one PodTemplate per pod shape. While the request is not provisioned the gang is held: nothing is evicted on
 its behalf (gang scheduling already forbids a partial bind), and it is not bound before `Provisioned=True`, when
-it is placed with a preference for the nodes that arrived (`prefer_new_nodes`). `Failed`, `CapacityRevoked` or
+it is placed with a preference for the nodes that arrived (`prefer_new_nodes`), once those nodes are Ready (for at
+most `NODES_READY_GRACE` after `Provisioned`). `Failed`, `CapacityRevoked` or
 `BookingExpired` puts the reason on the PodGroup and the request is replaced by a new attempt after an exponential
 backoff. The request goes away once the gang runs or its PodGroup is gone.
 
@@ -49,6 +50,8 @@ REASON_FAILED = "ProvisioningRequestFailed"
 _QUOTA_REASONS = frozenset({keys.REASON_OVER_LIMIT, keys.REASON_NON_PREEMPTIBLE_OVER_QUOTA,
                             keys.REASON_QUEUE_DOES_NOT_EXIST})
 
+# How long a provisioned gang waits for the nodes that arrived since its request to turn Ready.
+NODES_READY_GRACE = 60.0
 BACKOFF_BASE = 10.0
 BACKOFF_MAX = 300.0
 _MAX_NAME = 253
@@ -366,6 +369,16 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
                 out.explained[key] = reason
                 out.holds[key] = Hold(group.namespace, group.name, reason, tuple(sorted(p.name for p in pending)))
                 out.hold_binds.add(key)
+            elif latest is not None and latest.provisioned and (coming := _nodes_coming(snapshot, latest, now)):
+                # Provisioned, but some nodes that arrived since the request are not Ready yet (the request and
+                # the nodes come on different watches): placed now, the pods those nodes were added for would
+                # land on whatever else was free and leave the new nodes idle. Bounded, as those nodes may be
+                # another workload's.
+                reason = Reason(REASON_PROVISIONED, f"ProvisioningRequest {latest.name} is provisioned; waiting "
+                                                    f"for {coming} of the nodes added since to be Ready")
+                out.explained[key] = reason
+                out.holds[key] = Hold(group.namespace, group.name, reason, tuple(sorted(p.name for p in pending)))
+                out.hold_binds.add(key)
             continue  # placed this cycle: the next cycle sees it running and deletes the request
         u = unschedulable.get(key)
         if u is None and key not in wanted:
@@ -407,6 +420,15 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
         out.explained[key] = reason
         out.holds[key] = Hold(group.namespace, group.name, reason, names, may_evict)
     return out
+
+
+def _nodes_coming(snapshot: Snapshot, request: ProvisioningRequestRecord, now: float) -> int:
+    """Nodes created since `request` that are not Ready yet, while its Provisioned condition is younger than
+    NODES_READY_GRACE (cordoned nodes are not coming)."""
+    provisioned = request.condition(PROVISIONED)
+    if provisioned is None or now - provisioned.since >= NODES_READY_GRACE:
+        return 0
+    return sum(1 for n in snapshot.nodes if n.created >= request.created and not n.ready and not n.unschedulable)
 
 
 def _minimum(group: PodGroupRecord) -> int:

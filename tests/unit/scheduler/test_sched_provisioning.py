@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -245,3 +246,32 @@ def test_gang_that_fits_before_its_request_is_provisioned_waits_for_it() -> None
     failed = existing(first.create[0], ("Failed", "OutOfCapacity", NOW))
     _, plan, held = run(objs, [failed], NOW + 5)
     assert len(held.binds) == 5 and not plan.holds
+
+
+def test_provisioned_gang_waits_for_the_new_nodes_to_be_ready_for_at_most_the_grace() -> None:
+    _, first, _ = run(base(*gang("big", 3, 8, head=False)))  # 24 GPUs; n1 has 8
+    request = first.create[0].manifest()
+    request["metadata"]["creationTimestamp"] = "2025-01-01T00:10:00Z"
+    provisioned_at = dt.datetime(2025, 1, 1, 0, 11, tzinfo=dt.UTC).timestamp()
+    record = existing(first.create[0], ("Provisioned", "Provisioned", provisioned_at))
+    record = dataclasses.replace(record, created=provisioned_at - 60)
+    old = [node(f"old-{i}", gpus=8) for i in range(2)]
+    new = [node("new-0", gpus=8), node("new-1", gpus=8, ready=False)]  # the second one is still coming up
+    for n in old:
+        n["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"
+    for n in new:
+        n["metadata"]["creationTimestamp"] = "2025-01-01T00:10:30Z"
+    objs = [*old, *new, queue("q"), *PRIORITY_CLASSES, *gang("big", 3, 8, head=False)]
+
+    d, plan, held = run(objs, [record], provisioned_at + 2)
+    assert len(d.binds) == 3, "precondition: the gang fits on the old nodes and the Ready new one"
+    assert not held.binds and "ns/big" in plan.holds
+    (u,) = [u for u in held.unschedulable if u.pod_group == "big"]
+    assert "waiting for 1 of the nodes added since to be Ready" in u.message
+    # Past the grace the gang runs on what is there.
+    _, plan, held = run(objs, [record], provisioned_at + provisioning.NODES_READY_GRACE)
+    assert len(held.binds) == 3 and not plan.holds
+    # A cordoned new node is not coming.
+    new[1]["spec"]["unschedulable"] = True
+    _, plan, held = run(objs, [record], provisioned_at + 2)
+    assert len(held.binds) == 3 and not plan.holds
