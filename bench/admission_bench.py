@@ -41,7 +41,8 @@ the admission process's CPU per review (`/proc/<pid>/stat`), the API server's CP
 latency of the webhook calls as the API server measured them (`apiserver_admission_webhook_admission_duration_seconds`,
 interpolated within its buckets) and as the webhook measured them (`kai_webhook_review_duration_seconds`).
 Finally `--direct` reviews are POSTed straight to the webhook (and to each floor webhook run) over keep-alive TLS
-at the same concurrency: its latency p50/p99 and CPU per review without the API server in the way.
+at the same concurrency: its latency p50/p99 and CPU per review without the API server in the way (of plain pods,
+half mutating and half validating, or with `--direct-pods fraction` of the fraction pods, all mutating).
 """
 
 from __future__ import annotations
@@ -380,9 +381,14 @@ async def own_scrape(admission: Server) -> str:
         return await resp.text()
 
 
-def review_body(i: int) -> bytes:
-    """An AdmissionReview of a pod CREATE as the API server sends it (the pod carries its managedFields)."""
-    obj = pod(f"d-{i:05d}", "kai-scheduler")
+def review_body(i: int, *, fraction: bool = False) -> bytes:
+    """An AdmissionReview of a pod CREATE as the API server sends it (the pod carries its managedFields); with
+    `fraction`, the bench's GPU-sharing pod with the ServiceAccount plugin's token volume."""
+    obj = pod(f"d-{i:05d}", "kai-scheduler", fraction="0.5" if fraction else "")
+    if fraction:
+        obj["spec"]["volumes"] = [{"name": f"kube-api-access-{i:05d}", "projected": {"sources": []}}]
+        obj["spec"]["containers"][0]["volumeMounts"] = [{"name": f"kube-api-access-{i:05d}",
+                                                         "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
     obj["metadata"].update({"namespace": "bench", "uid": str(uuid.uuid4()), "creationTimestamp": None,
                             "managedFields": [{"manager": "bench", "operation": "Update", "apiVersion": "v1",
                                                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]})
@@ -393,10 +399,13 @@ def review_body(i: int) -> bytes:
         "dryRun": False}}).encode()
 
 
-async def direct(admission: Server, count: int, concurrency: int) -> tuple[list[float], float, float]:
-    """Reviews POSTed straight to the webhook (keep-alive TLS): per-review latencies, wall seconds, CPU seconds."""
+async def direct(admission: Server, count: int, concurrency: int, *,
+                 fraction: bool = False) -> tuple[list[float], float, float]:
+    """Reviews POSTed straight to the webhook (keep-alive TLS): per-review latencies, wall seconds, CPU seconds.
+    Plain pods alternate between the two paths; `fraction` pods go to the mutating one, as the API server sends
+    them (the validating condition proves them valid)."""
     ctx = ssl.create_default_context(cadata=admission.ca_pem.decode())
-    bodies = [review_body(i) for i in range(count)]
+    bodies = [review_body(i, fraction=fraction) for i in range(count)]
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(ssl=ctx, limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -413,8 +422,8 @@ async def direct(admission: Server, count: int, concurrency: int) -> tuple[list[
         latencies.clear()
         cpu = cpu_seconds({"admission": admission.proc.pid})["admission"]
         started = time.monotonic()
-        paths = ("/mutate--v1-pod", "/validate--v1-pod")
-        await bounded(concurrency, [partial(one, b, paths[i % 2]) for i, b in enumerate(bodies)])
+        paths = ("/mutate--v1-pod",) if fraction else ("/mutate--v1-pod", "/validate--v1-pod")
+        await bounded(concurrency, [partial(one, b, paths[i % len(paths)]) for i, b in enumerate(bodies)])
         wall = time.monotonic() - started
         return latencies, wall, cpu_seconds({"admission": admission.proc.pid})["admission"] - cpu
 
@@ -489,6 +498,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--direct", type=int, default=4000, help="reviews POSTed straight to the webhook")
+    parser.add_argument("--direct-pods", choices=("plain", "fraction"), default="plain",
+                        help="the pods of the --direct reviews")
     parser.add_argument("--modes", default="on,fraction,off,foreign")
     args = parser.parse_args()
     state = load_state(args.cluster)
@@ -539,9 +550,11 @@ async def main() -> None:
             await delete_and_wait(api, f"/api/v1/namespaces/{probe_ns}")
             report(results)
             for name, server in ({"webhook": admission, **floors} if args.direct else {}).items():
-                latencies, wall, cpu = await direct(server, args.direct, args.concurrency)
+                latencies, wall, cpu = await direct(server, args.direct, args.concurrency,
+                                                    fraction=args.direct_pods == "fraction")
                 p50, _, p99 = percentiles(latencies)
-                print(f"direct to the {name} ({args.direct} reviews, {args.concurrency} in flight, keep-alive TLS): "
+                print(f"direct to the {name} ({args.direct} reviews of {args.direct_pods} pods, {args.concurrency} in "
+                      f"flight, keep-alive TLS): "
                       f"{args.direct / wall:.0f} reviews/s, p50 {ms(p50)}  p99 {ms(p99)}, "
                       f"CPU {cpu / args.direct * 1000:.2f} ms per review")
     finally:
