@@ -28,8 +28,8 @@ floor     the `fraction` pods and the same webhook configurations (same matchCon
           bench's pod (HTTP/1.1 keep-alive, as the Python webhook serves): the least one call can cost, so
           floor / wired is the best any webhook could reach and fraction / floor how far ours is from it; not run
           unless named in --modes (the first such run builds the server, cached under the dev cache)
-floor2    `floor` with HTTP/2 offered too (the API server then multiplexes its calls over one connection); not
-          run unless named in --modes
+floor2    `floor` with HTTP/2 offered too (ALPN h2, which the API server's client may take); not run unless
+          named in --modes (its --direct reviews still use HTTP/1.1: aiohttp has no HTTP/2)
 foreign   pods of another scheduler, webhook configurations installed (the matchCondition keeps them away)
 kai       plain `kai-scheduler` pods with KAI's configurations (`scheduler-name-match` only: both webhooks called
           for every pod, as before issue 26's pass); not run unless named in --modes
