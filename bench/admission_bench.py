@@ -22,6 +22,14 @@ off       plain `kai-scheduler` pods, webhook configurations removed
 wired     the `fraction` pods as the webhook leaves them (its mutation applied by the bench), webhook
           configurations removed: the same stored pods without the call, so fraction / wired is what the call
           itself costs them; not run unless named in --modes
+floor     the `fraction` pods and the same webhook configurations (same matchConditions, timeouts, certificate),
+          but the mutating call answered by `e2e/tools/admission-floor`, a Go webhook (stdlib only) that decodes
+          the review as far as `request.uid` and returns a JSONPatch computed once by our pure mutation for the
+          bench's pod (HTTP/1.1 keep-alive, as the Python webhook serves): the least one call can cost, so
+          floor / wired is the best any webhook could reach and fraction / floor how far ours is from it; not run
+          unless named in --modes (the first such run builds the server, cached under the dev cache)
+floor2    `floor` with HTTP/2 offered too (ALPN h2, which the API server's client may take); not run unless
+          named in --modes (its --direct reviews still use HTTP/1.1: aiohttp has no HTTP/2)
 foreign   pods of another scheduler, webhook configurations installed (the matchCondition keeps them away)
 kai       plain `kai-scheduler` pods with KAI's configurations (`scheduler-name-match` only: both webhooks called
           for every pod, as before issue 26's pass); not run unless named in --modes
@@ -32,8 +40,9 @@ reviews the reviews per pod,
 the admission process's CPU per review (`/proc/<pid>/stat`), the API server's CPU per pod in every mode, the
 latency of the webhook calls as the API server measured them (`apiserver_admission_webhook_admission_duration_seconds`,
 interpolated within its buckets) and as the webhook measured them (`kai_webhook_review_duration_seconds`).
-Finally `--direct` reviews are POSTed straight to the webhook over keep-alive TLS at the same concurrency: its
-latency p50/p99 and CPU per review without the API server in the way.
+Finally `--direct` reviews are POSTed straight to the webhook (and to each floor webhook run) over keep-alive TLS
+at the same concurrency: its latency p50/p99 and CPU per review without the API server in the way (of plain pods,
+half mutating and half validating, or with `--direct-pods fraction` of the fraction pods, all mutating).
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -64,6 +74,7 @@ from operators.admission.mutate import mutate_pod
 from operators.core import podwebhooks
 from operators.core.kube import api_client, is_not_found, raw, raw_stream
 from operators.devcluster import pki, webhooks
+from operators.devcluster.build import CACHE, TOOLS
 from operators.devcluster.cluster import State, load_state
 
 REGISTRATIONS = "/apis/admissionregistration.k8s.io/v1"
@@ -71,6 +82,7 @@ PLURAL = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
           "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
 POD_HOOK = "admission.kai-scheduler.svc"
 ADMISSION_FLAGS = ["--gpu-sharing-enabled=true"]  # what the bench's admission process is told, and registered for
+FLOOR_TOOL = TOOLS / "admission-floor"
 
 
 # --- the admission process and its registration ---------------------------------------------------------------
@@ -111,11 +123,7 @@ class Admission:
         raise TimeoutError("the admission process is not ready")
 
     async def reviews(self) -> float:
-        """Pod reviews answered so far (kai_admission_requests_total over the mutate and validate webhooks)."""
-        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{self.metrics}/metrics") as resp:
-            text = await resp.text()
-        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                   if s.name.startswith("kai_admission_requests_total") and s.labels.get("webhook") != "topology")
+        return await reviews_at(self.metrics)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -127,7 +135,93 @@ class Admission:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def registrations(admission: Admission) -> list[dict[str, Any]]:
+async def reviews_at(metrics_port: int) -> float:
+    """Pod reviews answered so far (kai_admission_requests_total over the mutate and validate webhooks)."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{metrics_port}/metrics") as resp:
+        text = await resp.text()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name.startswith("kai_admission_requests_total") and s.labels.get("webhook") != "topology")
+
+
+def floor_binary() -> Path:
+    """The floor webhook, built once per source and Go version into the dev cache (stdlib only: no downloads)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    version = subprocess.run([go, "env", "GOVERSION"], check=True, capture_output=True, text=True).stdout.strip()
+    digest = hashlib.sha256("\0".join([version, *(f.read_text() for f in sorted(FLOOR_TOOL.glob("*.go"))),
+                                        (FLOOR_TOOL / "go.mod").read_text()]).encode()).hexdigest()[:12]
+    out = CACHE / "bin" / f"admission-floor-{digest}"
+    binary = out / "admission-floor"
+    if not binary.exists():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        subprocess.run([go, "build", "-ldflags", "-s -w", "-o", str(tmp / "admission-floor"), "."], cwd=FLOOR_TOOL,
+                       check=True)
+        tmp.rename(out)
+    return binary
+
+
+def floor_patch() -> list[dict[str, Any]]:
+    """What our webhook returns for the bench's fraction pod as the API server sends it: namespace set, and the
+    ServiceAccount admission plugin's token volume and mount already added (so the wiring appends to
+    `/spec/volumes`). The generated names differ from pod to pod in ours; one fixed set serves the floor (nothing
+    stores the ConfigMaps they name)."""
+    body = pod("p-00000", "kai-scheduler", fraction="0.5")
+    body["metadata"]["namespace"] = "admbench"
+    body["spec"]["volumes"] = [{"name": "kube-api-access-00000", "projected": {"sources": []}}]
+    body["spec"]["containers"][0]["volumeMounts"] = [{"name": "kube-api-access-00000",
+                                                      "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+    return mutate_pod(body, "admbench", runtime_class_name=None)
+
+
+class Floor:
+    """The floor webhook as a child process, with the admission's certificate and ports of its own."""
+
+    def __init__(self, state: State, admission: Admission, *, http2: bool) -> None:
+        base = state.ports["apiserver"] - 443
+        taken = {*state.ports.values(), admission.webhook, admission.metrics, admission.probe}
+        free = [p for p in range(base + 770, base + 790) if p not in taken]
+        self.webhook, self.metrics = free[2:4] if http2 else free[:2]
+        self.ca_pem = admission.ca_pem
+        name = "floor2" if http2 else "floor"
+        patch = admission.dir / f"{name}-patch.json"
+        patch.write_text(json.dumps(floor_patch(), separators=(",", ":")))
+        self.log = open(admission.dir / f"{name}.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(
+            [str(floor_binary()), f"-addr=127.0.0.1:{self.webhook}", f"-metrics=127.0.0.1:{self.metrics}",
+             f"-cert={admission.dir / 'tls.crt'}", f"-key={admission.dir / 'tls.key'}", f"-patch={patch}",
+             *(["-http2"] if http2 else [])],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    async def ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise SystemExit(f"the floor webhook exited: see {self.log.name}")
+                try:
+                    async with http.get(f"http://127.0.0.1:{self.metrics}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise TimeoutError("the floor webhook is not ready")
+
+    async def reviews(self) -> float:
+        return await reviews_at(self.metrics)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+Server = Admission | Floor
+
+
+def registrations(admission: Server) -> list[dict[str, Any]]:
     """The pod webhook configurations `kai dev up` registers (the topology one is left out: no Topology here)."""
     configs = webhooks.configurations(ca_pem=admission.ca_pem, admission_port=admission.webhook, queue_port=None,
                                       podgroup_port=None, admission_args=ADMISSION_FLAGS)
@@ -167,7 +261,7 @@ async def uninstall(api: Any, configs: list[dict[str, Any]]) -> None:
                 raise
 
 
-async def settle(api: Any, admission: Admission, namespace: str, *, reviewed: bool, timeout: float = 30) -> None:
+async def settle(api: Any, admission: Server, namespace: str, *, reviewed: bool, timeout: float = 30) -> None:
     """Wait until the API server's view of the registrations matches: a probe pod (a fraction pod, which both
     webhooks are called for) is reviewed, or no longer is."""
     deadline = time.monotonic() + timeout
@@ -240,13 +334,13 @@ class Result:
         return self.pods / self.seconds
 
 
-async def creates(api: Any, admission: Admission, pids: dict[str, int], mode: str, count: int,
+async def creates(api: Any, admission: Server, pids: dict[str, int], mode: str, count: int,
                   concurrency: int) -> Result:
     namespace = f"admbench-{mode}-{uuid.uuid4().hex[:6]}"
     await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}})
     scheduler = "other-scheduler" if mode == "foreign" else "kai-scheduler"
     base = f"/api/v1/namespaces/{namespace}/pods"
-    sharing = mode.startswith("fraction") or mode == "wired"
+    sharing = mode.startswith(("fraction", "floor")) or mode == "wired"
     bodies = [pod(f"p-{i:05d}", scheduler, fraction="0.5" if sharing else "") for i in range(count)]
     if mode == "wired":
         bodies = [wired(b, namespace) for b in bodies]
@@ -282,14 +376,19 @@ def wired(body: dict[str, Any], namespace: str) -> dict[str, Any]:
     return out
 
 
-async def own_scrape(admission: Admission) -> str:
+async def own_scrape(admission: Server) -> str:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{admission.metrics}/metrics") as resp:
         return await resp.text()
 
 
-def review_body(i: int) -> bytes:
-    """An AdmissionReview of a pod CREATE as the API server sends it (the pod carries its managedFields)."""
-    obj = pod(f"d-{i:05d}", "kai-scheduler")
+def review_body(i: int, *, fraction: bool = False) -> bytes:
+    """An AdmissionReview of a pod CREATE as the API server sends it (the pod carries its managedFields); with
+    `fraction`, the bench's GPU-sharing pod with the ServiceAccount plugin's token volume."""
+    obj = pod(f"d-{i:05d}", "kai-scheduler", fraction="0.5" if fraction else "")
+    if fraction:
+        obj["spec"]["volumes"] = [{"name": f"kube-api-access-{i:05d}", "projected": {"sources": []}}]
+        obj["spec"]["containers"][0]["volumeMounts"] = [{"name": f"kube-api-access-{i:05d}",
+                                                         "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
     obj["metadata"].update({"namespace": "bench", "uid": str(uuid.uuid4()), "creationTimestamp": None,
                             "managedFields": [{"manager": "bench", "operation": "Update", "apiVersion": "v1",
                                                "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]})
@@ -300,10 +399,13 @@ def review_body(i: int) -> bytes:
         "dryRun": False}}).encode()
 
 
-async def direct(admission: Admission, count: int, concurrency: int) -> tuple[list[float], float, float]:
-    """Reviews POSTed straight to the webhook (keep-alive TLS): per-review latencies, wall seconds, CPU seconds."""
+async def direct(admission: Server, count: int, concurrency: int, *,
+                 fraction: bool = False) -> tuple[list[float], float, float]:
+    """Reviews POSTed straight to the webhook (keep-alive TLS): per-review latencies, wall seconds, CPU seconds.
+    Plain pods alternate between the two paths; `fraction` pods go to the mutating one, as the API server sends
+    them (the validating condition proves them valid)."""
     ctx = ssl.create_default_context(cadata=admission.ca_pem.decode())
-    bodies = [review_body(i) for i in range(count)]
+    bodies = [review_body(i, fraction=fraction) for i in range(count)]
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(ssl=ctx, limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as http:
@@ -320,8 +422,8 @@ async def direct(admission: Admission, count: int, concurrency: int) -> tuple[li
         latencies.clear()
         cpu = cpu_seconds({"admission": admission.proc.pid})["admission"]
         started = time.monotonic()
-        paths = ("/mutate--v1-pod", "/validate--v1-pod")
-        await bounded(concurrency, [partial(one, b, paths[i % 2]) for i, b in enumerate(bodies)])
+        paths = ("/mutate--v1-pod",) if fraction else ("/mutate--v1-pod", "/validate--v1-pod")
+        await bounded(concurrency, [partial(one, b, paths[i % len(paths)]) for i, b in enumerate(bodies)])
         wall = time.monotonic() - started
         return latencies, wall, cpu_seconds({"admission": admission.proc.pid})["admission"] - cpu
 
@@ -340,7 +442,9 @@ def report(results: list[Result]) -> None:
             "fraction": "fraction pods, webhook on", "foreign": "other scheduler's pods, webhook on",
             "fraction2": "fraction pods, two calls (before)",
             "kai": "kai-scheduler pods, KAI's conditions",
-            "wired": "fraction pods pre-wired, webhook off"}
+            "wired": "fraction pods pre-wired, webhook off",
+            "floor": "fraction pods, floor webhook (Go)",
+            "floor2": "fraction pods, floor webhook, HTTP/2"}
     for mode, rs in by_mode.items():
         rounds = ", ".join(f"{r.rate:.1f}" for r in rs)
         print(f"  {what[mode]:36} {rates[mode]:7.1f} pods/s  (rounds: {rounds})  "
@@ -348,16 +452,21 @@ def report(results: list[Result]) -> None:
               f"matchConditions {sum(r.condition_seconds for r in rs) / sum(r.pods for r in rs) * 1000:.2f} ms/pod")
     if "on" in rates and "off" in rates:
         print(f"  ratio on / off: {rates['on'] / rates['off']:.2f}  (target >= 0.80)")
-    for mode in ("fraction", "fraction2", "kai"):
+    for mode in ("fraction", "fraction2", "kai", "floor", "floor2"):
         if mode in rates and "off" in rates:
             print(f"  ratio {mode} / off: {rates[mode] / rates['off']:.2f}")
     if "fraction" in rates and "wired" in rates:
         print(f"  ratio fraction / wired: {rates['fraction'] / rates['wired']:.2f}  (the call alone, same stored pods)")
+    for mode in ("floor", "floor2"):
+        if mode in rates and "wired" in rates:
+            print(f"  ratio {mode} / wired: {rates[mode] / rates['wired']:.2f}  (the cheapest call, same stored pods)")
+        if mode in rates and "fraction" in rates:
+            print(f"  ratio fraction / {mode}: {rates['fraction'] / rates[mode]:.2f}  (ours against the floor)")
     if "wired" in rates and "off" in rates:
         print(f"  ratio wired / off: {rates['wired'] / rates['off']:.2f}  (what the wiring itself costs a create)")
     if "foreign" in rates and "off" in rates:
         print(f"  ratio foreign (webhook on) / off: {rates['foreign'] / rates['off']:.2f}")
-    for mode in ("on", "fraction", "fraction2", "kai"):
+    for mode in ("on", "fraction", "fraction2", "kai", "floor", "floor2"):
         latencies(mode, by_mode.get(mode, []))
     foreign = sum(r.reviews for r in by_mode.get("foreign", []))
     print(f"reviews of the other scheduler's pods: {foreign:.0f}")
@@ -389,6 +498,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--direct", type=int, default=4000, help="reviews POSTed straight to the webhook")
+    parser.add_argument("--direct-pods", choices=("plain", "fraction"), default="plain",
+                        help="the pods of the --direct reviews")
     parser.add_argument("--modes", default="on,fraction,off,foreign")
     args = parser.parse_args()
     state = load_state(args.cluster)
@@ -399,30 +510,37 @@ async def main() -> None:
         raise SystemExit("the cluster runs the KAI components: start it with --no-components")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     admission = Admission(state)
+    floors = {mode: Floor(state, admission, http2=mode == "floor2") for mode in ("floor", "floor2") if mode in modes}
+    servers: dict[str, Server] = {**floors}
     api = await api_client(state.kubeconfig)
     configs = registrations(admission)
     by_mode = {"off": None, "wired": None, "kai": kai_registrations(configs),
-               "fraction2": two_call_registrations(configs)}
+               "fraction2": two_call_registrations(configs),
+               **{mode: registrations(server) for mode, server in floors.items()}}
     results: list[Result] = []
     try:
         async with api:
             await admission.ready()
+            for server in floors.values():
+                await server.ready()
             await uninstall(api, configs)
             probe_ns = f"admbench-probe-{uuid.uuid4().hex[:6]}"
             await raw(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": probe_ns}})
             installed: list[dict[str, Any]] | None = None
+            answering: Server = admission  # the server the installed configurations call
             for rnd in range(args.rounds):
                 for mode in modes if rnd % 2 == 0 else list(reversed(modes)):
                     want = by_mode.get(mode, configs)
+                    server = servers.get(mode, admission)
                     if want is not installed:
                         if installed is not None:
                             await uninstall(api, installed)
-                            await settle(api, admission, probe_ns, reviewed=False)
+                            await settle(api, answering, probe_ns, reviewed=False)
                         if want is not None:
                             await install(api, want)
-                            await settle(api, admission, probe_ns, reviewed=True)
-                        installed = want
-                    result = await creates(api, admission, dict(state.pids), mode, args.pods, args.concurrency)
+                            await settle(api, server, probe_ns, reviewed=True)
+                        installed, answering = want, server
+                    result = await creates(api, server, dict(state.pids), mode, args.pods, args.concurrency)
                     print(f"round {rnd + 1} {mode:9} {result.rate:7.1f} pods/s  "
                           f"({result.pods} pods in {result.seconds:.1f} s, {result.reviews:.0f} reviews)  "
                           f"load {os.getloadavg()[0]:.1f}", flush=True)
@@ -431,13 +549,17 @@ async def main() -> None:
                 await uninstall(api, installed)
             await delete_and_wait(api, f"/api/v1/namespaces/{probe_ns}")
             report(results)
-            if args.direct:
-                latencies, wall, cpu = await direct(admission, args.direct, args.concurrency)
+            for name, server in ({"webhook": admission, **floors} if args.direct else {}).items():
+                latencies, wall, cpu = await direct(server, args.direct, args.concurrency,
+                                                    fraction=args.direct_pods == "fraction")
                 p50, _, p99 = percentiles(latencies)
-                print(f"direct to the webhook ({args.direct} reviews, {args.concurrency} in flight, keep-alive TLS): "
+                print(f"direct to the {name} ({args.direct} reviews of {args.direct_pods} pods, {args.concurrency} in "
+                      f"flight, keep-alive TLS): "
                       f"{args.direct / wall:.0f} reviews/s, p50 {ms(p50)}  p99 {ms(p99)}, "
                       f"CPU {cpu / args.direct * 1000:.2f} ms per review")
     finally:
+        for server in floors.values():
+            server.stop()
         admission.stop()
 
 
