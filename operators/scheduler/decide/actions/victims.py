@@ -21,6 +21,8 @@ from operators.scheduler.decide.units import AXES, WHOLE, as_vector
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
+_SEMI = keys.SEMI_PREEMPTIBLE
+
 
 def live_tasks(job: Job) -> list[Task]:
     return [t for t in job.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
@@ -273,8 +275,11 @@ class JobOrder(Sequence[Chunk]):
         shielded: set[int] = set()
         heap: list[tuple[object, ...]] = []
         any_protected = False
+        # protected() without the call when it reads only the job's preemptibility: with no min-runtime
+        # (`runtime <= 0`, the common case) a job is protected exactly when it is semi-preemptible.
+        timed = not runtime <= 0
         for i, job in enumerate(jobs):
-            prot = protected(session, job, runtime)
+            prot = protected(session, job, runtime) if timed else job.rec.preemptibility == _SEMI
             if prot:
                 any_protected = True
                 if drop_protected:
