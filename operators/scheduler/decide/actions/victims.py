@@ -288,7 +288,8 @@ class JobOrder(Sequence[Chunk]):
             if chunks is None:
                 part = 0
                 for ps in job.podsets:  # some podset above its minimum: elastic chunks (victim_chunks' test)
-                    if ps.active_allocated > max(ps.min_available, ps.core):
+                    least, core = ps.min_available, ps.core  # above both: max() written as a comparison
+                    if ps.active_allocated > (least if least >= core else core):
                         break
                 else:
                     if prot:
