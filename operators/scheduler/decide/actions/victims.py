@@ -172,7 +172,9 @@ def _over_ratio(allocated: Sequence[int], alloc_share: Sequence[int], taken: Seq
     for r in AXES:
         alloc = allocated[r] - taken[r]
         share = alloc_share[r]
-        best = max(best, alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0)
+        ratio = alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0
+        if ratio > best:  # max(best, ratio) as max() evaluates it, without the call
+            best = ratio
     return best
 
 

@@ -67,10 +67,13 @@ class NodeIndex:
             else:
                 self.cpu_only_list.append((self.cpu_key[i], i))
                 self.is_cpu_only[i] = 1
-            if self._shareable(node):
+            # A node without shared devices (no groups, most of them) is not shareable, and releasing only by its
+            # amounts: the groups' scans are skipped for it, as `_rekey_gpu` skips them.
+            groups = node.groups
+            if groups and self._shareable(node):
                 self.in_shared[i] = 1
                 self.shared_list.append((self.gpu_key[i], i))
-            if self._is_releasing(node):
+            if (self._is_releasing(node) if groups else node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0):
                 self._releasing.add(i)
         for lst in (self.gpu_list, self.cpu_gpu_list, self.cpu_only_list, self.shared_list):
             lst.sort()
@@ -161,10 +164,18 @@ class NodeIndex:
         if gk != old_gk and node.cap_gpu > 0:
             _move(self.gpu_list, old_gk, gk, i)
         groups = node.groups
-        if groups:
-            shareable = any(not g.fully_releasing and g.free > 0 for g in groups.values())
-            releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0 or any(
-                g.releasing > 0 for g in groups.values())
+        if groups:  # the two scans as loops, not any() over generators
+            shareable = False
+            for g in groups.values():
+                if not g.fully_releasing and g.free > 0:
+                    shareable = True
+                    break
+            releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0
+            if not releasing:
+                for g in groups.values():
+                    if g.releasing > 0:
+                        releasing = True
+                        break
         else:
             shareable = False
             releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0
