@@ -103,7 +103,8 @@ class JobTree:
         self._roots: list[QueueState] = []
         # The last pop's path (leaf first) with each queue's allocation then, and the popped job's request: the
         # next pop may repeat it without comparing any queue (`_repeat`). None after a push or an invalidate.
-        self._last: tuple[list[tuple[QueueState, tuple[int, ...]]], Sequence[int]] | None = None
+        # The allocations are copies of the queues' lists, compared as lists (no tuple built per check).
+        self._last: tuple[list[tuple[QueueState, list[int]]], Sequence[int]] | None = None
         by_leaf: dict[str, list[Job]] = {}
         for job in jobs:
             assert job.queue is not None
@@ -230,17 +231,17 @@ class JobTree:
             stack = stacks.get(q)
         job = stack.pop()[2]
         count = self._count
-        path: list[tuple[QueueState, tuple[int, ...]]] = []
+        path: list[tuple[QueueState, list[int]]] = []
         node: QueueState | None = q
         while node is not None:
             count[node] -= 1
             cache.pop(node, None)
-            path.append((node, tuple(node.allocated)))
+            path.append((node, node.allocated[:]))
             node = node.parent
         self._last = (path, self._requests[id(job)][1])
         return job
 
-    def _repeat(self, path: list[tuple[QueueState, tuple[int, ...]]], request: Sequence[int]) -> Job | None:
+    def _repeat(self, path: list[tuple[QueueState, list[int]]], request: Sequence[int]) -> Job | None:
         """The next job when the last pop provably repeats: None when a full pick is needed.
 
         The rule: a queue's facts are a function of its allocation and of the request of its representative job
@@ -265,7 +266,7 @@ class JobTree:
         if known[1] != request:
             return None
         for node, allocated in path:
-            if tuple(node.allocated) != allocated:
+            if node.allocated != allocated:
                 return None
         stack.pop()
         count, cache = self._count, self._eval

@@ -68,7 +68,7 @@ def _pops(seed: int, repeat: Callable[..., Job | None] | None) -> tuple[list[str
 
 def _no_allocation_check(tree: JobTree, path: Any, request: Any) -> Job | None:
     """A wrong rule: the repeat without checking that the path's allocations are unchanged."""
-    saved = [(node, tuple(node.allocated)) for node, _ in path]
+    saved = [(node, node.allocated[:]) for node, _ in path]
     return JobTree._repeat(tree, saved, request)
 
 

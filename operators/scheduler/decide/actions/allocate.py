@@ -39,9 +39,12 @@ class Allocate:
                 if self.on_bind is not None:
                     for bind in session.decisions.binds[first:]:
                         self.on_bind(bind)
-                # Elastic growth: one more pod per attempt while pods remain and fit.
-                if any(p.pending for p in job.podsets):
-                    tree.push(job)
+                # Elastic growth: one more pod per attempt while pods remain and fit (a loop, not any() over a
+                # generator: this runs after every commit).
+                for ps in job.podsets:
+                    if ps.pending:
+                        tree.push(job)
+                        break
             else:
                 stmt.discard()
                 repeating.failed(session, job, seen)

@@ -68,9 +68,12 @@ class Preempt:
         # for the action and only lose pods, so a job without one never gets one: such jobs are skipped
         # without any work, and the action ends once no job that has one is left (pops have no side effects).
         lowest: dict[int, int] = {}
-        for other in candidates:
+        for other in candidates:  # the least priority per queue (a comparison, not a min() call per candidate)
             q = id(other.queue)
-            lowest[q] = min(lowest.get(q, other.priority), other.priority)
+            priority = other.priority
+            low = lowest.get(q)
+            if low is None or priority < low:
+                lowest[q] = priority
         hopeful = sum(1 for j in jobs if could_preempt(j, lowest))
         if not hopeful:
             return

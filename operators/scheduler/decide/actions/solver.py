@@ -123,13 +123,24 @@ class Room:
     def slots(self, node: NodeState) -> int:
         if not self.mask[node.idx]:
             return 0
+        # The least of the pod-count room and each asked resource's room, as integer comparisons (the value
+        # min() gives): this runs for every node a Room total reads.
         k = node.max_pods - node.n_pods
-        if self.gpu > 0:
-            k = min(k, (node.idle_gpu + node.rel_gpu) // self.gpu)
-        if self.cpu > 0:
-            k = min(k, (node.idle_cpu + node.rel_cpu) // self.cpu)
-        if self.mem > 0:
-            k = min(k, (node.idle_mem + node.rel_mem) // self.mem)
+        need = self.gpu
+        if need > 0:
+            v = (node.idle_gpu + node.rel_gpu) // need
+            if v < k:
+                k = v
+        need = self.cpu
+        if need > 0:
+            v = (node.idle_cpu + node.rel_cpu) // need
+            if v < k:
+                k = v
+        need = self.mem
+        if need > 0:
+            v = (node.idle_mem + node.rel_mem) // need
+            if v < k:
+                k = v
         return k if k > 0 else 0
 
 

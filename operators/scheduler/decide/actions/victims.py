@@ -21,6 +21,8 @@ from operators.scheduler.decide.units import AXES, WHOLE, as_vector
 if TYPE_CHECKING:
     from operators.scheduler.decide.session import Session
 
+_SEMI = keys.SEMI_PREEMPTIBLE
+
 
 def live_tasks(job: Job) -> list[Task]:
     return [t for t in job.tasks if t.status in VICTIM_STATUSES and t.node >= 0]
@@ -170,7 +172,9 @@ def _over_ratio(allocated: Sequence[int], alloc_share: Sequence[int], taken: Seq
     for r in AXES:
         alloc = allocated[r] - taken[r]
         share = alloc_share[r]
-        best = max(best, alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0)
+        ratio = alloc / share if share > 0 else alloc / WHOLE[r] * 1000.0
+        if ratio > best:  # max(best, ratio) as max() evaluates it, without the call
+            best = ratio
     return best
 
 
@@ -273,8 +277,11 @@ class JobOrder(Sequence[Chunk]):
         shielded: set[int] = set()
         heap: list[tuple[object, ...]] = []
         any_protected = False
+        # protected() without the call when it reads only the job's preemptibility: with no min-runtime
+        # (`runtime <= 0`, the common case) a job is protected exactly when it is semi-preemptible.
+        timed = not runtime <= 0
         for i, job in enumerate(jobs):
-            prot = protected(session, job, runtime)
+            prot = protected(session, job, runtime) if timed else job.rec.preemptibility == _SEMI
             if prot:
                 any_protected = True
                 if drop_protected:
@@ -283,7 +290,8 @@ class JobOrder(Sequence[Chunk]):
             if chunks is None:
                 part = 0
                 for ps in job.podsets:  # some podset above its minimum: elastic chunks (victim_chunks' test)
-                    if ps.active_allocated > max(ps.min_available, ps.core):
+                    least, core = ps.min_available, ps.core  # above both: max() written as a comparison
+                    if ps.active_allocated > (least if least >= core else core):
                         break
                 else:
                     if prot:

@@ -37,7 +37,9 @@ def format_portion(portion: int) -> str:
 
 def shared_capacity(node: NodeState, portion: int, idle_only: bool) -> int:
     """How many distinct devices on the node could host `portion` (existing groups + whole free GPUs)."""
-    whole = max(node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu, 0)  # over-committed: none
+    whole = node.idle_gpu if idle_only else node.idle_gpu + node.rel_gpu
+    if whole < 0:  # over-committed: none (max(whole, 0) as a comparison)
+        whole = 0
     fitting = 0
     for g in node.groups.values():
         if g.fully_releasing:

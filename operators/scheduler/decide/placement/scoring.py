@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 
 from operators.scheduler.decide.config import SPREAD
 from operators.scheduler.decide.model import NodeState
@@ -19,6 +20,12 @@ SHARED_GPU_SCORE = 1000.0  # gpusharing (gpusharingorder): a fractional pod onto
 IDLE_FIT_SCORE = 100.0  # nodeavailability: the pod fits in idle resources (bound now, not pipelined)
 RESOURCE_TYPE_SCORE = 10.0  # resourcetype: a CPU-only pod on a CPU-only node
 BINPACK_SCORE_RANGE = 9.0  # nodeplacement binpack: 0..9 by the used part of the key resource (spread: 0..1 free)
+
+
+# The binpack orders start at the first entry with a key of at least the pod's request: the first (key, index) at
+# or above (min_free, -1), which, indexes being >= 0, is the first whose key alone is >= min_free. Bisected on the
+# keys alone: a C key call per probe instead of a tuple comparison (keys are never NaN: counts and finite ratios).
+_entry_key = itemgetter(0)
 
 
 class NodeIndex:
@@ -60,10 +67,13 @@ class NodeIndex:
             else:
                 self.cpu_only_list.append((self.cpu_key[i], i))
                 self.is_cpu_only[i] = 1
-            if self._shareable(node):
+            # A node without shared devices (no groups, most of them) is not shareable, and releasing only by its
+            # amounts: the groups' scans are skipped for it, as `_rekey_gpu` skips them.
+            groups = node.groups
+            if groups and self._shareable(node):
                 self.in_shared[i] = 1
                 self.shared_list.append((self.gpu_key[i], i))
-            if self._is_releasing(node):
+            if (self._is_releasing(node) if groups else node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0):
                 self._releasing.add(i)
         for lst in (self.gpu_list, self.cpu_gpu_list, self.cpu_only_list, self.shared_list):
             lst.sort()
@@ -154,10 +164,18 @@ class NodeIndex:
         if gk != old_gk and node.cap_gpu > 0:
             _move(self.gpu_list, old_gk, gk, i)
         groups = node.groups
-        if groups:
-            shareable = any(not g.fully_releasing and g.free > 0 for g in groups.values())
-            releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0 or any(
-                g.releasing > 0 for g in groups.values())
+        if groups:  # the two scans as loops, not any() over generators
+            shareable = False
+            for g in groups.values():
+                if not g.fully_releasing and g.free > 0:
+                    shareable = True
+                    break
+            releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0
+            if not releasing:
+                for g in groups.values():
+                    if g.releasing > 0:
+                        releasing = True
+                        break
         else:
             shareable = False
             releasing = node.rel_cpu > 0 or node.rel_mem > 0 or node.rel_gpu > 0
@@ -190,7 +208,7 @@ class NodeIndex:
         nodes from there on, while nothing changes them, are what `gpu_order` yields."""
         self._flush_gpu()
         lst = self.gpu_list
-        return lst, 0 if self.gpu_spread else bisect_left(lst, (min_free, -1))
+        return lst, 0 if self.gpu_spread else bisect_left(lst, min_free, key=_entry_key)
 
     def shared_order(self) -> Iterator[int]:
         self._flush_gpu()
@@ -200,7 +218,7 @@ class NodeIndex:
     def cpu_order(self, min_free: float, cpu_only_nodes: bool) -> Iterator[int]:
         self.flush()
         lst = self.cpu_only_list if cpu_only_nodes else self.cpu_gpu_list
-        start = 0 if self.cpu_spread else bisect_left(lst, (min_free, -1))
+        start = 0 if self.cpu_spread else bisect_left(lst, min_free, key=_entry_key)
         for pos in range(start, len(lst)):
             yield lst[pos][1]
 

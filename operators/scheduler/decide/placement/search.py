@@ -65,7 +65,8 @@ class Placer:
         self.fit = fit
         self.base = bytearray(len(nodes))
         for node in nodes:
-            hard = any(t.effect in ("NoSchedule", "NoExecute") for t in node.rec.taints)
+            taints = node.rec.taints  # most nodes have none: no any() over an empty generator for them
+            hard = any(t.effect in ("NoSchedule", "NoExecute") for t in taints) if taints else False
             self.base[node.idx] = node.ok and not hard and not node.rec.unschedulable
         self._masks: dict[object, bytearray] = {}
         self.failed: set[tuple[object, ...]] = set()

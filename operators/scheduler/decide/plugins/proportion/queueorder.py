@@ -20,11 +20,18 @@ _EPS = RATIO_EPS
 
 
 def _drf(x0: int, x1: int, x2: int, s0: int, s1: int, s2: int) -> float:
-    # dominant_share() unrolled for the hot path.
-    v0 = x0 / s0 if s0 > 0 else x0 / GPU * 1000.0
+    # dominant_share() unrolled for the hot path; max(v0, v1, v2, 0.0) written out as max() evaluates it (a later
+    # value replaces the one kept only when greater, so ties keep the first: -0.0 before 0.0), without the call.
+    v = x0 / s0 if s0 > 0 else x0 / GPU * 1000.0
     v1 = x1 / s1 if s1 > 0 else x1 * 1000.0
+    if v1 > v:
+        v = v1
     v2 = x2 / s2 if s2 > 0 else x2 * 1000.0
-    return max(v0, v1, v2, 0.0)
+    if v2 > v:
+        v = v2
+    if v < 0.0:
+        v = 0.0
+    return v
 
 
 def queue_facts(q: QueueState, request: Sequence[int]) -> QueueFacts:
