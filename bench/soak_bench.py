@@ -322,6 +322,7 @@ async def main() -> None:
         finally:
             print("deleting the namespace and queues ...", flush=True)
             await asyncio.shield(cleanup(api, soak))
+            print("deleted", flush=True)
 
 
 async def cleanup(api: Any, soak: Soak) -> None:
