@@ -10,6 +10,9 @@ it is:
 - every object has a token bucket (client-go's spam filter: a burst of 25 events, then one per 5 minutes);
 - all repeat patches together share one budget of `repeat_rate` per second (a repeat over budget is counted
   and sent later).
+
+What the recorder remembers follows the objects that still emit, not every object it ever saw: once a minute it
+forgets what can no longer change an outcome (`EventRecorder._sweep`).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class _Sent:
     count: int  # occurrences so far, sent or not
     last: float  # monotonic time of the last send
     interval: float  # the earliest next send after `last`
+    seen: float  # monotonic time of the last occurrence, sent or not
 
 
 def _forget_oldest(entries: dict[Any, Any], limit: int) -> None:
@@ -79,6 +83,7 @@ def _forget_oldest(entries: dict[Any, Any], limit: int) -> None:
 
 SPAM_BURST = 25.0
 SPAM_RATE = 1 / 300.0
+SWEEP_EVERY = 60.0  # seconds between two sweeps of the recorder's maps
 
 
 class EventRecorder:
@@ -92,6 +97,22 @@ class EventRecorder:
         self._seen: dict[tuple[ObjectRef, str, str, str], _Sent] = {}
         self._objects: dict[ObjectRef, TokenBucket] = {}
         self._repeats = TokenBucket(repeat_rate, max(1.0, repeat_rate * 10))
+        self._next_sweep = 0.0
+
+    def _sweep(self, now: float) -> None:
+        """Forget the entries that can no longer change an outcome, so that the maps hold the objects still
+        emitting rather than every pod ever scheduled (two entries each, forgotten only past `max_entries`):
+        - a bucket untouched for as long as an empty one takes to refill is full: the same as a new one;
+        - an event not seen for `max_interval` has stopped repeating: should it come back, it creates a new Event
+          instead of patching the old one's count, as client-go's correlator does once its LRU (4,096 entries)
+          has dropped it, and the old Event has most likely expired (the API server's event TTL is 1 h by default).
+        Rebuilt rather than deleted from, so that the dicts' tables shrink too.
+        """
+        self._next_sweep = now + SWEEP_EVERY
+        refill = SPAM_BURST / SPAM_RATE
+        self._objects = {ref: bucket for ref, bucket in self._objects.items()
+                         if bucket.stamp is not None and now - bucket.stamp < refill}
+        self._seen = {key: sent for key, sent in self._seen.items() if now - sent.seen < self.max_interval}
 
     def _allowed(self, ref: ObjectRef, now: float) -> bool:
         bucket = self._objects.get(ref)
@@ -102,11 +123,14 @@ class EventRecorder:
 
     def plan(self, key: tuple[ObjectRef, str, str, str], now: float) -> _Sent | Literal["create"] | None:
         """What one occurrence of an event costs: nothing (None), a new Event, or a count patch of `_Sent`."""
+        if now >= self._next_sweep:
+            self._sweep(now)
         ref = key[0]
         seen = self._seen.get(key)
         if seen is None:
             return "create" if self._allowed(ref, now) else None
         seen.count += 1
+        seen.seen = now
         if now - seen.last < seen.interval or not self._allowed(ref, now) or not self._repeats.take(now):
             return None
         seen.last, seen.interval = now, min(seen.interval * 2, self.max_interval)
@@ -148,7 +172,8 @@ class EventRecorder:
             }
             await raw(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=event)
             _forget_oldest(self._seen, self.max_entries)
-            self._seen[key] = _Sent(name, 1, time.monotonic(), self.min_interval)
+            sent = time.monotonic()
+            self._seen[key] = _Sent(name, 1, sent, self.min_interval, sent)
             # The first occurrence only (repeats bump the count above): one line per distinct event.
             log.info("%s event %s: %s", event_type, reason, message[:1024],
                      extra=logs.about(ref.kind, ref.namespace, ref.name, reason))

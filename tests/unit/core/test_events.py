@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operators.core.events import EventRecorder, ObjectRef, TokenBucket, _Sent
+from operators.core.events import SPAM_BURST, SPAM_RATE, SWEEP_EVERY, EventRecorder, ObjectRef, TokenBucket, _Sent
 
 
 def ref(name: str) -> ObjectRef:
@@ -18,7 +18,7 @@ def recorder(**kwargs: float) -> EventRecorder:
 
 
 def record_sent(rec: EventRecorder, k: tuple[ObjectRef, str, str, str], now: float) -> None:
-    rec._seen[k] = _Sent("e", 1, now, rec.min_interval)
+    rec._seen[k] = _Sent("e", 1, now, rec.min_interval, now)
 
 
 def test_token_bucket_allows_a_burst_then_the_rate() -> None:
@@ -55,3 +55,34 @@ def test_an_object_gets_a_burst_of_distinct_events_then_few() -> None:
     created = sum(rec.plan(key("p", f"message {i}"), 0.0) == "create" for i in range(100))
     assert created == 25
     assert rec.plan(key("other"), 0.0) == "create"  # the limit is per object
+
+
+def test_what_no_longer_emits_is_forgotten_and_what_still_repeats_is_kept() -> None:
+    rec = recorder(min_interval=30, max_interval=3600, repeat_rate=100)
+    for i in range(1000):  # a pod scheduled, its one event, never seen again (the soak's steady churn)
+        k = key(f"done{i}", "Scheduled")
+        assert rec.plan(k, float(i)) == "create"
+        record_sent(rec, k, float(i))
+    backlog = key("pending")  # re-explained every cycle for hours
+    assert rec.plan(backlog, 0.0) == "create"
+    record_sent(rec, backlog, 0.0)
+    for second in range(1, 9000):  # past a bucket's refill (7,500 s) after the last of the others
+        rec.plan(backlog, float(second))
+    assert list(rec._seen) == [backlog], "only the event still repeating is remembered"
+    assert list(rec._objects) == [backlog[0]]
+    assert rec._seen[backlog].count == 9000, "its count was never reset"
+
+
+def test_a_bucket_is_forgotten_only_once_it_is_full_again() -> None:
+    rec = recorder()
+    refill = SPAM_BURST / SPAM_RATE
+    spent = [rec.plan(key("p", f"m{i}"), 0.0) for i in range(30)]  # the burst used up, then refused
+    assert spent.count("create") == 25
+    rec._seen.clear()  # the events themselves no longer matter here
+    rec.plan(key("other"), refill - SWEEP_EVERY / 2)  # a sweep while p's bucket is still refilling
+    assert ref("p") in rec._objects
+    assert rec.plan(key("p", "late"), refill - SWEEP_EVERY / 2) == "create"  # one token back per 300 s
+    assert rec.plan(key("p", "later"), refill - SWEEP_EVERY / 2) == "create"
+    rec.plan(key("other"), 2 * refill)  # idle for a whole refill: full, the same as a new bucket
+    assert ref("p") not in rec._objects
+    assert sum(rec.plan(key("p", f"n{i}"), 2 * refill) == "create" for i in range(30)) == 25
