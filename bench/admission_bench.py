@@ -86,7 +86,43 @@ FLOOR_TOOL = TOOLS / "admission-floor"
 
 
 # --- the admission process and its registration ---------------------------------------------------------------
-class Admission:
+class _Child:
+    """A webhook server run as a child process: waits for its readiness URL, counts its reviews, stops it."""
+
+    proc: subprocess.Popen[bytes]
+    log: Any
+    metrics: int
+    what: str
+    ready_url: str
+
+    async def ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise SystemExit(f"{self.what} exited: see {self.log.name}")
+                try:
+                    async with http.get(self.ready_url) as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise TimeoutError(f"{self.what} is not ready")
+
+    async def reviews(self) -> float:
+        return await reviews_at(self.metrics)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class Admission(_Child):
     """The admission component as a child process, with its own certificate and ports."""
 
     def __init__(self, state: State) -> None:
@@ -106,32 +142,10 @@ class Admission:
              f"--health-probe-bind-address=127.0.0.1:{self.probe}", *ADMISSION_FLAGS],
             env={**os.environ, "KUBECONFIG": state.kubeconfig, "PYTHONUNBUFFERED": "1"},
             stdout=self.log, stderr=subprocess.STDOUT)
-
-    async def ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise SystemExit(f"admission exited: see {self.dir / 'admission.log'}")
-                try:
-                    async with http.get(f"http://127.0.0.1:{self.probe}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-        raise TimeoutError("the admission process is not ready")
-
-    async def reviews(self) -> float:
-        return await reviews_at(self.metrics)
+        self.what, self.ready_url = "admission", f"http://127.0.0.1:{self.probe}/readyz"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
+        super().stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -172,7 +186,7 @@ def floor_patch() -> list[dict[str, Any]]:
     return mutate_pod(body, "admbench", runtime_class_name=None)
 
 
-class Floor:
+class Floor(_Child):
     """The floor webhook as a child process, with the admission's certificate and ports of its own."""
 
     def __init__(self, state: State, admission: Admission, *, http2: bool) -> None:
@@ -190,32 +204,8 @@ class Floor:
              f"-cert={admission.dir / 'tls.crt'}", f"-key={admission.dir / 'tls.key'}", f"-patch={patch}",
              *(["-http2"] if http2 else [])],
             stdout=self.log, stderr=subprocess.STDOUT)
+        self.what, self.ready_url = "the floor webhook", f"http://127.0.0.1:{self.metrics}/readyz"
 
-    async def ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise SystemExit(f"the floor webhook exited: see {self.log.name}")
-                try:
-                    async with http.get(f"http://127.0.0.1:{self.metrics}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise TimeoutError("the floor webhook is not ready")
-
-    async def reviews(self) -> float:
-        return await reviews_at(self.metrics)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
 
 
 Server = Admission | Floor
