@@ -449,8 +449,7 @@ class Solver:
         """On the committed state: the slots of the nodes a scenario's victims leave, or None when a failed attempt
         would compute a pod's fit summary first (a summary is made once per shape and cycle, on the state of its
         first failure, so the attempt must run to make it)."""
-        summaries = self.session._summaries
-        if not all(k in summaries for k in self._room_keys):
+        if not self.session.has_fit_summaries(self._room_keys):
             return None
         nodes = self.session.nodes
         return {n: room.slots(nodes[n]) for n in {t.node for c in scenario for t in c.tasks}}

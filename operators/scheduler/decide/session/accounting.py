@@ -105,6 +105,12 @@ class Accounting:
     _victims: list[Job]
     _touched: set[Job]
 
+    def has_fit_summaries(self, keys: Iterable[object]) -> bool:
+        """Whether every one of these pod shapes' fit summaries has been made this cycle (each is made once, on
+        the state of its shape's first failure)."""
+        summaries = self._summaries
+        return all(k in summaries for k in keys)
+
     def tasks_to_allocate(self, job: Job) -> list[Task]:
         """The pods of the job's next attempt (the gang plugin's rule)."""
         return self.framework.gang.tasks_to_allocate(job)
