@@ -143,6 +143,7 @@ class PodGroupController:
         podgroup = self.podgroups.get(f"{namespace}/{name}")
         if podgroup is None:
             self._waiting.pop(key, None)
+            self._written.pop(key, None)  # gone: no echo of a write of it is coming
             return
         pods = self.pods.by_index("group", (namespace, name))
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}

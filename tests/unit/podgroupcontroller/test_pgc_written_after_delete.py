@@ -65,3 +65,11 @@ async def test_a_write_to_a_live_podgroup_is_still_remembered(monkeypatch: pytes
     for timer in c.work._timers.values():
         timer.cancel()
     assert ("ns", "pg") in c._written  # its echo will be recognised
+
+
+async def test_a_reconcile_of_a_deleted_podgroup_drops_its_entry() -> None:
+    # Left by a status write that failed (not with 404) while the PodGroup was being deleted: its retry drops it.
+    c = main.PodGroupController(None, argparse.Namespace(scheduler_name="kai-scheduler"))
+    c._written[("ns", "gone")] = {"resourcesStatus": {}}
+    await c.reconcile(("ns", "gone"))
+    assert c._written == {}
