@@ -143,6 +143,7 @@ class PodGroupController:
         podgroup = self.podgroups.get(f"{namespace}/{name}")
         if podgroup is None:
             self._waiting.pop(key, None)
+            self._written.pop(key, None)  # gone: no echo of a write of it is coming
             return
         pods = self.pods.by_index("group", (namespace, name))
         nodes = {n["metadata"]["name"]: n for n in self.nodes.values()}
@@ -178,9 +179,14 @@ class PodGroupController:
             self._written[key] = previous
             if not is_not_found(exc):
                 raise
-            return
+            updated = None
         if updated:
             self._written[key] = _slim_podgroup(updated)["status"]
+        # The PodGroup's DELETED event may have come while the PATCH was out (its pods' deletion is what enqueued
+        # this write, and their PodGroup goes with them): that event has already dropped the entry, so nothing
+        # would drop the one set here and it would be kept for good, one per PodGroup.
+        if self.podgroups.get(f"{namespace}/{name}") is None or self._written.get(key) is None:
+            self._written.pop(key, None)
 
     async def resync(self) -> None:
         while True:
