@@ -361,23 +361,22 @@ def plan(snapshot: Snapshot, decisions: Decisions, requests: Sequence[Provisioni
             continue
         latest = max(existing, key=lambda r: r.attempt, default=None)
         if key in bound_now:
+            held: Reason | None = None
             if latest is not None and not latest.provisioned and latest.failure is None:
                 # The nodes are arriving but the request has not reported Provisioned: the gang waits for it,
                 # then goes onto the new nodes (placed now, part of it would land on whatever was free).
-                reason = Reason(REASON_PENDING, f"waiting for ProvisioningRequest {latest.name} "
-                                                f"({latest.class_name}) to be provisioned")
-                out.explained[key] = reason
-                out.holds[key] = Hold(group.namespace, group.name, reason, tuple(sorted(p.name for p in pending)))
-                out.hold_binds.add(key)
+                held = Reason(REASON_PENDING, f"waiting for ProvisioningRequest {latest.name} "
+                                              f"({latest.class_name}) to be provisioned")
             elif latest is not None and latest.provisioned and (coming := _nodes_coming(snapshot, latest, now)):
                 # Provisioned, but some nodes that arrived since the request are not Ready yet (the request and
                 # the nodes come on different watches): placed now, the pods those nodes were added for would
                 # land on whatever else was free and leave the new nodes idle. Bounded, as those nodes may be
                 # another workload's.
-                reason = Reason(REASON_PROVISIONED, f"ProvisioningRequest {latest.name} is provisioned; waiting "
-                                                    f"for {coming} of the nodes added since to be Ready")
-                out.explained[key] = reason
-                out.holds[key] = Hold(group.namespace, group.name, reason, tuple(sorted(p.name for p in pending)))
+                held = Reason(REASON_PROVISIONED, f"ProvisioningRequest {latest.name} is provisioned; waiting "
+                                                  f"for {coming} of the nodes added since to be Ready")
+            if held is not None:
+                out.explained[key] = held
+                out.holds[key] = Hold(group.namespace, group.name, held, tuple(sorted(p.name for p in pending)))
                 out.hold_binds.add(key)
             continue  # placed this cycle: the next cycle sees it running and deletes the request
         u = unschedulable.get(key)
